@@ -1,0 +1,57 @@
+# modelserving: every developer and CI entry point.
+# `make run` and `make test` install whatever they need on a fresh machine.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: help setup lint fmt crds crds-check test test-unit bench run render-example clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
+
+setup: $(STAMP) ## create .venv with the package installed editable
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+lint: setup ## ruff, mypy --strict, import-linter layering contracts
+	$(BIN)/ruff check host tests
+	$(BIN)/ruff format --check host tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+fmt: setup ## apply ruff's formatter and fixes
+	$(BIN)/ruff check --fix host tests
+	$(BIN)/ruff format host tests
+
+crds: setup ## regenerate crds/ from the API models
+	$(BIN)/modelserving crd --output-dir crds
+
+crds-check: setup ## fail when crds/ does not match the API models
+	$(BIN)/modelserving crd --output-dir crds --check
+
+test: lint crds-check ## lint, generated-file checks, then every test
+	$(BIN)/pytest
+
+test-unit: setup ## only the fast tests that need no cluster or toolchain
+	$(BIN)/pytest tests/unit
+
+bench: setup ## print performance figures
+	$(PY) -m modelserving.bench
+
+render-example: setup ## render the example ModelServing offline
+	$(BIN)/modelserving render -f examples/prefill-decode.yaml
+
+run: render-example ## the controller's main job (renders an example until the controller lands)
+
+clean: ## remove the venv and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,341 @@
+"""Pydantic models of ``workload.serving.volcano.sh/v1alpha1`` ModelServing, spec and status.
+
+Field names, defaults and enums follow Kthena, so Kthena manifests load unchanged; PluginSpec adds
+our fields (Wasm modules, runtime, limits, failure policy). Rules that span several fields live in
+``modelserving.api.validation``. The CRD in ``crds/`` is generated from these models
+(``modelserving.api.crd``), so schema markers for Kubernetes sit next to each field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from modelserving.api._base import ApiModel
+from modelserving.api.labels import API_VERSION, KIND
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+PLUGIN_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+SHA256_HEX = re.compile(r"^[a-f0-9]{64}$")
+
+# Kubernetes schema markers, read by the CRD generator.
+INT_OR_STRING: dict[str, Any] = {"x-kubernetes-int-or-string": True}
+PRESERVE_UNKNOWN: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
+
+IntOrString = Annotated[int | str, Field(json_schema_extra=INT_OR_STRING)]
+Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+PodSpec = Annotated[
+    dict[str, Any],
+    Field(json_schema_extra={"type": "object", **PRESERVE_UNKNOWN}),
+]
+
+RecoveryPolicy = Literal["ServingGroupRecreate", "RoleRecreate", "None"]
+RolloutStrategyType = Literal["ServingGroupRollingUpdate", "RoleRollingUpdate"]
+PluginType = Literal["BuiltIn", "Wasm"]
+PluginRuntime = Literal["Native", "Wasm"]
+PluginTarget = Literal["All", "Entry", "Worker"]
+FailurePolicy = Literal["Fail", "Ignore"]
+
+
+class ObjectMeta(ApiModel):
+    """The parts of ``metadata`` we read; everything else the API server sets is kept as is."""
+
+    model_config = {**ApiModel.model_config, "extra": "allow"}
+
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class Metadata(ApiModel):
+    """The labels and annotations a role template adds to its Pods."""
+
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class PodTemplateSpec(ApiModel):
+    """A Pod template: metadata plus a core/v1 PodSpec (checked lightly here, fully by the API)."""
+
+    metadata: Metadata | None = None
+    spec: PodSpec = Field(default_factory=dict)
+
+    @field_validator("spec")
+    @classmethod
+    def _containers_named(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        containers = spec.get("containers")
+        if not isinstance(containers, list) or not containers:
+            raise ValueError("containers: at least one container is required")
+        for key in ("containers", "initContainers"):
+            items = spec.get(key) or []
+            if not isinstance(items, list):
+                raise ValueError(f"{key}: must be a list")
+            seen: set[str] = set()
+            for i, c in enumerate(items):
+                name = c.get("name") if isinstance(c, dict) else None
+                if not isinstance(name, str) or not name:
+                    raise ValueError(f"{key}[{i}].name: every container needs a name")
+                if name in seen:
+                    raise ValueError(f"{key}[{i}].name: duplicate container name '{name}'")
+                seen.add(name)
+                image = c.get("image")
+                if isinstance(image, str) and (not image.strip() or any(ch.isspace() for ch in image)):
+                    raise ValueError(f"{key}[{i}].image: must not be blank or contain whitespace")
+        return spec
+
+
+class Role(ApiModel):
+    """One role of a ServingGroup: an entry Pod plus ``workerReplicas`` workers, ``replicas`` times."""
+
+    name: str = Field(
+        max_length=12,
+        json_schema_extra={"pattern": DNS1035_LABEL.pattern},
+    )
+    replicas: Int32 = 1
+    entry_template: PodTemplateSpec
+    worker_replicas: Int32
+    worker_template: PodTemplateSpec | None = None
+    max_unavailable: IntOrString | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _dns1035(cls, name: str) -> str:
+        if not DNS1035_LABEL.match(name):
+            raise ValueError(
+                f"role name '{name}' must be a DNS-1035 label: lower-case letters, digits and "
+                "'-', starting with a letter and ending with a letter or digit"
+            )
+        return name
+
+
+class GangPolicy(ApiModel):
+    """Gang scheduling: the minimum replicas of each role that must be scheduled together."""
+
+    min_role_replicas: dict[str, Int32] | None = Field(
+        default=None,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "minRoleReplicas is immutable"}
+            ]
+        },
+    )
+
+
+class NetworkTopology(ApiModel):
+    """Volcano network-topology policies, passed through to the PodGroup."""
+
+    group_policy: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"type": "object", **PRESERVE_UNKNOWN}
+    )
+    role_policy: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"type": "object", **PRESERVE_UNKNOWN}
+    )
+
+
+class ServingGroupTemplate(ApiModel):
+    """The template every ServingGroup is made from: 1 to 4 roles with unique names."""
+
+    restart_grace_period_seconds: int = Field(default=0, ge=0, le=INT64_MAX)
+    gang_policy: GangPolicy | None = None
+    network_topology: NetworkTopology | None = None
+    roles: list[Role] = Field(
+        min_length=1,
+        max_length=4,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(x, self.exists_one(y, y.name == x.name))",
+                    "message": "roles name must be unique",
+                }
+            ]
+        },
+    )
+
+    @field_validator("roles")
+    @classmethod
+    def _unique_roles(cls, roles: list[Role]) -> list[Role]:
+        names = [r.name for r in roles]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"role names must be unique; repeated: {', '.join(duplicates)}")
+        return roles
+
+
+class RollingUpdateConfiguration(ApiModel):
+    """ServingGroupRollingUpdate knobs: how many groups may be down, how many are protected."""
+
+    max_unavailable: IntOrString = 1
+    partition: IntOrString | None = None
+
+
+class EvictionStrategy(ApiModel):
+    """Kthena's node-eviction protection (accepted and passed through)."""
+
+    protection_level: Literal["ServingGroup", "Role"] = "ServingGroup"
+    min_available: IntOrString | None = None
+    role_min_available: dict[str, IntOrString] | None = None
+
+
+class RolloutStrategy(ApiModel):
+    """How changed templates reach running groups."""
+
+    type: RolloutStrategyType = "ServingGroupRollingUpdate"
+    rolling_update_configuration: RollingUpdateConfiguration | None = None
+    eviction_strategy: EvictionStrategy | None = None
+
+
+class PluginScope(ApiModel):
+    """Where a plugin runs: only these roles (empty: all) and only these Pods (entry/worker)."""
+
+    roles: list[str] | None = None
+    target: PluginTarget = "All"
+
+
+class ConfigMapKeyRef(ApiModel):
+    """A key of a ConfigMap holding a WebAssembly module (binaryData, optionally gzip)."""
+
+    name: str = Field(min_length=1, max_length=253)
+    key: str = Field(min_length=1, max_length=253)
+
+
+class ModuleSource(ApiModel):
+    """Where a Wasm plugin's module comes from, pinned by its sha256."""
+
+    config_map_ref: ConfigMapKeyRef
+    sha256: str = Field(json_schema_extra={"pattern": SHA256_HEX.pattern})
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex_digest(cls, digest: str) -> str:
+        if not SHA256_HEX.match(digest):
+            raise ValueError("must be 64 lower-case hex digits (the module's sha256)")
+        return digest
+
+
+class PluginLimits(ApiModel):
+    """Per-call limits for a WebAssembly plugin, clamped to the operator's maxima."""
+
+    fuel: int | None = Field(default=None, ge=1, le=INT64_MAX)
+    memory_mib: int | None = Field(default=None, ge=1, le=4096, alias="memoryMiB")
+    timeout_ms: int | None = Field(default=None, ge=1, le=600_000)
+
+
+class PluginSpec(ApiModel):
+    """One entry of ``spec.plugins``: Kthena's fields plus Wasm modules, limits and failure policy."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=63,
+        json_schema_extra={"pattern": PLUGIN_NAME.pattern},
+    )
+    type: PluginType = "BuiltIn"
+    runtime: PluginRuntime | None = None
+    config: Any = Field(default=None, json_schema_extra=PRESERVE_UNKNOWN)
+    scope: PluginScope | None = None
+    module: ModuleSource | None = None
+    limits: PluginLimits | None = None
+    failure_policy: FailurePolicy = "Fail"
+
+    @field_validator("name")
+    @classmethod
+    def _plugin_name(cls, name: str) -> str:
+        if not PLUGIN_NAME.match(name):
+            raise ValueError(
+                f"plugin name '{name}' must be lower-case letters, digits, '-' or '.', "
+                "starting and ending with a letter or digit"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _type_matches_source(self) -> PluginSpec:
+        if self.type == "Wasm":
+            if self.module is None:
+                raise ValueError("module is required when type is Wasm")
+            if self.runtime == "Native":
+                raise ValueError("runtime Native is only for BuiltIn plugins; a Wasm plugin runs Wasm")
+        elif self.module is not None:
+            raise ValueError("module is only allowed when type is Wasm")
+        return self
+
+    @property
+    def effective_runtime(self) -> PluginRuntime:
+        """Which implementation runs: Wasm plugins always Wasm, built-ins Native unless asked."""
+        if self.type == "Wasm":
+            return "Wasm"
+        return self.runtime or "Native"
+
+    def applies_to(self, role: str, is_entry: bool) -> bool:
+        """Whether this plugin's scope covers a Pod of ``role`` (entry or worker)."""
+        if self.scope is None:
+            return True
+        if self.scope.roles and role not in self.scope.roles:
+            return False
+        target = self.scope.target
+        return target == "All" or (target == "Entry") == is_entry
+
+
+class ModelServingSpec(ApiModel):
+    """The desired state: ``replicas`` ServingGroups made from ``template``, plus plugins."""
+
+    replicas: Int32 = 1
+    scheduler_name: str = "volcano"
+    plugins: list[PluginSpec] | None = None
+    template: ServingGroupTemplate
+    rollout_strategy: RolloutStrategy | None = None
+    recovery_policy: RecoveryPolicy = "RoleRecreate"
+
+
+class Condition(ApiModel):
+    """A metav1.Condition."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class ModelServingStatus(ApiModel):
+    """What the controller observed; Kthena's fields (conditions include our PluginsReady)."""
+
+    observed_generation: int | None = None
+    replicas: int = 0
+    current_replicas: int = 0
+    updated_replicas: int = 0
+    available_replicas: int = 0
+    current_revision: str | None = None
+    update_revision: str | None = None
+    conditions: list[Condition] | None = None
+    label_selector: str | None = None
+
+
+class ModelServing(ApiModel):
+    """A ModelServing object as stored by the API server."""
+
+    api_version: Literal["workload.serving.volcano.sh/v1alpha1"] = API_VERSION
+    kind: Literal["ModelServing"] = KIND
+    metadata: ObjectMeta
+    spec: ModelServingSpec
+    status: ModelServingStatus | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def ref(self) -> str:
+        """``ModelServing <namespace>/<name>``, how errors and events name this object."""
+        return f"ModelServing {self.namespace}/{self.name}"

@@ -1,0 +1,285 @@
+"""Builds a ModelServing's plugin chain once (validating every plugin up front) and runs it.
+
+``build_chain`` resolves each PluginSpec to an implementation and validates its config, so a bad
+plugin list fails before any Pod is made. ``Chain.on_pod_create`` runs the in-scope plugins in
+list order, each on the Pod the previous one produced, validates every patch with the patch
+policy, applies the failure policy and times each call. ``ChainCache`` reuses a chain for as long
+as the ModelServing's generation and plugin list stay the same.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from modelserving.api.errors import (
+    FailureClass,
+    FieldError,
+    PatchRejected,
+    PluginConfigError,
+    PluginFailure,
+)
+from modelserving.api.hook import Hook, HookRequest, PatchOperation
+from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
+from modelserving.api.modelserving import ModelServing, PluginSpec
+from modelserving.api.validation import pydantic_errors
+from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.base import HookError, PodCreateHook, PodReadyHook
+from modelserving.plugins.registry import Registry, default_registry
+from modelserving.workload._copy import json_copy
+from modelserving.workload.plan import DesiredPod
+
+
+@dataclass(frozen=True)
+class ChainEntry:
+    """One resolved plugin of the chain."""
+
+    index: int
+    spec: PluginSpec
+    runtime: str
+    instance: object
+    digest: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass
+class PluginOutcome:
+    """What one plugin did to one Pod: its validated patch, or why it was skipped or failed."""
+
+    plugin: str
+    index: int
+    runtime: str
+    patch: list[PatchOperation] = field(default_factory=list)
+    duration_us: float = 0.0
+    failure: PluginFailure | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.failure is None
+
+    def explain(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"plugin": self.plugin, "index": self.index, "runtime": self.runtime}
+        if self.failure is None:
+            out["patch"] = self.patch
+        else:
+            out["ignored"] = str(self.failure)
+        return out
+
+
+@dataclass
+class CreateResult:
+    """The Pod after the chain, and each in-scope plugin's outcome in order."""
+
+    pod: dict[str, Any]
+    outcomes: list[PluginOutcome]
+
+    @property
+    def ignored(self) -> list[PluginOutcome]:
+        return [o for o in self.outcomes if o.failure is not None]
+
+
+class Chain:
+    """The plugins of one ModelServing generation, ready to run on its Pods."""
+
+    def __init__(self, ms: ModelServing, entries: Sequence[ChainEntry], validator: PatchValidator):
+        self.model_serving = ms
+        self.entries = tuple(entries)
+        self.validator = validator
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def request(self, hook: Hook, desired: DesiredPod, pod: dict[str, Any]) -> HookRequest:
+        return HookRequest(
+            hook=hook,
+            model_serving=self.model_serving,
+            serving_group=desired.group,
+            role_name=desired.role,
+            role_id=desired.role_id,
+            is_entry=desired.is_entry,
+            pod=pod,
+        )
+
+    def on_pod_create(self, desired: DesiredPod) -> CreateResult:
+        """Run OnPodCreate of every in-scope plugin; raise PluginFailure for a Fail-policy failure."""
+        pod = desired.pod
+        outcomes: list[PluginOutcome] = []
+        for entry in self.entries:
+            if not entry.spec.applies_to(desired.role, desired.is_entry):
+                continue
+            if not isinstance(entry.instance, PodCreateHook):
+                continue
+            outcome = PluginOutcome(entry.name, entry.index, entry.runtime)
+            start = time.perf_counter()
+            try:
+                request = self.request(Hook.ON_POD_CREATE, desired, json_copy(pod))
+                ops = _call_create(entry, request)
+                try:
+                    pod_after = self.validator.apply(pod, ops)
+                except PatchRejected as exc:
+                    raise PluginFailure(
+                        FailureClass.FORBIDDEN_PATCH, entry.name, Hook.ON_POD_CREATE, str(exc), desired.name
+                    ) from None
+                outcome.patch = list(ops)
+                pod = pod_after
+            except PluginFailure as failure:
+                if entry.spec.failure_policy == "Fail":
+                    raise
+                outcome.failure = failure
+            finally:
+                outcome.duration_us = (time.perf_counter() - start) * 1e6
+            outcomes.append(outcome)
+        if pod is desired.pod:
+            pod = json_copy(pod)
+        record_applied(pod, [e for e in self.entries if _ran(e, outcomes)])
+        return CreateResult(pod=pod, outcomes=outcomes)
+
+    def on_pod_ready(self, desired: DesiredPod, pod: dict[str, Any]) -> list[PluginFailure]:
+        """Run OnPodReady of every in-scope plugin; failures are returned, never raised."""
+        failures = []
+        for entry in self.entries:
+            if not entry.spec.applies_to(desired.role, desired.is_entry):
+                continue
+            if not isinstance(entry.instance, PodReadyHook):
+                continue
+            try:
+                entry.instance.on_pod_ready(self.request(Hook.ON_POD_READY, desired, json_copy(pod)))
+            except HookError as exc:
+                failures.append(
+                    PluginFailure(FailureClass.PLUGIN_ERROR, entry.name, Hook.ON_POD_READY, str(exc), desired.name)
+                )
+            except Exception as exc:
+                failures.append(
+                    PluginFailure(
+                        FailureClass.PLUGIN_ERROR,
+                        entry.name,
+                        Hook.ON_POD_READY,
+                        f"{type(exc).__name__}: {exc}",
+                        desired.name,
+                    )
+                )
+        return failures
+
+
+def _ran(entry: ChainEntry, outcomes: list[PluginOutcome]) -> bool:
+    return any(o.index == entry.index and o.applied for o in outcomes)
+
+
+def _call_create(entry: ChainEntry, request: HookRequest) -> Any:
+    assert isinstance(entry.instance, PodCreateHook)
+    try:
+        return entry.instance.on_pod_create(request)
+    except HookError as exc:
+        raise PluginFailure(
+            FailureClass.PLUGIN_ERROR, entry.name, Hook.ON_POD_CREATE, str(exc), request.pod_name
+        ) from None
+    except Exception as exc:
+        raise PluginFailure(
+            FailureClass.PLUGIN_ERROR,
+            entry.name,
+            Hook.ON_POD_CREATE,
+            f"{type(exc).__name__}: {exc}",
+            request.pod_name,
+        ) from None
+
+
+def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> None:
+    """Annotate the Pod with the plugins that changed it (name, runtime and module digest)."""
+    if not entries:
+        return
+    applied = []
+    for e in entries:
+        item = {"name": e.name, "runtime": e.runtime}
+        if e.digest:
+            item["sha256"] = e.digest
+        applied.append(item)
+    annotations = pod.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[PLUGINS_APPLIED_ANNOTATION] = json.dumps(applied, separators=(",", ":"))
+
+
+def _resolve(index: int, spec: PluginSpec, registry: Registry) -> ChainEntry:
+    if spec.type == "Wasm" or spec.effective_runtime == "Wasm":
+        raise PluginConfigError(
+            spec.name,
+            index,
+            [
+                FieldError(
+                    "type" if spec.type == "Wasm" else "runtime",
+                    "WebAssembly plugins are not available in this build yet; "
+                    "use a BuiltIn plugin with runtime Native",
+                )
+            ],
+        )
+    builtin = registry.get(spec.name)
+    if builtin is None:
+        known = ", ".join(registry.names()) or "none"
+        raise PluginConfigError(
+            spec.name, index, [FieldError("name", f"no built-in plugin has this name (known: {known})")]
+        )
+    raw = spec.config if spec.config is not None else {}
+    if not isinstance(raw, dict):
+        raise PluginConfigError(
+            spec.name, index, [FieldError("config", f"must be a map, not {type(raw).__name__}")]
+        )
+    try:
+        config = builtin.config_model.model_validate(raw)
+    except ValidationError as exc:
+        errors = [FieldError(f"config.{e.path}" if e.path else "config", e.message) for e in pydantic_errors(exc)]
+        raise PluginConfigError(spec.name, index, errors) from None
+    instance = builtin.factory(spec.name, config)
+    return ChainEntry(index=index, spec=spec, runtime="Native", instance=instance)
+
+
+def build_chain(
+    ms: ModelServing,
+    registry: Registry | None = None,
+    validator: PatchValidator | None = None,
+) -> Chain:
+    """Resolve and validate every plugin of ``ms``; raise PluginConfigError for the first bad one."""
+    reg = registry or default_registry()
+    entries = [_resolve(i, spec, reg) for i, spec in enumerate(ms.spec.plugins or [])]
+    return Chain(ms, entries, validator or PatchValidator())
+
+
+def chain_key(ms: ModelServing) -> tuple[str, str, str, int | None, str]:
+    """What a chain depends on: the object, its generation and its plugin list."""
+    plugins = json.dumps([p.to_api() for p in ms.spec.plugins or []], sort_keys=True)
+    return (ms.namespace, ms.name, ms.metadata.uid or "", ms.metadata.generation, plugins)
+
+
+class ChainCache:
+    """Chains by ``chain_key``, least recently used evicted past ``size``."""
+
+    def __init__(
+        self,
+        registry: Registry | None = None,
+        validator: PatchValidator | None = None,
+        size: int = 256,
+    ) -> None:
+        self._registry = registry
+        self._validator = validator or PatchValidator()
+        self._size = size
+        self._chains: OrderedDict[tuple[str, str, str, int | None, str], Chain] = OrderedDict()
+        self.builds = 0
+
+    def get(self, ms: ModelServing) -> Chain:
+        key = chain_key(ms)
+        chain = self._chains.get(key)
+        if chain is not None:
+            self._chains.move_to_end(key)
+            return chain
+        chain = build_chain(ms, self._registry, self._validator)
+        self.builds += 1
+        self._chains[key] = chain
+        while len(self._chains) > self._size:
+            self._chains.popitem(last=False)
+        return chain

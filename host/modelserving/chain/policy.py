@@ -1,0 +1,237 @@
+"""Enforces the operator's PatchPolicy on a plugin's JSON Patch: the one path for native and WASM.
+
+``PatchValidator.apply`` checks each operation's shape and path against the allow-list, applies
+the patch to a copy of the Pod (RFC 6902 via ``jsonpatch``), then checks what may never change:
+identity fields, the controller's own labels and annotations, and the Pod's privileges.
+Any violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+
+from modelserving.api.errors import PatchRejected
+from modelserving.api.hook import PATCH_OPS, PatchOperation
+from modelserving.api.policy import PatchPolicy
+from modelserving.workload._copy import json_copy
+
+_IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
+_CONTAINER_KINDS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def split_pointer(path: str) -> list[str]:
+    """RFC 6901 pointer -> unescaped reference tokens; raises PatchRejected when malformed."""
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchRejected(path, "a JSON Pointer must start with '/'")
+    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+
+
+@dataclass(frozen=True)
+class _Rule:
+    segments: tuple[str, ...]
+    deep: bool
+    ops: frozenset[str]
+
+    def matches(self, tokens: Sequence[str], op: str) -> bool:
+        if op not in self.ops:
+            return False
+        n = len(self.segments)
+        if self.deep:
+            if len(tokens) <= n:
+                return False
+        elif len(tokens) != n:
+            return False
+        return all(s == "*" or s == t for s, t in zip(self.segments, tokens, strict=False))
+
+
+def _compile(policy: PatchPolicy) -> tuple[_Rule, ...]:
+    rules = []
+    for rule in policy.allowed_paths:
+        segments = split_pointer(rule.path)
+        deep = bool(segments) and segments[-1] == "**"
+        if deep:
+            segments = segments[:-1]
+        rules.append(_Rule(tuple(segments), deep, frozenset(rule.ops)))
+    return tuple(rules)
+
+
+def check_shape(raw: Any) -> list[PatchOperation]:
+    """A patch must be a list of ``{op, path[, value]}`` maps with known ops and no other keys."""
+    if not isinstance(raw, list):
+        raise PatchRejected("", f"a patch is a list of operations, not {type(raw).__name__}")
+    ops: list[PatchOperation] = []
+    for i, item in enumerate(raw):
+        where = f"operation {i}"
+        if not isinstance(item, Mapping):
+            raise PatchRejected("", f"{where} is not a map")
+        op, path = item.get("op"), item.get("path")
+        if op not in PATCH_OPS:
+            raise PatchRejected(str(path or ""), f"{where}: op {op!r} is not one of add, remove, replace, test")
+        if not isinstance(path, str):
+            raise PatchRejected("", f"{where}: path must be a string")
+        extra = set(item) - {"op", "path", "value"}
+        if extra:
+            raise PatchRejected(path, f"{where}: unknown keys {sorted(extra)}")
+        if op != "remove" and "value" not in item:
+            raise PatchRejected(path, f"{where}: '{op}' needs a value")
+        split_pointer(path)
+        ops.append(dict(item))  # type: ignore[arg-type]
+    return ops
+
+
+class PatchValidator:
+    """Validates and applies patches under one PatchPolicy (compiled once)."""
+
+    def __init__(self, policy: PatchPolicy | None = None) -> None:
+        self.policy = policy or PatchPolicy()
+        self._rules = _compile(self.policy)
+        self._prefixes = tuple(self.policy.protected_prefixes)
+        self._caps = frozenset(c.upper().removeprefix("CAP_") for c in self.policy.allowed_capabilities)
+
+    def check_paths(self, ops: Iterable[PatchOperation]) -> None:
+        for op in ops:
+            if op["op"] == "test":
+                continue
+            tokens = split_pointer(op["path"])
+            if not any(rule.matches(tokens, op["op"]) for rule in self._rules):
+                raise PatchRejected(
+                    op["path"],
+                    f"'{op['op']}' is not allowed here by the patch policy (patchPolicy.allowedPaths)",
+                )
+
+    def apply(self, pod: Mapping[str, Any], raw_ops: Any) -> dict[str, Any]:
+        """Return the patched copy of ``pod``; raise PatchRejected on any violation."""
+        ops = check_shape(raw_ops)
+        if not ops:
+            return json_copy(pod)  # type: ignore[no-any-return]
+        self.check_paths(ops)
+        after: dict[str, Any] = json_copy(pod)
+        try:
+            after = jsonpatch.JsonPatch(ops).apply(after, in_place=True)
+        except jsonpatch.JsonPatchTestFailed as exc:
+            raise PatchRejected("", f"test operation failed: {exc}") from None
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+            raise PatchRejected("", f"patch does not apply to the Pod: {exc}") from None
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            raise PatchRejected("", f"patch does not apply to the Pod: {exc}") from None
+        if not isinstance(after, dict):
+            raise PatchRejected("", "the patch replaced the whole Pod")
+        self.check_invariants(pod, after)
+        return after
+
+    def check_invariants(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        meta_b, meta_a = _meta(before), _meta(after)
+        for key in _IDENTITY:
+            if meta_b.get(key) != meta_a.get(key):
+                raise PatchRejected(f"/metadata/{key}", "plugins may never change a Pod's identity")
+        for field in ("labels", "annotations"):
+            old = _owned(meta_b.get(field), self._prefixes)
+            new = _owned(meta_a.get(field), self._prefixes)
+            if old != new:
+                key = sorted(set(old.items()) ^ set(new.items()))[0][0]
+                raise PatchRejected(
+                    f"/metadata/{field}/{key}",
+                    f"{field[:-1]} '{key}' belongs to the controller "
+                    f"(patchPolicy.protectedPrefixes: {', '.join(self._prefixes)})",
+                )
+        if before.get("apiVersion") != after.get("apiVersion") or before.get("kind") != after.get("kind"):
+            raise PatchRejected("", "plugins may never change apiVersion or kind")
+        self.check_privileges(before, after)
+
+    def check_privileges(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        had = privileges(before)
+        has = privileges(after)
+        for key in sorted(has.keys() - had.keys()):
+            reason = self._forbidden(*key)
+            if reason:
+                raise PatchRejected(has[key], reason)
+
+    def _forbidden(self, kind: str, detail: str) -> str | None:
+        p = self.policy
+        if kind == "privileged" and not p.allow_privileged:
+            return f"makes {detail} privileged (patchPolicy.allowPrivileged is false)"
+        if kind == "escalation" and not p.allow_privilege_escalation:
+            return (
+                f"allows privilege escalation in {detail} "
+                "(patchPolicy.allowPrivilegeEscalation is false)"
+            )
+        if kind == "capability" and detail.split(" ", 1)[0] not in self._caps:
+            cap, _, container = detail.partition(" ")
+            return (
+                f"adds capability {cap} to {container}; add it to "
+                "patchPolicy.allowedCapabilities to allow it"
+            )
+        if kind == "hostNamespace" and not p.allow_host_namespaces:
+            return f"sets {detail} (patchPolicy.allowHostNamespaces is false)"
+        if kind == "hostPath" and not p.allow_host_path:
+            return f"adds hostPath volume {detail} (patchPolicy.allowHostPath is false)"
+        if kind == "hostPort" and not p.allow_host_ports:
+            return f"opens host port {detail} (patchPolicy.allowHostPorts is false)"
+        if kind == "root" and not p.allow_run_as_root:
+            return f"lets {detail} run as root (patchPolicy.allowRunAsRoot is false)"
+        return None
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _owned(values: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(values, Mapping):
+        return {}
+    return {k: v for k, v in values.items() if any(str(k).startswith(p) for p in prefixes)}
+
+
+def _as_map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """What a Pod is granted beyond Pod Security "baseline", keyed by (kind, what) with the JSON
+    pointer where it is set. Containers and volumes are keyed by name, so inserting a sidecar
+    does not make existing grants look new. A patch may only add grants the policy allows."""
+    found: dict[tuple[str, str], str] = {}
+    spec = _as_map(pod.get("spec"))
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(field) is True:
+            found["hostNamespace", field] = f"/spec/{field}"
+    for i, volume in enumerate(spec.get("volumes") or []):
+        volume = _as_map(volume)
+        if "hostPath" in volume:
+            found["hostPath", repr(volume.get("name"))] = f"/spec/volumes/{i}"
+    pod_sc = _as_map(spec.get("securityContext"))
+    if pod_sc.get("runAsUser") == 0:
+        found["root", "the Pod (runAsUser 0)"] = "/spec/securityContext/runAsUser"
+    if pod_sc.get("runAsNonRoot") is not True:
+        found["root", "the Pod (runAsNonRoot not enforced)"] = "/spec/securityContext/runAsNonRoot"
+    for kind in _CONTAINER_KINDS:
+        noun = "container" if kind == "containers" else kind[:-1]
+        for i, container in enumerate(spec.get(kind) or []):
+            container = _as_map(container)
+            label = f"{noun} {container.get('name')!r}"
+            base = f"/spec/{kind}/{i}/securityContext"
+            sc = _as_map(container.get("securityContext"))
+            if sc.get("privileged") is True:
+                found["privileged", label] = f"{base}/privileged"
+            if sc.get("allowPrivilegeEscalation") is True:
+                found["escalation", label] = f"{base}/allowPrivilegeEscalation"
+            for cap in _as_map(sc.get("capabilities")).get("add") or []:
+                name = str(cap).upper().removeprefix("CAP_")
+                found["capability", f"{name} {label}"] = f"{base}/capabilities/add"
+            if sc.get("runAsUser") == 0:
+                found["root", f"{label} (runAsUser 0)"] = f"{base}/runAsUser"
+            if sc.get("runAsNonRoot") is False:
+                found["root", f"{label} (runAsNonRoot false)"] = f"{base}/runAsNonRoot"
+            for port in container.get("ports") or []:
+                port = _as_map(port)
+                if port.get("hostPort"):
+                    found["hostPort", f"{port.get('hostPort')} in {label}"] = f"/spec/{kind}/{i}/ports"
+    return found

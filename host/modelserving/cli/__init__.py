@@ -1,0 +1,1 @@
+"""The ``modelserving`` command line."""

@@ -1,0 +1,125 @@
+"""The desired objects of a ModelServing, in the order the controller creates them.
+
+ServingGroup by ServingGroup: its PodGroup (gang scheduling only), then per role and role replica
+the entry Pod, its headless Service and the workers. Pure; used by ``render`` and the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from modelserving.api import labels as L
+from modelserving.api.modelserving import ModelServing, Role
+from modelserving.workload import gang as gang_
+from modelserving.workload.names import group_name, role_id
+from modelserving.workload.pods import entry_pod, worker_pod
+from modelserving.workload.revision import revision as revision_of
+from modelserving.workload.services import headless_service
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredPod:
+    """A generated Pod and where it sits; the plugin chain's HookRequest is built from this."""
+
+    pod: dict[str, Any]
+    group: str
+    role: str
+    role_index: int
+    role_id: str
+    is_entry: bool
+    worker_index: int
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+
+@dataclass(frozen=True, slots=True)
+class RoleReplicaPlan:
+    """One replica of one role: an entry Pod, its workers, and a Service when it has workers."""
+
+    role: str
+    index: int
+    entry: DesiredPod
+    workers: tuple[DesiredPod, ...]
+    service: dict[str, Any] | None
+
+    def pods(self) -> Iterator[DesiredPod]:
+        yield self.entry
+        yield from self.workers
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    """One ServingGroup."""
+
+    name: str
+    index: int
+    pod_group: dict[str, Any] | None
+    roles: tuple[RoleReplicaPlan, ...]
+
+    def pods(self) -> Iterator[DesiredPod]:
+        for replica in self.roles:
+            yield from replica.pods()
+
+
+def plan_role_replica(
+    ms: ModelServing, group: str, role: Role, index: int, revision: str, gang: bool
+) -> RoleReplicaPlan:
+    rid = role_id(role.name, index)
+    entry = entry_pod(ms, group, role, index, revision)
+    if gang:
+        gang_.annotate(entry, group, rid)
+    workers = []
+    for k in range(1, role.worker_replicas + 1):
+        pod = worker_pod(ms, group, role, index, k, revision)
+        if gang:
+            gang_.annotate(pod, group, rid)
+        workers.append(DesiredPod(pod, group, role.name, index, rid, False, k))
+    service = (
+        headless_service(ms, group, role, index) if role.worker_template is not None else None
+    )
+    return RoleReplicaPlan(
+        role=role.name,
+        index=index,
+        entry=DesiredPod(entry, group, role.name, index, rid, True, 0),
+        workers=tuple(workers),
+        service=service,
+    )
+
+
+def plan_group(
+    ms: ModelServing, index: int, revision: str | None = None, gang: bool = False
+) -> GroupPlan:
+    """ServingGroup ``index``; ``gang`` says the Volcano PodGroup CRD is installed."""
+    rev = revision if revision is not None else revision_of(ms)
+    name = group_name(ms.name, index)
+    use_gang = gang and gang_.gang_wanted(ms)
+    replicas = tuple(
+        plan_role_replica(ms, name, role, j, rev, use_gang)
+        for role in ms.spec.template.roles
+        for j in range(role.replicas)
+    )
+    pod_group = gang_.pod_group(ms, name) if use_gang else None
+    return GroupPlan(name=name, index=index, pod_group=pod_group, roles=replicas)
+
+
+def plan(ms: ModelServing, gang: bool = False) -> list[GroupPlan]:
+    """Every ServingGroup of ``ms`` at its current revision."""
+    rev = revision_of(ms)
+    return [plan_group(ms, i, rev, gang) for i in range(ms.spec.replicas)]
+
+
+def label_selector(ms: ModelServing) -> str:
+    """``status.labelSelector``: one Pod per ServingGroup (the first role's first entry Pod)."""
+    first = ms.spec.template.roles[0].name
+    return ",".join(
+        [
+            f"{L.NAME_LABEL}={ms.name}",
+            f"{L.ENTRY_LABEL}=true",
+            f"{L.ROLE_LABEL}={first}",
+            f"{L.ROLE_ID_LABEL}={first}-0",
+        ]
+    )

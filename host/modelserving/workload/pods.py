@@ -1,0 +1,108 @@
+"""Entry and worker Pods of one role replica, with Kthena's labels, env and owner reference.
+
+Pure functions from a validated ModelServing to JSON-compatible Pod dicts; the plugin chain runs
+on their output. Called by ``workload.plan``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelserving.api import labels as L
+from modelserving.api.modelserving import ModelServing, PodTemplateSpec, Role
+from modelserving.workload._copy import json_copy
+from modelserving.workload.names import pod_name, role_id
+
+
+def owner_reference(ms: ModelServing) -> dict[str, Any]:
+    """The controller owner reference every generated object carries (GC and adoption)."""
+    ref: dict[str, Any] = {
+        "apiVersion": L.API_VERSION,
+        "kind": L.KIND,
+        "name": ms.name,
+    }
+    if ms.metadata.uid:
+        ref["uid"] = ms.metadata.uid
+    ref["controller"] = True
+    ref["blockOwnerDeletion"] = True
+    return ref
+
+
+def upsert_env(pod_spec: dict[str, Any], env: list[dict[str, Any]]) -> None:
+    """Put ``env`` into every container and initContainer; same-named entries are replaced.
+
+    Existing entries keep their order and the new ones go last (Kthena's order).
+    """
+    names = {e["name"] for e in env}
+    for key in ("containers", "initContainers"):
+        for container in pod_spec.get(key) or []:
+            kept = [e for e in container.get("env") or [] if e.get("name") not in names]
+            container["env"] = kept + [dict(e) for e in env]
+
+
+def _base_pod(
+    ms: ModelServing, name: str, group: str, role: Role, role_index: int, revision: str
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ms.namespace,
+            "labels": {
+                L.NAME_LABEL: ms.name,
+                L.GROUP_NAME_LABEL: group,
+                L.ROLE_LABEL: role.name,
+                L.ROLE_ID_LABEL: role_id(role.name, role_index),
+                L.REVISION_LABEL: revision,
+            },
+            "ownerReferences": [owner_reference(ms)],
+        },
+    }
+
+
+def _apply_template(pod: dict[str, Any], template: PodTemplateSpec, scheduler: str) -> None:
+    meta = pod["metadata"]
+    if template.metadata is not None:
+        if template.metadata.labels:
+            meta["labels"].update(template.metadata.labels)
+        if template.metadata.annotations:
+            meta.setdefault("annotations", {}).update(template.metadata.annotations)
+    spec = json_copy(template.spec)
+    spec["schedulerName"] = scheduler
+    pod["spec"] = spec
+
+
+def _common_env(role: Role, entry_name: str, namespace: str, worker_index: int) -> list[dict[str, Any]]:
+    return [
+        {"name": L.GROUP_SIZE_ENV, "value": str(role.worker_replicas + 1)},
+        {"name": L.ENTRY_ADDRESS_ENV, "value": f"{entry_name}.{namespace}"},
+        {"name": L.WORKER_INDEX_ENV, "value": str(worker_index)},
+    ]
+
+
+def entry_pod(
+    ms: ModelServing, group: str, role: Role, role_index: int, revision: str
+) -> dict[str, Any]:
+    """The entry Pod (index 0) of replica ``role_index`` of ``role`` in ServingGroup ``group``."""
+    name = pod_name(group, role_id(role.name, role_index), 0)
+    pod = _base_pod(ms, name, group, role, role_index, revision)
+    pod["metadata"]["labels"][L.ENTRY_LABEL] = "true"
+    _apply_template(pod, role.entry_template, ms.spec.scheduler_name)
+    upsert_env(pod["spec"], _common_env(role, name, ms.namespace, 0))
+    return pod
+
+
+def worker_pod(
+    ms: ModelServing, group: str, role: Role, role_index: int, worker_index: int, revision: str
+) -> dict[str, Any]:
+    """Worker ``worker_index`` (1..workerReplicas) of a role replica; needs a workerTemplate."""
+    if role.worker_template is None:
+        raise ValueError(f"role '{role.name}' has workers but no workerTemplate")
+    rid = role_id(role.name, role_index)
+    name = pod_name(group, rid, worker_index)
+    pod = _base_pod(ms, name, group, role, role_index, revision)
+    _apply_template(pod, role.worker_template, ms.spec.scheduler_name)
+    entry_name = pod_name(group, rid, 0)
+    upsert_env(pod["spec"], _common_env(role, entry_name, ms.namespace, worker_index))
+    return pod
