@@ -23,5 +23,5 @@ class ApiModel(BaseModel):
     )
 
     def to_api(self) -> dict[str, Any]:
-        """The JSON-compatible form with API (camelCase) field names and unset optionals left out."""
+        """JSON-compatible form with camelCase field names; unset optionals left out."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)

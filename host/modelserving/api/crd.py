@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelserving.api import labels as L
+from modelserving.api import labels
 from modelserving.api.modelserving import ModelServingSpec, ModelServingStatus
 
 _KEEP = {
@@ -41,6 +41,7 @@ def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     node = _resolve(node, defs)
+    out: dict[str, Any]
     if node.get("x-kubernetes-int-or-string"):
         out = {"x-kubernetes-int-or-string": True}
         if "default" in node and node["default"] is not None:
@@ -54,13 +55,13 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"cannot express {node} in a structural schema")
         rest = {k: v for k, v in node.items() if k != "anyOf"}
         return _convert({**_resolve(options[0], defs), **rest}, defs)
-    out: dict[str, Any] = {}
+    out = {}
     if "const" in node:
         out["type"] = "string"
         out["enum"] = [node["const"]]
     for key, value in node.items():
         if key in _KEEP and not (key == "default" and value is None):
-            out[key] = value
+            out[key] = value.replace("``", "") if key == "description" else value
     if node.get("type") == "integer":
         maximum = node.get("maximum")
         out["format"] = "int32" if maximum is not None and maximum <= 2**31 - 1 else "int64"
@@ -102,20 +103,20 @@ def model_serving_crd() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{L.PLURAL}.{L.GROUP}"},
+        "metadata": {"name": f"{labels.PLURAL}.{labels.GROUP}"},
         "spec": {
-            "group": L.GROUP,
+            "group": labels.GROUP,
             "names": {
-                "kind": L.KIND,
-                "listKind": f"{L.KIND}List",
-                "plural": L.PLURAL,
-                "singular": L.KIND.lower(),
+                "kind": labels.KIND,
+                "listKind": f"{labels.KIND}List",
+                "plural": labels.PLURAL,
+                "singular": labels.KIND.lower(),
                 "shortNames": ["ms"],
             },
             "scope": "Namespaced",
             "versions": [
                 {
-                    "name": L.VERSION,
+                    "name": labels.VERSION,
                     "served": True,
                     "storage": True,
                     "subresources": {

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
 from modelserving.api._base import ApiModel
-from modelserving.api.labels import API_VERSION, KIND
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -45,7 +45,9 @@ FailurePolicy = Literal["Fail", "Ignore"]
 class ObjectMeta(ApiModel):
     """The parts of ``metadata`` we read; everything else the API server sets is kept as is."""
 
-    model_config = {**ApiModel.model_config, "extra": "allow"}
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", validate_default=True
+    )
 
     name: str = Field(min_length=1, max_length=253)
     namespace: str | None = None
@@ -87,13 +89,15 @@ class PodTemplateSpec(ApiModel):
                     raise ValueError(f"{key}[{i}].name: duplicate container name '{name}'")
                 seen.add(name)
                 image = c.get("image")
-                if isinstance(image, str) and (not image.strip() or any(ch.isspace() for ch in image)):
+                if isinstance(image, str) and (
+                    not image.strip() or any(ch.isspace() for ch in image)
+                ):
                     raise ValueError(f"{key}[{i}].image: must not be blank or contain whitespace")
         return spec
 
 
 class Role(ApiModel):
-    """One role of a ServingGroup: an entry Pod plus ``workerReplicas`` workers, ``replicas`` times."""
+    """A role: an entry Pod plus ``workerReplicas`` workers, repeated ``replicas`` times."""
 
     name: str = Field(
         max_length=12,
@@ -229,7 +233,7 @@ class PluginLimits(ApiModel):
 
 
 class PluginSpec(ApiModel):
-    """One entry of ``spec.plugins``: Kthena's fields plus Wasm modules, limits and failure policy."""
+    """An entry of ``spec.plugins``: Kthena's fields plus Wasm modules, limits, failure policy."""
 
     name: str = Field(
         min_length=1,
@@ -260,7 +264,9 @@ class PluginSpec(ApiModel):
             if self.module is None:
                 raise ValueError("module is required when type is Wasm")
             if self.runtime == "Native":
-                raise ValueError("runtime Native is only for BuiltIn plugins; a Wasm plugin runs Wasm")
+                raise ValueError(
+                    "runtime Native is only for BuiltIn plugins; a Wasm plugin runs Wasm"
+                )
         elif self.module is not None:
             raise ValueError("module is only allowed when type is Wasm")
         return self
@@ -321,8 +327,10 @@ class ModelServingStatus(ApiModel):
 class ModelServing(ApiModel):
     """A ModelServing object as stored by the API server."""
 
-    api_version: Literal["workload.serving.volcano.sh/v1alpha1"] = API_VERSION
-    kind: Literal["ModelServing"] = KIND
+    api_version: Literal["workload.serving.volcano.sh/v1alpha1"] = (
+        "workload.serving.volcano.sh/v1alpha1"
+    )
+    kind: Literal["ModelServing"] = "ModelServing"
     metadata: ObjectMeta
     spec: ModelServingSpec
     status: ModelServingStatus | None = None

@@ -1,4 +1,4 @@
-"""The operator's patch policy: which Pod paths plugins may change and which privileges they may add.
+"""The operator's patch policy: which Pod paths plugins may change, which privileges they may add.
 
 Configuration only; ``modelserving.chain.policy`` enforces it on every patch, native or WASM.
 Defaults allow the everyday needs of inference plugins and never raise a Pod's privileges.
@@ -51,8 +51,15 @@ class PathRule(ApiModel):
 
 
 def _container_rules(kind: str) -> list[PathRule]:
-    fields = ("env", "resources", "volumeMounts", "ports", "livenessProbe", "readinessProbe",
-              "startupProbe")
+    fields = (
+        "env",
+        "resources",
+        "volumeMounts",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+    )
     rules = [PathRule(path=f"/spec/{kind}/*/{f}/**") for f in fields]
     rules += [PathRule(path=f"/spec/{kind}/*/{f}") for f in fields]
     # A whole new container (sidecar or init container) may be added, never replaced or removed.

@@ -157,7 +157,9 @@ def _rollout_errors(ms: ModelServing) -> list[FieldError]:
     max_unavailable = scaled(config.max_unavailable, ms.spec.replicas, round_up=False)
     if max_unavailable is None:
         errors.append(
-            FieldError(f"{path}.maxUnavailable", "must be a non-negative integer or a percent 0-100%")
+            FieldError(
+                f"{path}.maxUnavailable", "must be a non-negative integer or a percent 0-100%"
+            )
         )
     elif max_unavailable == 0:
         errors.append(
@@ -192,7 +194,7 @@ def _role_max_unavailable(ms: ModelServing, index: int) -> list[FieldError]:
 
 
 def parse_model_serving(manifest: Mapping[str, Any]) -> ModelServing:
-    """Validate a raw ModelServing manifest completely; raise InvalidManifest listing every problem."""
+    """Validate a raw ModelServing manifest; raise InvalidManifest listing every problem."""
     ref = object_ref({**manifest, "kind": manifest.get("kind") or "ModelServing"})
     try:
         ms = ModelServing.model_validate(dict(manifest))

@@ -110,7 +110,7 @@ class Chain:
         )
 
     def on_pod_create(self, desired: DesiredPod) -> CreateResult:
-        """Run OnPodCreate of every in-scope plugin; raise PluginFailure for a Fail-policy failure."""
+        """Run each in-scope OnPodCreate; raise PluginFailure when a Fail-policy plugin fails."""
         pod = desired.pod
         outcomes: list[PluginOutcome] = []
         for entry in self.entries:
@@ -127,7 +127,11 @@ class Chain:
                     pod_after = self.validator.apply(pod, ops)
                 except PatchRejected as exc:
                     raise PluginFailure(
-                        FailureClass.FORBIDDEN_PATCH, entry.name, Hook.ON_POD_CREATE, str(exc), desired.name
+                        FailureClass.FORBIDDEN_PATCH,
+                        entry.name,
+                        Hook.ON_POD_CREATE,
+                        str(exc),
+                        desired.name,
                     ) from None
                 outcome.patch = list(ops)
                 pod = pod_after
@@ -152,10 +156,18 @@ class Chain:
             if not isinstance(entry.instance, PodReadyHook):
                 continue
             try:
-                entry.instance.on_pod_ready(self.request(Hook.ON_POD_READY, desired, json_copy(pod)))
+                entry.instance.on_pod_ready(
+                    self.request(Hook.ON_POD_READY, desired, json_copy(pod))
+                )
             except HookError as exc:
                 failures.append(
-                    PluginFailure(FailureClass.PLUGIN_ERROR, entry.name, Hook.ON_POD_READY, str(exc), desired.name)
+                    PluginFailure(
+                        FailureClass.PLUGIN_ERROR,
+                        entry.name,
+                        Hook.ON_POD_READY,
+                        str(exc),
+                        desired.name,
+                    )
                 )
             except Exception as exc:
                 failures.append(
@@ -223,7 +235,9 @@ def _resolve(index: int, spec: PluginSpec, registry: Registry) -> ChainEntry:
     if builtin is None:
         known = ", ".join(registry.names()) or "none"
         raise PluginConfigError(
-            spec.name, index, [FieldError("name", f"no built-in plugin has this name (known: {known})")]
+            spec.name,
+            index,
+            [FieldError("name", f"no built-in plugin has this name (known: {known})")],
         )
     raw = spec.config if spec.config is not None else {}
     if not isinstance(raw, dict):
@@ -233,7 +247,10 @@ def _resolve(index: int, spec: PluginSpec, registry: Registry) -> ChainEntry:
     try:
         config = builtin.config_model.model_validate(raw)
     except ValidationError as exc:
-        errors = [FieldError(f"config.{e.path}" if e.path else "config", e.message) for e in pydantic_errors(exc)]
+        errors = [
+            FieldError(f"config.{e.path}" if e.path else "config", e.message)
+            for e in pydantic_errors(exc)
+        ]
         raise PluginConfigError(spec.name, index, errors) from None
     instance = builtin.factory(spec.name, config)
     return ChainEntry(index=index, spec=spec, runtime="Native", instance=instance)
@@ -244,7 +261,7 @@ def build_chain(
     registry: Registry | None = None,
     validator: PatchValidator | None = None,
 ) -> Chain:
-    """Resolve and validate every plugin of ``ms``; raise PluginConfigError for the first bad one."""
+    """Resolve and validate each plugin of ``ms``; raise PluginConfigError on the first bad one."""
     reg = registry or default_registry()
     entries = [_resolve(i, spec, reg) for i, spec in enumerate(ms.spec.plugins or [])]
     return Chain(ms, entries, validator or PatchValidator())

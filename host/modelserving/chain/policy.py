@@ -73,7 +73,9 @@ def check_shape(raw: Any) -> list[PatchOperation]:
             raise PatchRejected("", f"{where} is not a map")
         op, path = item.get("op"), item.get("path")
         if op not in PATCH_OPS:
-            raise PatchRejected(str(path or ""), f"{where}: op {op!r} is not one of add, remove, replace, test")
+            raise PatchRejected(
+                str(path or ""), f"{where}: op {op!r} is not one of add, remove, replace, test"
+            )
         if not isinstance(path, str):
             raise PatchRejected("", f"{where}: path must be a string")
         extra = set(item) - {"op", "path", "value"}
@@ -93,7 +95,9 @@ class PatchValidator:
         self.policy = policy or PatchPolicy()
         self._rules = _compile(self.policy)
         self._prefixes = tuple(self.policy.protected_prefixes)
-        self._caps = frozenset(c.upper().removeprefix("CAP_") for c in self.policy.allowed_capabilities)
+        self._caps = frozenset(
+            c.upper().removeprefix("CAP_") for c in self.policy.allowed_capabilities
+        )
 
     def check_paths(self, ops: Iterable[PatchOperation]) -> None:
         for op in ops:
@@ -103,7 +107,7 @@ class PatchValidator:
             if not any(rule.matches(tokens, op["op"]) for rule in self._rules):
                 raise PatchRejected(
                     op["path"],
-                    f"'{op['op']}' is not allowed here by the patch policy (patchPolicy.allowedPaths)",
+                    f"'{op['op']}' is not allowed here (patchPolicy.allowedPaths)",
                 )
 
     def apply(self, pod: Mapping[str, Any], raw_ops: Any) -> dict[str, Any]:
@@ -141,7 +145,9 @@ class PatchValidator:
                     f"{field[:-1]} '{key}' belongs to the controller "
                     f"(patchPolicy.protectedPrefixes: {', '.join(self._prefixes)})",
                 )
-        if before.get("apiVersion") != after.get("apiVersion") or before.get("kind") != after.get("kind"):
+        if before.get("apiVersion") != after.get("apiVersion") or before.get("kind") != after.get(
+            "kind"
+        ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
         self.check_privileges(before, after)
 
@@ -233,5 +239,7 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
             for port in container.get("ports") or []:
                 port = _as_map(port)
                 if port.get("hostPort"):
-                    found["hostPort", f"{port.get('hostPort')} in {label}"] = f"/spec/{kind}/{i}/ports"
+                    found["hostPort", f"{port.get('hostPort')} in {label}"] = (
+                        f"/spec/{kind}/{i}/ports"
+                    )
     return found

@@ -26,14 +26,29 @@ def add_parser(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-f", "--filename", dest="files", action="append", required=True,
-                   metavar="FILE", help="manifest file (YAML or JSON, '-' for stdin); repeatable")
-    p.add_argument("-n", "--namespace", default="default",
-                   help="namespace for objects that name none (default: default)")
-    p.add_argument("--explain", action="store_true",
-                   help="show each plugin's validated patch above every Pod")
-    p.add_argument("--volcano", action="store_true",
-                   help="assume the Volcano PodGroup CRD is installed (gang scheduling objects)")
+    p.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="manifest file (YAML or JSON, '-' for stdin); repeatable",
+    )
+    p.add_argument(
+        "-n",
+        "--namespace",
+        default="default",
+        help="namespace for objects that name none (default: default)",
+    )
+    p.add_argument(
+        "--explain", action="store_true", help="show each plugin's validated patch above every Pod"
+    )
+    p.add_argument(
+        "--volcano",
+        action="store_true",
+        help="assume the Volcano PodGroup CRD is installed (gang scheduling objects)",
+    )
     p.set_defaults(func=run)
 
 
@@ -62,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
     model_servings = [d for d in manifests if d.get("kind") == KIND]
     for doc in manifests:
         if doc.get("kind") not in {KIND, "ConfigMap"}:
-            print(f"note: ignoring {object_ref(doc)}: render reads ModelServings and ConfigMaps",
-                  file=sys.stderr)
+            print(
+                f"note: ignoring {object_ref(doc)}: render reads ModelServings and ConfigMaps",
+                file=sys.stderr,
+            )
     if not model_servings:
         raise ManifestError(f"no ModelServing ({API_VERSION}) in {', '.join(args.files)}")
 
@@ -77,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
             outcomes[f"{ms.namespace}/{pod}"] = pod_outcomes
             for o in pod_outcomes:
                 if o.failure is not None:
-                    print(f"warning: {ms.ref}: {o.failure} (failurePolicy Ignore: Pod created "
-                          "without this plugin's changes)", file=sys.stderr)
+                    print(
+                        f"warning: {ms.ref}: {o.failure} (failurePolicy Ignore: Pod created "
+                        "without this plugin's changes)",
+                        file=sys.stderr,
+                    )
 
     objects.sort(key=lambda o: (o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]))
     comments = {}

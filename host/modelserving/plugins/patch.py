@@ -80,7 +80,11 @@ class PodPatch:
                 for var in wanted:
                     if var["name"] in names:
                         self.ops.append(
-                            {"op": "replace", "path": f"{base}/{names.index(var['name'])}", "value": var}
+                            {
+                                "op": "replace",
+                                "path": f"{base}/{names.index(var['name'])}",
+                                "value": var,
+                            }
                         )
                     else:
                         names.append(var["name"])

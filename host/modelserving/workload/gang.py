@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelserving.api import labels as L
+from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing
 from modelserving.workload.pods import owner_reference
 
@@ -16,7 +16,7 @@ from modelserving.workload.pods import owner_reference
 def gang_wanted(ms: ModelServing) -> bool:
     """Whether this ModelServing asks for a PodGroup (the CRD's presence is checked elsewhere)."""
     template = ms.spec.template
-    return ms.spec.scheduler_name == L.VOLCANO_SCHEDULER and (
+    return ms.spec.scheduler_name == labels.VOLCANO_SCHEDULER and (
         template.gang_policy is not None or template.network_topology is not None
     )
 
@@ -31,8 +31,8 @@ def min_role_replicas(ms: ModelServing, role_name: str, replicas: int) -> int:
 def annotate(pod: dict[str, Any], group: str, task: str) -> None:
     """Tell Volcano which PodGroup and task a Pod belongs to."""
     annotations = pod["metadata"].setdefault("annotations", {})
-    annotations[L.VOLCANO_GROUP_ANNOTATION] = group
-    annotations[L.VOLCANO_TASK_ANNOTATION] = task
+    annotations[labels.VOLCANO_GROUP_ANNOTATION] = group
+    annotations[labels.VOLCANO_TASK_ANNOTATION] = task
 
 
 def pod_group(ms: ModelServing, group: str) -> dict[str, Any]:
@@ -46,20 +46,20 @@ def pod_group(ms: ModelServing, group: str) -> dict[str, Any]:
         for j in range(expected):
             min_task_member[f"{role.name}-{j}"] = per_replica
     spec: dict[str, Any] = {"minMember": min_member, "minTaskMember": min_task_member}
-    queue = (ms.metadata.annotations or {}).get(L.VOLCANO_QUEUE_ANNOTATION)
+    queue = (ms.metadata.annotations or {}).get(labels.VOLCANO_QUEUE_ANNOTATION)
     if queue:
         spec["queue"] = queue
     topology = ms.spec.template.network_topology
     if topology is not None and topology.group_policy is not None:
         spec["networkTopology"] = topology.group_policy
     return {
-        "apiVersion": L.PODGROUP_API_VERSION,
+        "apiVersion": labels.PODGROUP_API_VERSION,
         "kind": "PodGroup",
         "metadata": {
             "name": group,
             "namespace": ms.namespace,
-            "labels": {L.NAME_LABEL: ms.name, L.GROUP_NAME_LABEL: group},
-            "annotations": {L.VOLCANO_GROUP_ANNOTATION: group},
+            "labels": {labels.NAME_LABEL: ms.name, labels.GROUP_NAME_LABEL: group},
+            "annotations": {labels.VOLCANO_GROUP_ANNOTATION: group},
             "ownerReferences": [owner_reference(ms)],
         },
         "spec": spec,

@@ -1,4 +1,6 @@
-"""Kthena's deterministic names: ServingGroup ``<ms>-<i>``, role id ``<role>-<j>``, Pod ``<group>-<roleId>-<k>``.
+"""Kthena's deterministic names.
+
+ServingGroup ``<ms>-<i>``, role id ``<role>-<j>``, Pod ``<group>-<roleId>-<k>``.
 
 Pure; used by Pod and Service generation and by the controller to find what exists.
 """

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from modelserving.api import labels as L
+from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
 from modelserving.workload import gang as gang_
 from modelserving.workload.names import group_name, role_id
@@ -78,9 +78,7 @@ def plan_role_replica(
         if gang:
             gang_.annotate(pod, group, rid)
         workers.append(DesiredPod(pod, group, role.name, index, rid, False, k))
-    service = (
-        headless_service(ms, group, role, index) if role.worker_template is not None else None
-    )
+    service = headless_service(ms, group, role, index) if role.worker_template is not None else None
     return RoleReplicaPlan(
         role=role.name,
         index=index,
@@ -117,9 +115,9 @@ def label_selector(ms: ModelServing) -> str:
     first = ms.spec.template.roles[0].name
     return ",".join(
         [
-            f"{L.NAME_LABEL}={ms.name}",
-            f"{L.ENTRY_LABEL}=true",
-            f"{L.ROLE_LABEL}={first}",
-            f"{L.ROLE_ID_LABEL}={first}-0",
+            f"{labels.NAME_LABEL}={ms.name}",
+            f"{labels.ENTRY_LABEL}=true",
+            f"{labels.ROLE_LABEL}={first}",
+            f"{labels.ROLE_ID_LABEL}={first}-0",
         ]
     )

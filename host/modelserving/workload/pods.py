@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelserving.api import labels as L
+from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, PodTemplateSpec, Role
 from modelserving.workload._copy import json_copy
 from modelserving.workload.names import pod_name, role_id
@@ -17,8 +17,8 @@ from modelserving.workload.names import pod_name, role_id
 def owner_reference(ms: ModelServing) -> dict[str, Any]:
     """The controller owner reference every generated object carries (GC and adoption)."""
     ref: dict[str, Any] = {
-        "apiVersion": L.API_VERSION,
-        "kind": L.KIND,
+        "apiVersion": labels.API_VERSION,
+        "kind": labels.KIND,
         "name": ms.name,
     }
     if ms.metadata.uid:
@@ -50,11 +50,11 @@ def _base_pod(
             "name": name,
             "namespace": ms.namespace,
             "labels": {
-                L.NAME_LABEL: ms.name,
-                L.GROUP_NAME_LABEL: group,
-                L.ROLE_LABEL: role.name,
-                L.ROLE_ID_LABEL: role_id(role.name, role_index),
-                L.REVISION_LABEL: revision,
+                labels.NAME_LABEL: ms.name,
+                labels.GROUP_NAME_LABEL: group,
+                labels.ROLE_LABEL: role.name,
+                labels.ROLE_ID_LABEL: role_id(role.name, role_index),
+                labels.REVISION_LABEL: revision,
             },
             "ownerReferences": [owner_reference(ms)],
         },
@@ -73,11 +73,13 @@ def _apply_template(pod: dict[str, Any], template: PodTemplateSpec, scheduler: s
     pod["spec"] = spec
 
 
-def _common_env(role: Role, entry_name: str, namespace: str, worker_index: int) -> list[dict[str, Any]]:
+def _common_env(
+    role: Role, entry_name: str, namespace: str, worker_index: int
+) -> list[dict[str, Any]]:
     return [
-        {"name": L.GROUP_SIZE_ENV, "value": str(role.worker_replicas + 1)},
-        {"name": L.ENTRY_ADDRESS_ENV, "value": f"{entry_name}.{namespace}"},
-        {"name": L.WORKER_INDEX_ENV, "value": str(worker_index)},
+        {"name": labels.GROUP_SIZE_ENV, "value": str(role.worker_replicas + 1)},
+        {"name": labels.ENTRY_ADDRESS_ENV, "value": f"{entry_name}.{namespace}"},
+        {"name": labels.WORKER_INDEX_ENV, "value": str(worker_index)},
     ]
 
 
@@ -87,7 +89,7 @@ def entry_pod(
     """The entry Pod (index 0) of replica ``role_index`` of ``role`` in ServingGroup ``group``."""
     name = pod_name(group, role_id(role.name, role_index), 0)
     pod = _base_pod(ms, name, group, role, role_index, revision)
-    pod["metadata"]["labels"][L.ENTRY_LABEL] = "true"
+    pod["metadata"]["labels"][labels.ENTRY_LABEL] = "true"
     _apply_template(pod, role.entry_template, ms.spec.scheduler_name)
     upsert_env(pod["spec"], _common_env(role, name, ms.namespace, 0))
     return pod

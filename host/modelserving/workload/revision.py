@@ -34,7 +34,9 @@ def safe_encode(text: str) -> str:
 def revision(ms: ModelServing) -> str:
     """The revision label value every Pod of this ModelServing's current template carries."""
     roles = [
-        role.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"replicas", "max_unavailable"})
+        role.model_dump(
+            mode="json", by_alias=True, exclude_none=True, exclude={"replicas", "max_unavailable"}
+        )
         for role in ms.spec.template.roles
     ]
     canonical = json.dumps(roles, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelserving.api import labels as L
+from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
 from modelserving.workload.names import pod_name, role_id
 from modelserving.workload.pods import owner_reference
@@ -22,20 +22,20 @@ def headless_service(ms: ModelServing, group: str, role: Role, role_index: int) 
             "name": pod_name(group, rid, 0),
             "namespace": ms.namespace,
             "labels": {
-                L.NAME_LABEL: ms.name,
-                L.GROUP_NAME_LABEL: group,
-                L.ROLE_LABEL: role.name,
-                L.ROLE_ID_LABEL: rid,
+                labels.NAME_LABEL: ms.name,
+                labels.GROUP_NAME_LABEL: group,
+                labels.ROLE_LABEL: role.name,
+                labels.ROLE_ID_LABEL: rid,
             },
             "ownerReferences": [owner_reference(ms)],
         },
         "spec": {
             "clusterIP": "None",
             "selector": {
-                L.GROUP_NAME_LABEL: group,
-                L.ROLE_LABEL: role.name,
-                L.ROLE_ID_LABEL: rid,
-                L.ENTRY_LABEL: "true",
+                labels.GROUP_NAME_LABEL: group,
+                labels.ROLE_LABEL: role.name,
+                labels.ROLE_ID_LABEL: rid,
+                labels.ENTRY_LABEL: "true",
             },
             "publishNotReadyAddresses": True,
         },

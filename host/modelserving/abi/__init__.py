@@ -1,0 +1,1 @@
+"""The plugin ABI: msgpack encoding of hook requests and responses, version checks."""

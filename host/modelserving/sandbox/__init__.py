@@ -1,0 +1,1 @@
+"""The WebAssembly sandbox (wasmtime): limits, module cache, instance lifecycle."""
