@@ -55,3 +55,21 @@ run: render-example ## the controller's main job (renders an example until the c
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+# --- local control plane (devcluster) ---
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok, built once per
+# version into $MODELSERVING_CACHE (default ~/.cache/modelserving)/kube; state in .cluster/.
+.PHONY: cluster-build cluster-up cluster-down cluster-status
+
+cluster-build: setup ## build (or find cached) the local control plane binaries
+	$(PY) -m modelserving.devcluster build
+
+cluster-up: setup ## start the local control plane; writes .cluster/kubeconfig
+	$(PY) -m modelserving.devcluster up
+
+cluster-down: setup ## stop the local control plane and remove .cluster/
+	$(PY) -m modelserving.devcluster down
+
+cluster-status: setup ## show the local control plane's processes, health and memory
+	$(PY) -m modelserving.devcluster status
+# --- end devcluster ---

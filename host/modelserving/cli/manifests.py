@@ -11,7 +11,14 @@ from typing import Any
 import yaml
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):  # type: ignore[misc]
+    """Never writes anchors/aliases: every object is printed in full, as kubectl expects."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 class ManifestError(ValueError):

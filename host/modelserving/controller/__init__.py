@@ -1,1 +1,1 @@
-"""The controller: the only kopf code (reconcile, status, events). Lands with the controller issue."""
+"""The controller: the only kopf code (reconcile, status, events); lands with its issue."""

@@ -1,0 +1,210 @@
+"""``modelserving render``: the Pod/Service stream, --explain, and refusal of bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from modelserving.cli.main import main
+from tests.unit.conftest import manifest, role
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "prefill-decode.yaml"
+
+
+def write(tmp_path: Path, *docs: dict[str, Any], name: str = "ms.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def render(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["render", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_two_role_example_with_scoped_plugins(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = render(capsys, "-f", str(EXAMPLE))
+    assert code == 0, err
+    objects = list(yaml.safe_load_all(out))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Pod", "llama-pd-0-decode-0-0"),
+        ("Pod", "llama-pd-0-decode-0-1"),
+        ("Pod", "llama-pd-0-prefill-0-0"),
+        ("Pod", "llama-pd-0-prefill-0-1"),
+        ("Service", "llama-pd-0-decode-0-0"),
+        ("Service", "llama-pd-0-prefill-0-0"),
+    ]
+    pods = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
+    prefill_worker = pods["llama-pd-0-prefill-0-1"]
+    assert prefill_worker["spec"]["runtimeClassName"] == "nvidia"
+    assert prefill_worker["metadata"]["annotations"]["example.com/tier"] == "prefill"
+    decode_entry = pods["llama-pd-0-decode-0-0"]
+    assert "runtimeClassName" not in decode_entry["spec"]
+    assert decode_entry["metadata"]["annotations"]["example.com/tier"] == "decode-entry"
+    decode_worker = pods["llama-pd-0-decode-0-1"]
+    assert "annotations" not in decode_worker["metadata"]
+    env = [e["name"] for e in pods["llama-pd-0-prefill-0-0"]["spec"]["containers"][0]["env"]]
+    assert env.count("KV_ROLE") == 1  # upserted, not appended
+    applied = json.loads(
+        pods["llama-pd-0-prefill-0-0"]["metadata"]["annotations"][
+            "modelserving.volcano.sh/plugins-applied"
+        ]
+    )
+    assert applied == [{"name": "demo-pod-tweaks", "runtime": "Native"}]
+
+
+def test_explain_shows_each_plugins_patch(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = render(capsys, "-f", str(EXAMPLE), "--explain")
+    assert code == 0
+    assert "# Pod default/llama-pd-0-decode-0-1: no plugin in scope" in out
+    assert "#   demo-pod-tweaks (spec.plugins[1], Native): 2 operation(s)" in out
+    assert '#     {"op": "add", "path": "/spec/runtimeClassName", "value": "nvidia"}' in out
+    # Comments do not change the objects.
+    plain = list(yaml.safe_load_all(render(capsys, "-f", str(EXAMPLE))[1]))
+    assert list(yaml.safe_load_all(out)) == plain
+
+
+def test_multiple_files_and_default_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = manifest(name="a")
+    del a["metadata"]["namespace"]
+    b = manifest(name="b", roles=[role("server", workers=1)])
+    code, out, err = render(
+        capsys,
+        "-f",
+        write(tmp_path, a, name="a.yaml"),
+        "-f",
+        write(tmp_path, b, name="b.yaml"),
+        "-n",
+        "ml",
+    )
+    assert code == 0, err
+    objects = list(yaml.safe_load_all(out))
+    assert {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects} == {
+        ("Pod", "ml", "a-0-server-0-0"),
+        ("Pod", "team-a", "b-0-server-0-0"),
+        ("Pod", "team-a", "b-0-server-0-1"),
+        ("Service", "team-a", "b-0-server-0-0"),
+    }
+
+
+def test_other_kinds_are_noted_and_lists_flattened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [manifest(), {"kind": "Deployment", "metadata": {"name": "d"}}],
+    }
+    code, out, err = render(capsys, "-f", write(tmp_path, doc))
+    assert code == 0
+    assert "note: ignoring Deployment default/d" in err
+    assert len(list(yaml.safe_load_all(out))) == 1
+
+
+def test_volcano_flag_adds_pod_groups(capsys: pytest.CaptureFixture[str]) -> None:
+    path = ROOT / "examples" / "kthena" / "multinode-ray.yaml"
+    kinds = [o["kind"] for o in yaml.safe_load_all(render(capsys, "-f", str(path), "--volcano")[1])]
+    assert kinds.count("PodGroup") == 2
+    kinds = [o["kind"] for o in yaml.safe_load_all(render(capsys, "-f", str(path))[1])]
+    assert "PodGroup" not in kinds
+
+
+def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any]) -> str:
+    code, out, err = render(capsys, "-f", write(tmp_path, doc))
+    assert code == 1
+    assert out == ""
+    assert err.startswith("error: ")
+    return err
+
+
+def test_unknown_plugin_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(tmp_path, capsys, manifest(plugins=[{"name": "gpu-magic"}]))
+    assert "spec.plugins[0] (plugin 'gpu-magic')" in err
+    assert "no built-in plugin has this name (known: demo-pod-tweaks)" in err
+
+
+def test_unknown_config_field_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = manifest(plugins=[{"name": "demo-pod-tweaks", "config": {"runtimeClass": "nvidia"}}])
+    err = refused(tmp_path, capsys, doc)
+    assert "plugin 'demo-pod-tweaks'" in err
+    assert "config.runtimeClass: unknown field" in err
+
+
+def test_lower_case_target_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = manifest(plugins=[{"name": "demo-pod-tweaks", "scope": {"target": "worker"}}])
+    err = refused(tmp_path, capsys, doc)
+    assert "ModelServing team-a/sample is invalid" in err
+    assert "spec.plugins[0].scope.target" in err
+
+
+def test_unsupported_type_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(
+        tmp_path, capsys, manifest(plugins=[{"name": "demo-pod-tweaks", "type": "Webhook"}])
+    )
+    assert "spec.plugins[0].type" in err
+
+
+def test_missing_worker_template_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = role("server", workers=1)
+    del r["workerTemplate"]
+    err = refused(tmp_path, capsys, manifest(roles=[r]))
+    assert "spec.template.roles[0].workerTemplate" in err
+
+
+def test_bad_role_name_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(tmp_path, capsys, manifest(roles=[role("Prefill")]))
+    assert "spec.template.roles[0].name: role name 'Prefill'" in err
+
+
+def test_wasm_plugins_refused_for_now(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = manifest(plugins=[{"name": "demo-pod-tweaks", "runtime": "Wasm"}])
+    err = refused(tmp_path, capsys, doc)
+    assert "WebAssembly plugins are not available in this build yet" in err
+
+
+def test_not_yaml_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("a: [1, 2\n")
+    code, _, err = render(capsys, "-f", str(path))
+    assert code == 1
+    assert f"error: {path}: not valid YAML" in err
+
+
+def test_missing_file_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = render(capsys, "-f", str(tmp_path / "nope.yaml"))
+    assert code == 1
+    assert "cannot read" in err
+
+
+def test_no_model_serving_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(
+        tmp_path, capsys, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    )
+    assert "no ModelServing" in err
+
+
+def test_console_script_runs(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "modelserving"
+    done = subprocess.run(
+        [str(script), "render", "-f", str(EXAMPLE)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "kind: Pod" in done.stdout
+    bad = write(tmp_path, manifest(plugins=[{"name": "nope"}]))
+    done = subprocess.run(
+        [str(script), "render", "-f", bad], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert "plugin 'nope'" in done.stderr
