@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,20 +30,27 @@ from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.validation import pydantic_errors
 from modelserving.chain.policy import PatchValidator
-from modelserving.plugins.base import HookError, PodCreateHook, PodReadyHook
+from modelserving.plugins.base import HOOK_METHODS, HookError
 from modelserving.plugins.registry import Registry, default_registry
 from modelserving.workload._copy import json_copy
 from modelserving.workload.plan import DesiredPod
 
+HookCall = Callable[[HookRequest], Any]
+
 
 @dataclass(frozen=True)
 class ChainEntry:
-    """One resolved plugin of the chain."""
+    """One resolved plugin of the chain: its hooks as callables (None when not implemented).
+
+    The same instance serves every Pod of the ModelServing generation, so plugins keep no
+    per-Pod state.
+    """
 
     index: int
     spec: PluginSpec
     runtime: str
-    instance: object
+    on_create: HookCall | None
+    on_ready: HookCall | None
     digest: str | None = None
 
     @property
@@ -116,13 +123,13 @@ class Chain:
         for entry in self.entries:
             if not entry.spec.applies_to(desired.role, desired.is_entry):
                 continue
-            if not isinstance(entry.instance, PodCreateHook):
+            if entry.on_create is None:
                 continue
             outcome = PluginOutcome(entry.name, entry.index, entry.runtime)
             start = time.perf_counter()
             try:
                 request = self.request(Hook.ON_POD_CREATE, desired, json_copy(pod))
-                ops = _call_create(entry, request)
+                ops = _call(entry, entry.on_create, request, desired.name)
                 try:
                     pod_after = self.validator.apply(pod, ops)
                 except PatchRejected as exc:
@@ -151,34 +158,13 @@ class Chain:
         """Run OnPodReady of every in-scope plugin; failures are returned, never raised."""
         failures = []
         for entry in self.entries:
-            if not entry.spec.applies_to(desired.role, desired.is_entry):
-                continue
-            if not isinstance(entry.instance, PodReadyHook):
+            if entry.on_ready is None or not entry.spec.applies_to(desired.role, desired.is_entry):
                 continue
             try:
-                entry.instance.on_pod_ready(
-                    self.request(Hook.ON_POD_READY, desired, json_copy(pod))
-                )
-            except HookError as exc:
-                failures.append(
-                    PluginFailure(
-                        FailureClass.PLUGIN_ERROR,
-                        entry.name,
-                        Hook.ON_POD_READY,
-                        str(exc),
-                        desired.name,
-                    )
-                )
-            except Exception as exc:
-                failures.append(
-                    PluginFailure(
-                        FailureClass.PLUGIN_ERROR,
-                        entry.name,
-                        Hook.ON_POD_READY,
-                        f"{type(exc).__name__}: {exc}",
-                        desired.name,
-                    )
-                )
+                request = self.request(Hook.ON_POD_READY, desired, json_copy(pod))
+                _call(entry, entry.on_ready, request, desired.name)
+            except PluginFailure as failure:
+                failures.append(failure)
         return failures
 
 
@@ -186,26 +172,20 @@ def _ran(entry: ChainEntry, outcomes: list[PluginOutcome]) -> bool:
     return any(o.index == entry.index and o.applied for o in outcomes)
 
 
-def _call_create(entry: ChainEntry, request: HookRequest) -> Any:
-    assert isinstance(entry.instance, PodCreateHook)
+def _call(entry: ChainEntry, hook: HookCall, request: HookRequest, pod_name: str) -> Any:
+    """Call one hook; any error becomes a PluginFailure naming plugin, hook and Pod."""
     try:
-        return entry.instance.on_pod_create(request)
+        return hook(request)
     except HookError as exc:
-        raise PluginFailure(
-            FailureClass.PLUGIN_ERROR, entry.name, Hook.ON_POD_CREATE, str(exc), request.pod_name
-        ) from None
+        message = str(exc)
     except Exception as exc:
-        raise PluginFailure(
-            FailureClass.PLUGIN_ERROR,
-            entry.name,
-            Hook.ON_POD_CREATE,
-            f"{type(exc).__name__}: {exc}",
-            request.pod_name,
-        ) from None
+        message = f"{type(exc).__name__}: {exc}"
+    raise PluginFailure(FailureClass.PLUGIN_ERROR, entry.name, request.hook, message, pod_name)
 
 
 def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> None:
-    """Annotate the Pod with the plugins that changed it (name, runtime and module digest)."""
+    """Annotate the Pod with the plugins applied to it: those whose OnPodCreate succeeded
+    (name, runtime and, for WebAssembly, the module digest)."""
     if not entries:
         return
     applied = []
@@ -253,7 +233,23 @@ def _resolve(index: int, spec: PluginSpec, registry: Registry) -> ChainEntry:
         ]
         raise PluginConfigError(spec.name, index, errors) from None
     instance = builtin.factory(spec.name, config)
-    return ChainEntry(index=index, spec=spec, runtime="Native", instance=instance)
+    hooks: dict[str, HookCall | None] = {}
+    for hook in HOOK_METHODS:
+        method = getattr(instance, hook, None) if hook in builtin.hooks else None
+        if hook in builtin.hooks and not callable(method):
+            raise PluginConfigError(
+                spec.name,
+                index,
+                [FieldError("name", f"the built-in declares {hook} but does not implement it")],
+            )
+        hooks[hook] = method
+    return ChainEntry(
+        index=index,
+        spec=spec,
+        runtime="Native",
+        on_create=hooks["on_pod_create"],
+        on_ready=hooks["on_pod_ready"],
+    )
 
 
 def build_chain(

@@ -1,8 +1,9 @@
 """Enforces the operator's PatchPolicy on a plugin's JSON Patch: the one path for native and WASM.
 
 ``PatchValidator.apply`` checks each operation's shape and path against the allow-list, applies
-the patch to a copy of the Pod (RFC 6902 via ``jsonpatch``), then checks what may never change:
-identity fields, the controller's own labels and annotations, and the Pod's privileges.
+the patch to a copy of the Pod (RFC 6902 via ``jsonpatch``, one operation at a time so that an
+``add`` over an existing member is judged as the ``replace`` it is), then checks what may never
+change: identity fields, the controller's own labels and annotations, and the Pod's privileges.
 Any violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
@@ -18,6 +19,7 @@ import jsonpointer
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
 from modelserving.api.policy import PatchPolicy
+from modelserving.plugins.patch import escape
 from modelserving.workload._copy import json_copy
 
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
@@ -63,8 +65,9 @@ def _compile(policy: PatchPolicy) -> tuple[_Rule, ...]:
 
 
 def check_shape(raw: Any) -> list[PatchOperation]:
-    """A patch must be a list of ``{op, path[, value]}`` maps with known ops and no other keys."""
-    if not isinstance(raw, list):
+    """A patch must be a list (or tuple) of ``{op, path[, value]}`` maps with known ops and no
+    other keys."""
+    if not isinstance(raw, list | tuple):
         raise PatchRejected("", f"a patch is a list of operations, not {type(raw).__name__}")
     ops: list[PatchOperation] = []
     for i, item in enumerate(raw):
@@ -72,9 +75,10 @@ def check_shape(raw: Any) -> list[PatchOperation]:
         if not isinstance(item, Mapping):
             raise PatchRejected("", f"{where} is not a map")
         op, path = item.get("op"), item.get("path")
-        if op not in PATCH_OPS:
+        if not isinstance(op, str) or op not in PATCH_OPS:
             raise PatchRejected(
-                str(path or ""), f"{where}: op {op!r} is not one of add, remove, replace, test"
+                path if isinstance(path, str) else "",
+                f"{where}: op {op!r} is not one of add, remove, replace, test",
             )
         if not isinstance(path, str):
             raise PatchRejected("", f"{where}: path must be a string")
@@ -84,7 +88,9 @@ def check_shape(raw: Any) -> list[PatchOperation]:
         if op != "remove" and "value" not in item:
             raise PatchRejected(path, f"{where}: '{op}' needs a value")
         split_pointer(path)
-        ops.append(dict(item))  # type: ignore[arg-type]
+        # A copy: older jsonpatch versions insert values by reference, which would let the Pod
+        # and the recorded patch (and the plugin's own objects) share mutable values.
+        ops.append(json_copy(dict(item)))
     return ops
 
 
@@ -99,12 +105,13 @@ class PatchValidator:
             c.upper().removeprefix("CAP_") for c in self.policy.allowed_capabilities
         )
 
+    def allows(self, path: str, op: str) -> bool:
+        tokens = split_pointer(path)
+        return any(rule.matches(tokens, op) for rule in self._rules)
+
     def check_paths(self, ops: Iterable[PatchOperation]) -> None:
         for op in ops:
-            if op["op"] == "test":
-                continue
-            tokens = split_pointer(op["path"])
-            if not any(rule.matches(tokens, op["op"]) for rule in self._rules):
+            if op["op"] != "test" and not self.allows(op["path"], op["op"]):
                 raise PatchRejected(
                     op["path"],
                     f"'{op['op']}' is not allowed here (patchPolicy.allowedPaths)",
@@ -116,15 +123,19 @@ class PatchValidator:
         if not ops:
             return json_copy(pod)  # type: ignore[no-any-return]
         self.check_paths(ops)
-        after: dict[str, Any] = json_copy(pod)
-        try:
-            after = jsonpatch.JsonPatch(ops).apply(after, in_place=True)
-        except jsonpatch.JsonPatchTestFailed as exc:
-            raise PatchRejected("", f"test operation failed: {exc}") from None
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-            raise PatchRejected("", f"patch does not apply to the Pod: {exc}") from None
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
-            raise PatchRejected("", f"patch does not apply to the Pod: {exc}") from None
+        after: Any = json_copy(pod)
+        for op in ops:  # one by one, so that an 'add' is judged by what it does to this Pod
+            if (
+                op["op"] == "add"
+                and _replaces_member(after, op["path"])
+                and not self.allows(op["path"], "replace")
+            ):
+                raise PatchRejected(
+                    op["path"],
+                    "'add' over an existing value replaces it, and 'replace' is not allowed here "
+                    "(patchPolicy.allowedPaths)",
+                )
+            after = _apply_one(after, op)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
         self.check_invariants(pod, after)
@@ -139,9 +150,9 @@ class PatchValidator:
             old = _owned(meta_b.get(field), self._prefixes)
             new = _owned(meta_a.get(field), self._prefixes)
             if old != new:
-                key = sorted(set(old.items()) ^ set(new.items()))[0][0]
+                key = min((k for k in old.keys() | new.keys() if _differs(old, new, k)), key=str)
                 raise PatchRejected(
-                    f"/metadata/{field}/{key}",
+                    f"/metadata/{field}/{escape(str(key))}",
                     f"{field[:-1]} '{key}' belongs to the controller "
                     f"(patchPolicy.protectedPrefixes: {', '.join(self._prefixes)})",
                 )
@@ -185,6 +196,33 @@ class PatchValidator:
         return None
 
 
+def _apply_one(doc: Any, op: PatchOperation) -> Any:
+    try:
+        return jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+    except jsonpatch.JsonPatchTestFailed as exc:
+        raise PatchRejected(op["path"], f"test operation failed: {exc}") from None
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+        raise PatchRejected(op["path"], f"patch does not apply to the Pod: {exc}") from None
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        raise PatchRejected(op["path"], f"patch does not apply to the Pod: {exc}") from None
+
+
+def _replaces_member(doc: Any, path: str) -> bool:
+    """Whether an 'add' at ``path`` would overwrite a non-null object member (RFC 6902 4.1)."""
+    tokens = split_pointer(path)
+    if not tokens:
+        return True
+    parent = doc
+    for token in tokens[:-1]:
+        if isinstance(parent, Mapping) and token in parent:
+            parent = parent[token]
+        elif isinstance(parent, list) and token.isdigit() and int(token) < len(parent):
+            parent = parent[int(token)]
+        else:
+            return False  # it will not apply at all
+    return isinstance(parent, Mapping) and parent.get(tokens[-1]) is not None
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
@@ -196,8 +234,21 @@ def _owned(values: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if any(str(k).startswith(p) for p in prefixes)}
 
 
+def _differs(old: Mapping[str, Any], new: Mapping[str, Any], key: str) -> bool:
+    return key not in old or key not in new or old[key] != new[key]
+
+
 def _as_map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _is_zero(value: Any) -> bool:
+    return type(value) is int and value == 0
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A list field as written; anything else carries no grants (and the API server refuses it)."""
+    return value if isinstance(value, list) else []
 
 
 def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
@@ -209,18 +260,18 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     for field in ("hostNetwork", "hostPID", "hostIPC"):
         if spec.get(field) is True:
             found["hostNamespace", field] = f"/spec/{field}"
-    for i, volume in enumerate(spec.get("volumes") or []):
+    for i, volume in enumerate(_as_list(spec.get("volumes"))):
         volume = _as_map(volume)
         if "hostPath" in volume:
             found["hostPath", repr(volume.get("name"))] = f"/spec/volumes/{i}"
     pod_sc = _as_map(spec.get("securityContext"))
-    if pod_sc.get("runAsUser") == 0:
+    if _is_zero(pod_sc.get("runAsUser")):
         found["root", "the Pod (runAsUser 0)"] = "/spec/securityContext/runAsUser"
     if pod_sc.get("runAsNonRoot") is not True:
         found["root", "the Pod (runAsNonRoot not enforced)"] = "/spec/securityContext/runAsNonRoot"
     for kind in _CONTAINER_KINDS:
         noun = "container" if kind == "containers" else kind[:-1]
-        for i, container in enumerate(spec.get(kind) or []):
+        for i, container in enumerate(_as_list(spec.get(kind))):
             container = _as_map(container)
             label = f"{noun} {container.get('name')!r}"
             base = f"/spec/{kind}/{i}/securityContext"
@@ -229,14 +280,14 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
                 found["privileged", label] = f"{base}/privileged"
             if sc.get("allowPrivilegeEscalation") is True:
                 found["escalation", label] = f"{base}/allowPrivilegeEscalation"
-            for cap in _as_map(sc.get("capabilities")).get("add") or []:
+            for cap in _as_list(_as_map(sc.get("capabilities")).get("add")):
                 name = str(cap).upper().removeprefix("CAP_")
                 found["capability", f"{name} {label}"] = f"{base}/capabilities/add"
-            if sc.get("runAsUser") == 0:
+            if _is_zero(sc.get("runAsUser")):
                 found["root", f"{label} (runAsUser 0)"] = f"{base}/runAsUser"
             if sc.get("runAsNonRoot") is False:
                 found["root", f"{label} (runAsNonRoot false)"] = f"{base}/runAsNonRoot"
-            for port in container.get("ports") or []:
+            for port in _as_list(container.get("ports")):
                 port = _as_map(port)
                 if port.get("hostPort"):
                     found["hostPort", f"{port.get('hostPort')} in {label}"] = (

@@ -24,6 +24,9 @@ class PodPatch:
         self._pod = pod
         self.ops: list[PatchOperation] = []
         self._maps_created: set[str] = set()
+        # Env var names of each env list as this builder's ops leave it, by JSON pointer, so
+        # that a second upsert_env builds on the first instead of clobbering or duplicating.
+        self._env_names: dict[str, list[Any]] = {}
 
     def add(self, path: str, value: Any) -> PodPatch:
         """An ``add``: creates the member or replaces it (RFC 6902)."""
@@ -66,7 +69,7 @@ class PodPatch:
             for i, container in enumerate(spec.get(kind) or []):
                 base = f"/spec/{kind}/{i}/env"
                 current = container.get("env")
-                if current is None:
+                if current is None and base not in self._env_names:
                     merged: list[dict[str, Any]] = []
                     for var in wanted:
                         names = [e["name"] for e in merged]
@@ -75,8 +78,9 @@ class PodPatch:
                         else:
                             merged.append(var)
                     self.add(base, merged)
+                    self._env_names[base] = [e["name"] for e in merged]
                     continue
-                names = [e.get("name") for e in current]
+                names = self._env_names.setdefault(base, [e.get("name") for e in current or []])
                 for var in wanted:
                     if var["name"] in names:
                         self.ops.append(
