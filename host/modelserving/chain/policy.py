@@ -160,6 +160,7 @@ class PatchValidator:
             "kind"
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
+        _check_unique_container_names(after)
         self.check_privileges(before, after)
 
     def check_privileges(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
@@ -221,6 +222,21 @@ def _replaces_member(doc: Any, path: str) -> bool:
         else:
             return False  # it will not apply at all
     return isinstance(parent, Mapping) and parent.get(tokens[-1]) is not None
+
+
+def _check_unique_container_names(pod: Mapping[str, Any]) -> None:
+    """Container names are unique across all kinds (as the API server requires); privileges are
+    tracked by name, so a duplicate could hide a new grant behind an existing one."""
+    spec = _as_map(pod.get("spec"))
+    seen: set[Any] = set()
+    for kind in _CONTAINER_KINDS:
+        for i, container in enumerate(_as_list(spec.get(kind))):
+            name = _as_map(container).get("name")
+            if name in seen:
+                raise PatchRejected(
+                    f"/spec/{kind}/{i}/name", f"container name {name!r} is used twice in the Pod"
+                )
+            seen.add(name)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -290,7 +306,8 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
             for port in _as_list(container.get("ports")):
                 port = _as_map(port)
                 if port.get("hostPort"):
-                    found["hostPort", f"{port.get('hostPort')} in {label}"] = (
+                    protocol = port.get("protocol") or "TCP"
+                    found["hostPort", f"{port.get('hostPort')}/{protocol} in {label}"] = (
                         f"/spec/{kind}/{i}/ports"
                     )
     return found

@@ -648,7 +648,7 @@ NEW_NEXT_TO_EXISTING: dict[str, tuple[Ops, str]] = {
     ),
     "container named like a privileged init container": (
         [op("add", "/spec/containers/-", {**sidecar(privileged=True), "name": "fetch"})],
-        "/spec/containers/1/securityContext/privileged",
+        "/spec/initContainers/0/name",  # refused as a duplicate name before privileges
     ),
     "another hostPath volume": (
         [op("add", "/spec/volumes/0", {"name": "etc", "hostPath": {"path": "/etc"}})],
@@ -1044,3 +1044,27 @@ def test_an_accepted_patch_keeps_identity_controller_metadata_and_privileges(
             assert all(cap in BASELINE_CAPABILITIES for cap in caps)
         assert not any(p.get("hostPort") for p in as_dicts(c.get("ports")))
     assert not any("hostPath" in v for v in as_dicts(result["spec"].get("volumes")))
+
+
+def test_duplicate_container_names_are_refused(pod: dict[str, Any]) -> None:
+    name = pod["spec"]["containers"][0]["name"]
+    sidecar = {"name": name, "image": "busybox:1.37"}
+    exc = rejected(PatchValidator(), pod, [op("add", "/spec/containers/-", sidecar)])
+    assert f"container name {name!r} is used twice" in exc.reason
+    init = {"name": name, "image": "busybox:1.37"}
+    exc = rejected(PatchValidator(), pod, [op("add", "/spec/initContainers/-", init)])
+    assert "used twice" in exc.reason
+
+
+def test_host_port_with_another_protocol_is_a_new_grant() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 53, "hostPort": 53}]}]},
+    }
+    udp = {"containerPort": 53, "hostPort": 53, "protocol": "UDP"}
+    exc = rejected(PatchValidator(), pod, [op("add", "/spec/containers/0/ports/-", udp)])
+    assert "53/UDP" in exc.reason
+    same = {"containerPort": 8053, "hostPort": 53}
+    assert PatchValidator().apply(pod, [op("add", "/spec/containers/0/ports/-", same)])

@@ -1,0 +1,47 @@
+"""A real local Kubernetes control plane for tests and ``make run`` (no containers needed).
+
+Used by the Makefile (``make cluster-build|cluster-up|cluster-down|cluster-status``) through
+``python -m modelserving.devcluster`` and by ``tests/integration/conftest.py``. A standalone
+sibling of the controller: it imports no other ``modelserving`` subpackage.
+
+- ``versions``: pinned versions and the build cache location.
+- ``build``: compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and
+  kwok from Go modules into the cache (once per version).
+- ``certs``: the CA, serving/admin certificates and ServiceAccount keys (``openssl``).
+- ``procs``: free ports, detached processes, PID checks, stopping by PID.
+- ``cluster``: up / down / health of one cluster folder.
+"""
+
+from modelserving.devcluster.build import BuildError, build_all, cached_binaries
+from modelserving.devcluster.cluster import (
+    ClusterError,
+    ClusterState,
+    down,
+    is_healthy,
+    load_state,
+    rss_bytes,
+    up,
+)
+from modelserving.devcluster.versions import (
+    ETCD_VERSION,
+    KUBERNETES_VERSION,
+    KWOK_VERSION,
+    cache_root,
+)
+
+__all__ = [
+    "ETCD_VERSION",
+    "KUBERNETES_VERSION",
+    "KWOK_VERSION",
+    "BuildError",
+    "ClusterError",
+    "ClusterState",
+    "build_all",
+    "cache_root",
+    "cached_binaries",
+    "down",
+    "is_healthy",
+    "load_state",
+    "rss_bytes",
+    "up",
+]

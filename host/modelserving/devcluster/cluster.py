@@ -1,0 +1,530 @@
+"""Start, inspect and stop a local control plane in one folder (``.cluster/`` for ``make``).
+
+Called by ``python -m modelserving.devcluster up|down|status|env`` and by the integration
+tests' session fixture (with a temporary folder). ``up`` runs etcd, kube-apiserver (TLS, RBAC,
+an admin client certificate in ``system:masters``), kube-controller-manager, kube-scheduler and
+kwok on free loopback ports, writes ``<folder>/kubeconfig``, registers fake kwok Nodes and waits
+until ``/readyz`` is ok, the Nodes are Ready and the ``default`` ServiceAccount exists. Every
+started process is recorded in ``<folder>/state.json`` as it starts, so ``down`` (or the next
+``up`` after a crash) stops exactly those PIDs.
+
+Folder layout: ``state.json``, ``kubeconfig``, ``pki/``, ``etcd/`` (data), ``logs/<name>.log``,
+``bin/kubectl`` (a symlink into the build cache).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from modelserving.devcluster.build import build_all
+from modelserving.devcluster.certs import Pki, make_pki
+from modelserving.devcluster.procs import (
+    ProcessRecord,
+    find_strays,
+    free_ports,
+    is_ours,
+    kill_stray,
+    spawn,
+    stop,
+)
+from modelserving.devcluster.versions import KUBERNETES_VERSION
+
+STATE_FILE = "state.json"
+STATE_VERSION = 1
+SERVICE_CIDR = "10.0.0.0/24"
+NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+NODE_LABEL = ("type", "kwok")
+PORT_NAMES = (
+    "etcd",
+    "etcd-peer",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+)
+PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+Log = Callable[[str], None]
+
+
+class ClusterError(RuntimeError):
+    """The control plane did not come up; the message names the component and its log."""
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What ``state.json`` records about one cluster folder."""
+
+    directory: Path
+    ports: Mapping[str, int]
+    processes: tuple[ProcessRecord, ...] = ()
+    ready: bool = False
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['kube-apiserver']}"
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.directory / "pki")
+
+    @property
+    def logs(self) -> Path:
+        return self.directory / "logs"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.directory / "bin" / "kubectl"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "directory": str(self.directory),
+            "ports": dict(self.ports),
+            "processes": [record.to_json() for record in self.processes],
+            "ready": self.ready,
+            "started_at": self.started_at,
+            "kubernetes": KUBERNETES_VERSION,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterState:
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown state version {data.get('version')!r}")
+        return cls(
+            directory=Path(data["directory"]),
+            ports={str(k): int(v) for k, v in data["ports"].items()},
+            processes=tuple(ProcessRecord.from_json(p) for p in data["processes"]),
+            ready=bool(data.get("ready", False)),
+            started_at=float(data.get("started_at", 0.0)),
+        )
+
+    def with_process(self, record: ProcessRecord) -> ClusterState:
+        return ClusterState(
+            self.directory, self.ports, (*self.processes, record), self.ready, self.started_at
+        )
+
+    def as_ready(self) -> ClusterState:
+        return ClusterState(self.directory, self.ports, self.processes, True, self.started_at)
+
+
+def save_state(state: ClusterState) -> None:
+    """Write ``state.json`` atomically (a crash never leaves half a file)."""
+    path = state.directory / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
+    tmp.replace(path)
+
+
+def load_state(directory: Path) -> ClusterState | None:
+    """The recorded state of ``directory``, or None when there is none (or it is unreadable)."""
+    try:
+        data = json.loads((directory / STATE_FILE).read_text())
+        return ClusterState.from_json(data)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# --- talking to the API server with the standard library -------------------------------------
+
+
+class Api:
+    """A tiny JSON client authenticated as the admin (enough to bootstrap and probe)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.server = state.server
+        self._context = ssl.create_default_context(cafile=str(state.pki.ca_crt))
+        self._context.load_cert_chain(str(state.pki.admin_crt), str(state.pki.admin_key))
+
+    def request(
+        self, method: str, path: str, body: Any = None, timeout: float = 5.0
+    ) -> tuple[int, Any]:
+        """(HTTP status, decoded JSON or text); connection errors give status 0."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server + path, data=data, method=method)
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout, context=self._context) as resp:
+                return resp.status, _decode(resp.read())
+        except urllib.error.HTTPError as error:
+            return error.code, _decode(error.read())
+        except (urllib.error.URLError, OSError):
+            return 0, None
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+# --- configuration files ---------------------------------------------------------------------
+
+
+def kubeconfig_text(server: str, pki: Pki, name: str = "devcluster") -> str:
+    """A self-contained kubeconfig (certificates embedded) for the admin user."""
+    import base64
+
+    def b64(path: Path) -> str:
+        return base64.b64encode(path.read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": name,
+                "cluster": {"server": server, "certificate-authority-data": b64(pki.ca_crt)},
+            }
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate-data": b64(pki.admin_crt),
+                    "client-key-data": b64(pki.admin_key),
+                },
+            }
+        ],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": "admin"}}],
+        "current-context": name,
+        "preferences": {},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def fake_node(name: str) -> dict[str, Any]:
+    """A Node that kwok manages (annotation) with room for many Pods and GPUs."""
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {
+                NODE_ANNOTATION[0]: NODE_ANNOTATION[1],
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
+            "labels": {
+                NODE_LABEL[0]: NODE_LABEL[1],
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node-role.kubernetes.io/agent": "",
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": resources,
+            "capacity": resources,
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+            },
+        },
+    }
+
+
+def command_lines(state: ClusterState, binaries: Mapping[str, Path]) -> dict[str, list[str]]:
+    """The argv of every component, in start order."""
+    d, p, pki = state.directory, state.ports, state.pki
+    kubeconfig = str(state.kubeconfig)
+    etcd_url = f"http://127.0.0.1:{p['etcd']}"
+    peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
+    delegated = [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+    ]
+    return {
+        "etcd": [
+            str(binaries["etcd"]),
+            "--name=devcluster",
+            f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=devcluster={peer_url}",
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ],
+        "kube-apiserver": [
+            str(binaries["kube-apiserver"]),
+            f"--etcd-servers={etcd_url}",
+            f"--cert-dir={d / 'pki' / 'apiserver'}",
+            f"--tls-cert-file={pki.serving_crt}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_crt}",
+            f"--secure-port={p['kube-apiserver']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--authorization-mode=RBAC",
+            "--endpoint-reconciler-type=none",
+            f"--service-account-issuer={state.server}",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            "--profiling=false",
+        ],
+        "kube-controller-manager": [
+            str(binaries["kube-controller-manager"]),
+            *delegated,
+            f"--secure-port={p['kube-controller-manager']}",
+            "--controllers=*",
+            f"--service-account-private-key-file={pki.sa_key}",
+            f"--root-ca-file={pki.ca_crt}",
+            f"--cluster-signing-cert-file={pki.ca_crt}",
+            f"--cluster-signing-key-file={pki.ca_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--profiling=false",
+        ],
+        "kube-scheduler": [
+            str(binaries["kube-scheduler"]),
+            *delegated,
+            f"--secure-port={p['kube-scheduler']}",
+            "--profiling=false",
+        ],
+        "kwok": [
+            str(binaries["kwok"]),
+            f"--kubeconfig={kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION[0]}={NODE_ANNOTATION[1]}",
+            f"--server-address=127.0.0.1:{p['kwok']}",
+            "--cidr=10.244.0.1/16",
+            "--node-ip=10.0.0.2",
+        ],
+    }
+
+
+# --- lifecycle ---------------------------------------------------------------------------------
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, state: ClusterState) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        for record in state.processes:
+            if not is_ours(record):
+                raise ClusterError(
+                    f"{record.name} exited while waiting for {what}; {_tail(record)}"
+                )
+        time.sleep(0.2)
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {state.logs}")
+
+
+def _tail(record: ProcessRecord, lines: int = 15) -> str:
+    try:
+        text = Path(record.log).read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return f"no log at {record.log}"
+    return f"last lines of {record.log}:\n" + "\n".join(text)
+
+
+def _etcd_healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+            return bool(json.loads(resp.read()).get("health") == "true")
+    except (OSError, ValueError):
+        return False
+
+
+def _nodes_ready(api: Api, count: int) -> bool:
+    status, body = api.request("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")
+    if status != 200:
+        return False
+    ready = 0
+    for node in body.get("items", []):
+        conditions = node.get("status", {}).get("conditions", [])
+        taints = node.get("spec", {}).get("taints", [])
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not any(
+            t["key"].startswith("node.kubernetes.io/") for t in taints
+        ):
+            ready += 1
+    return ready >= count
+
+
+def _register_nodes(api: Api, count: int) -> None:
+    for index in range(count):
+        status, body = api.request("POST", "/api/v1/nodes", fake_node(f"kwok-node-{index}"))
+        if status not in (201, 409):
+            raise ClusterError(f"could not create Node kwok-node-{index}: {status} {body}")
+
+
+def is_healthy(state: ClusterState) -> bool:
+    """Every recorded process is still ours and the API server answers ``/readyz`` with ok."""
+    if not state.ready or len(state.processes) != len(PROGRAMS):
+        return False
+    if not all(is_ours(record) for record in state.processes):
+        return False
+    try:
+        status, body = Api(state).request("GET", "/readyz")
+    except (OSError, ssl.SSLError):
+        return False
+    return status == 200 and body == "ok"
+
+
+def up(
+    directory: Path,
+    *,
+    nodes: int = 2,
+    binaries: Mapping[str, Path] | None = None,
+    die_with_parent: bool = False,
+    timeout: float = 120.0,
+    log: Log | None = None,
+) -> ClusterState:
+    """Bring the cluster of ``directory`` up (or find it running); clean a crashed leftover."""
+    say = log or (lambda _message: None)
+    directory = directory.resolve()
+    existing = load_state(directory)
+    if existing is not None and is_healthy(existing):
+        say(f"already running: {existing.server}")
+        return existing
+    if clean(directory):
+        say(f"cleaned a leftover cluster in {directory}")
+    binaries = dict(binaries) if binaries is not None else build_all()
+    started = time.monotonic()
+    directory.mkdir(parents=True)
+    state = ClusterState(directory, dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True)))
+    make_pki(state.pki.directory)
+    state.kubeconfig.write_text(kubeconfig_text(state.server, state.pki))
+    state.kubeconfig.chmod(0o600)
+    save_state(state)
+    try:
+        state = _start_all(state, binaries, nodes, die_with_parent, timeout)
+    except BaseException:
+        # Stop what did start; keep the folder (logs) until the next up() or down() cleans it.
+        partial = load_state(directory)
+        for record in reversed(partial.processes if partial is not None else ()):
+            stop(record)
+        raise
+    (directory / "bin").mkdir(exist_ok=True)
+    kubectl = binaries.get("kubectl")
+    if kubectl is not None:
+        state.kubectl.unlink(missing_ok=True)
+        state.kubectl.symlink_to(kubectl)
+    state = state.as_ready()
+    save_state(state)
+    say(f"up in {time.monotonic() - started:.1f}s: {state.server}")
+    return state
+
+
+def _start_all(
+    state: ClusterState,
+    binaries: Mapping[str, Path],
+    nodes: int,
+    die_with_parent: bool,
+    timeout: float,
+) -> ClusterState:
+    commands = command_lines(state, binaries)
+
+    def start(name: str) -> None:
+        nonlocal state
+        record = spawn(
+            name,
+            commands[name],
+            state.logs / f"{name}.log",
+            cwd=state.directory,
+            die_with_parent=die_with_parent,
+        )
+        state = state.with_process(record)
+        save_state(state)
+
+    start("etcd")
+    _wait("etcd /health", lambda: _etcd_healthy(state.ports["etcd"]), timeout, state)
+    start("kube-apiserver")
+    api = Api(state)
+    _wait(
+        "kube-apiserver /readyz", lambda: api.request("GET", "/readyz")[1] == "ok", timeout, state
+    )
+    for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        start(name)
+    _register_nodes(api, nodes)
+    _wait(f"{nodes} Ready kwok Nodes", lambda: _nodes_ready(api, nodes), timeout, state)
+    _wait(
+        "the default ServiceAccount",
+        lambda: api.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
+        timeout,
+        state,
+    )
+    return state
+
+
+def clean(directory: Path, *, keep_logs: bool = False) -> bool:
+    """Stop every process of ``directory`` (recorded or stray) and remove its state.
+
+    With ``keep_logs`` the ``logs/`` folder (and ``state.json``) stay for inspection. Returns
+    True when there was anything to clean.
+    """
+    directory = directory.resolve()
+    found = False
+    state = load_state(directory)
+    if state is not None:
+        for record in reversed(state.processes):
+            found = stop(record) or found
+    for pid, argv in find_strays(str(directory) + os.sep, PROGRAMS):
+        kill_stray(pid, argv)
+        found = True
+    if not directory.exists():
+        return found
+    if keep_logs:
+        for child in directory.iterdir():
+            if child.name not in ("logs", STATE_FILE):
+                _remove(child)
+    else:
+        _remove(directory)
+    return True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def down(directory: Path, *, keep_logs: bool = False) -> bool:
+    """Stop the cluster of ``directory`` and remove its state; True if something was running."""
+    return clean(directory, keep_logs=keep_logs)
+
+
+def rss_bytes(state: ClusterState) -> dict[str, int]:
+    """Resident memory of each running component (from ``/proc/<pid>/status``)."""
+    usage = {}
+    for record in state.processes:
+        if not is_ours(record):
+            continue
+        try:
+            status = Path(f"/proc/{record.pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                usage[record.name] = int(line.split()[1]) * 1024
+    return usage
