@@ -65,6 +65,9 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     if node.get("type") == "integer":
         maximum = node.get("maximum")
         out["format"] = "int32" if maximum is not None and maximum <= 2**31 - 1 else "int64"
+        if maximum is not None and maximum > 2**53:
+            # Beyond float64 precision the API server rounds it past int64 and refuses the CRD.
+            del out["maximum"]
     if "enum" in node and "type" not in out:
         out["type"] = "string"
     if node.get("type") == "object" or "properties" in node:
