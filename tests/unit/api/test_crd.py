@@ -109,3 +109,11 @@ def test_crds_directory_is_current() -> None:
     text = (ROOT / "crds" / CRD_FILE).read_text()
     assert text == HEADER + dump_yaml(model_serving_crd()), "crds/ is stale: run `make crds`"
     assert yaml.safe_load(text)["kind"] == "CustomResourceDefinition"
+
+
+def test_numeric_bounds_fit_in_a_float64() -> None:
+    """The API server reads bounds as float64; larger ones wrap and the CRD is refused."""
+    for node in walk(model_serving_crd()["spec"]["versions"][0]["schema"]):
+        for key in ("maximum", "minimum"):
+            if isinstance(node.get(key), int):
+                assert abs(node[key]) <= 2**53, node
