@@ -44,12 +44,7 @@ def crd(cluster: Cluster) -> None:
     # The examples' plugins set runtimeClassName: nvidia, which admission checks exists.
     try:
         client.NodeV1Api(cluster.api_client).create_runtime_class(
-            {
-                "apiVersion": "node.k8s.io/v1",
-                "kind": "RuntimeClass",
-                "metadata": {"name": "nvidia"},
-                "handler": "nvidia",
-            }
+            client.V1RuntimeClass(metadata=client.V1ObjectMeta(name="nvidia"), handler="nvidia")
         )
     except ApiException as error:
         if error.status != 409:
