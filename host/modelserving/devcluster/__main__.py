@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from modelserving.devcluster import build, cluster
+from modelserving.devcluster import build, certs, cluster
 from modelserving.devcluster.versions import COMPONENTS, component_dir
 
 
@@ -32,7 +32,7 @@ def _build(_args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     try:
         state = cluster.up(args.dir, nodes=args.nodes, timeout=args.timeout, log=_say)
-    except (cluster.ClusterError, build.BuildError, OSError) as error:
+    except (cluster.ClusterError, build.BuildError, certs.CertError, OSError) as error:
         _say(f"failed: {error}")
         _say(f"logs are in {args.dir.resolve() / 'logs'}; `make cluster-down` cleans up")
         return 1

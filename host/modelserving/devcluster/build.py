@@ -179,6 +179,7 @@ def _locked(path: Path) -> Iterator[None]:
 def _go_env() -> dict[str, str]:
     env = dict(os.environ)
     env["CGO_ENABLED"] = "0"
+    env["GOWORK"] = "off"  # a go.work of the caller must not pull the wrapper into a workspace
     env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod").strip()
     env.pop("GOOS", None)
     env.pop("GOARCH", None)

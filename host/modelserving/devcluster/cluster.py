@@ -14,6 +14,7 @@ Folder layout: ``state.json``, ``kubeconfig``, ``pki/``, ``etcd/`` (data), ``log
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -183,7 +184,6 @@ def _decode(raw: bytes) -> Any:
 
 def kubeconfig_text(server: str, pki: Pki, name: str = "devcluster") -> str:
     """A self-contained kubeconfig (certificates embedded) for the admin user."""
-    import base64
 
     def b64(path: Path) -> str:
         return base64.b64encode(path.read_bytes()).decode()

@@ -1,0 +1,147 @@
+"""Session fixtures running a real control plane for every test under ``tests/integration``.
+
+- Every test in this folder gets the ``integration`` marker.
+- The binaries are built (or found in the cache) once, after collection and before any test,
+  so a cold build (many minutes) is not charged to a test's timeout.
+- ``cluster`` (session): a control plane in the session's temp folder (not ``.cluster/``, so a
+  developer's ``make cluster-up`` is untouched), with kubeconfig, admin ``ApiClient`` and
+  kubectl. Its processes die with pytest. After a session with failures the component logs are
+  kept and their folder is printed in the summary.
+- ``namespace`` (per test): a fresh namespace whose ``default`` ServiceAccount exists.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from modelserving import devcluster
+
+HERE = Path(__file__).parent.resolve()
+_BINARIES = pytest.StashKey[dict[str, Path]]()
+_BUILD_ERROR = pytest.StashKey[str]()
+_KEPT_LOGS = pytest.StashKey[Path]()
+
+
+def _is_integration(item: pytest.Item) -> bool:
+    return HERE in Path(item.path).resolve().parents
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_integration(item):
+            item.add_marker(pytest.mark.integration)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly or not any(map(_is_integration, session.items)):
+        return
+    reporter: Any = session.config.pluginmanager.get_plugin("terminalreporter")
+    binaries = devcluster.cached_binaries()
+    if binaries is None:
+        if reporter is not None:
+            reporter.write_line("devcluster: building the control plane (first run: minutes)")
+        started = time.monotonic()
+        try:
+            binaries = devcluster.build_all(quiet=True)
+        except devcluster.BuildError as error:
+            session.config.stash[_BUILD_ERROR] = str(error)
+            return
+        if reporter is not None:
+            reporter.write_line(f"devcluster: built in {time.monotonic() - started:.0f}s")
+    session.config.stash[_BINARIES] = binaries
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    kept = config.stash.get(_KEPT_LOGS, None)
+    if kept is not None:
+        terminalreporter.write_line(f"devcluster: control plane logs kept in {kept}")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running control plane and an admin client for it."""
+
+    state: devcluster.ClusterState
+    api_client: Any
+    """A ``kubernetes.client.ApiClient`` authenticated as the admin (``system:masters``)."""
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state.kubeconfig
+
+    @property
+    def kubectl(self) -> Path:
+        return self.state.kubectl
+
+    @property
+    def core(self) -> Any:
+        return client.CoreV1Api(self.api_client)
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    stash = request.config.stash
+    if _BUILD_ERROR in stash:
+        pytest.fail(f"the dev cluster could not be built: {stash[_BUILD_ERROR]}", pytrace=False)
+    binaries = stash.get(_BINARIES, None) or devcluster.build_all(quiet=True)
+    directory = tmp_path_factory.getbasetemp() / "devcluster"
+    try:
+        state = devcluster.up(directory, binaries=binaries, die_with_parent=True, timeout=90)
+    except devcluster.ClusterError as error:
+        devcluster.down(directory, keep_logs=True)
+        stash[_KEPT_LOGS] = directory / "logs"
+        pytest.fail(f"the dev cluster did not start: {error}", pytrace=False)
+    api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(state.kubeconfig)
+    )
+    try:
+        yield Cluster(state, api_client)
+    finally:
+        api_client.close()
+        failed = request.session.testsfailed > 0
+        devcluster.down(directory, keep_logs=failed)
+        if failed:
+            stash[_KEPT_LOGS] = directory / "logs"
+
+
+def wait_for(what: str, check: Any, timeout: float = 60.0, interval: float = 0.2) -> Any:
+    """Poll ``check()`` until it returns something truthy; fail naming ``what`` after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A new namespace for one test (deleted afterwards without waiting)."""
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{base}-{secrets.token_hex(3)}"
+    core = cluster.core
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+    def has_default_sa() -> bool:
+        accounts = core.list_namespaced_service_account(
+            name, field_selector="metadata.name=default"
+        )
+        return bool(accounts.items)
+
+    wait_for(f"ServiceAccount default in {name}", has_default_sa, timeout=30)
+    yield name
+    core.delete_namespace(name)
