@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help setup lint fmt crds crds-check test test-unit bench run render-example clean
+.PHONY: help setup system-deps lint fmt crds crds-check test test-unit bench run render-example clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
+
+system-deps: ## install the Debian packages the tools need, when missing (openssl)
+	@command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
+	@command -v go >/dev/null || { echo "error: Go is needed to build the local control plane (see docs/local-cluster.md)" >&2; exit 1; }
 
 lint: setup ## ruff, mypy --strict, import-linter layering contracts
 	$(BIN)/ruff check host tests
@@ -39,7 +43,7 @@ crds: setup ## regenerate crds/ from the API models
 crds-check: setup ## fail when crds/ does not match the API models
 	$(BIN)/modelserving crd --output-dir crds --check
 
-test: lint crds-check ## lint, generated-file checks, then every test
+test: system-deps lint crds-check ## lint, generated-file checks, then every test
 	$(BIN)/pytest
 
 test-unit: setup ## only the fast tests that need no cluster or toolchain
@@ -61,10 +65,10 @@ clean: ## remove the venv and caches
 # version into $MODELSERVING_CACHE (default ~/.cache/modelserving)/kube; state in .cluster/.
 .PHONY: cluster-build cluster-up cluster-down cluster-status
 
-cluster-build: setup ## build (or find cached) the local control plane binaries
+cluster-build: setup system-deps ## build (or find cached) the local control plane binaries
 	$(PY) -m modelserving.devcluster build
 
-cluster-up: setup ## start the local control plane; writes .cluster/kubeconfig
+cluster-up: setup system-deps ## start the local control plane; writes .cluster/kubeconfig
 	$(PY) -m modelserving.devcluster up
 
 cluster-down: setup ## stop the local control plane and remove .cluster/
