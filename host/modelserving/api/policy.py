@@ -16,6 +16,13 @@ from modelserving.api.labels import LABEL_PREFIX
 MutatingOp = Literal["add", "remove", "replace"]
 ALL_MUTATING_OPS: tuple[MutatingOp, ...] = ("add", "remove", "replace")
 
+# Labels and annotations owned by the controller: its own, and Volcano's gang-scheduling keys.
+PROTECTED_PREFIXES: tuple[str, ...] = (
+    LABEL_PREFIX,
+    "scheduling.k8s.io/group-name",
+    "volcano.sh/task-spec",
+)
+
 # Capabilities Kubernetes' Pod Security "baseline" level allows; anything else is a privilege.
 BASELINE_CAPABILITIES: tuple[str, ...] = (
     "AUDIT_WRITE",
@@ -96,11 +103,13 @@ class PatchPolicy(ApiModel):
     """Operator configuration of what plugin patches may do (README: "Patch policy")."""
 
     allowed_paths: list[PathRule] = Field(default_factory=default_path_rules)
-    protected_prefixes: list[str] = Field(default_factory=lambda: [LABEL_PREFIX])
+    protected_prefixes: list[str] = Field(default_factory=lambda: list(PROTECTED_PREFIXES))
     allow_privileged: bool = False
     allow_privilege_escalation: bool = False
     allow_host_namespaces: bool = False
     allow_host_path: bool = False
     allow_host_ports: bool = False
     allow_run_as_root: bool = False
+    allow_unconfined: bool = False
+    allow_probe_hosts: bool = False
     allowed_capabilities: list[str] = Field(default_factory=lambda: list(BASELINE_CAPABILITIES))

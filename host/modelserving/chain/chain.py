@@ -105,10 +105,16 @@ class Chain:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def request(self, hook: Hook, desired: DesiredPod, pod: dict[str, Any]) -> HookRequest:
+    def request(
+        self,
+        hook: Hook,
+        desired: DesiredPod,
+        pod: dict[str, Any],
+        ms: ModelServing | None = None,
+    ) -> HookRequest:
         return HookRequest(
             hook=hook,
-            model_serving=self.model_serving,
+            model_serving=ms or self.model_serving,
             serving_group=desired.group,
             role_name=desired.role,
             role_id=desired.role_id,
@@ -116,8 +122,12 @@ class Chain:
             pod=pod,
         )
 
-    def on_pod_create(self, desired: DesiredPod) -> CreateResult:
-        """Run each in-scope OnPodCreate; raise PluginFailure when a Fail-policy plugin fails."""
+    def on_pod_create(self, desired: DesiredPod, ms: ModelServing | None = None) -> CreateResult:
+        """Run each in-scope OnPodCreate; raise PluginFailure when a Fail-policy plugin fails.
+
+        ``ms`` is the ModelServing as the caller sees it now (its labels and annotations may have
+        changed without a new generation); by default the one the chain was built from.
+        """
         pod = desired.pod
         outcomes: list[PluginOutcome] = []
         for entry in self.entries:
@@ -128,20 +138,9 @@ class Chain:
             outcome = PluginOutcome(entry.name, entry.index, entry.runtime)
             start = time.perf_counter()
             try:
-                request = self.request(Hook.ON_POD_CREATE, desired, json_copy(pod))
-                ops = _call(entry, entry.on_create, request, desired.name)
-                try:
-                    pod_after = self.validator.apply(pod, ops)
-                except PatchRejected as exc:
-                    raise PluginFailure(
-                        FailureClass.FORBIDDEN_PATCH,
-                        entry.name,
-                        Hook.ON_POD_CREATE,
-                        str(exc),
-                        desired.name,
-                    ) from None
-                outcome.patch = list(ops)
-                pod = pod_after
+                request = self.request(Hook.ON_POD_CREATE, desired, json_copy(pod), ms)
+                raw = _call(entry, entry.on_create, request, desired.name)
+                pod, outcome.patch = self._validate(entry, pod, raw, desired.name)
             except PluginFailure as failure:
                 if entry.spec.failure_policy == "Fail":
                     raise
@@ -154,14 +153,30 @@ class Chain:
         record_applied(pod, [e for e in self.entries if _ran(e, outcomes)])
         return CreateResult(pod=pod, outcomes=outcomes)
 
-    def on_pod_ready(self, desired: DesiredPod, pod: dict[str, Any]) -> list[PluginFailure]:
+    def _validate(
+        self, entry: ChainEntry, pod: dict[str, Any], raw: Any, pod_name: str
+    ) -> tuple[dict[str, Any], list[PatchOperation]]:
+        """The patched Pod and the validated operations; ForbiddenPatch on any problem."""
+        try:
+            return self.validator.apply_patch(pod, [] if raw is None else raw)
+        except PatchRejected as exc:
+            message = str(exc)
+        except Exception as exc:  # a validator bug must not escape the failure policy
+            message = f"the patch could not be validated: {type(exc).__name__}: {exc}"
+        raise PluginFailure(
+            FailureClass.FORBIDDEN_PATCH, entry.name, Hook.ON_POD_CREATE, message, pod_name
+        )
+
+    def on_pod_ready(
+        self, desired: DesiredPod, pod: dict[str, Any], ms: ModelServing | None = None
+    ) -> list[PluginFailure]:
         """Run OnPodReady of every in-scope plugin; failures are returned, never raised."""
         failures = []
         for entry in self.entries:
             if entry.on_ready is None or not entry.spec.applies_to(desired.role, desired.is_entry):
                 continue
             try:
-                request = self.request(Hook.ON_POD_READY, desired, json_copy(pod))
+                request = self.request(Hook.ON_POD_READY, desired, json_copy(pod), ms)
                 _call(entry, entry.on_ready, request, desired.name)
             except PluginFailure as failure:
                 failures.append(failure)

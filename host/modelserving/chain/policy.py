@@ -119,7 +119,16 @@ class PatchValidator:
 
     def apply(self, pod: Mapping[str, Any], raw_ops: Any) -> dict[str, Any]:
         """Return the patched copy of ``pod``; raise PatchRejected on any violation."""
+        return self.apply_patch(pod, raw_ops)[0]
+
+    def apply_patch(
+        self, pod: Mapping[str, Any], raw_ops: Any
+    ) -> tuple[dict[str, Any], list[PatchOperation]]:
+        """The patched copy of ``pod`` and the validated operations (copies, safe to keep)."""
         ops = check_shape(raw_ops)
+        return self._apply_checked(pod, ops), ops
+
+    def _apply_checked(self, pod: Mapping[str, Any], ops: list[PatchOperation]) -> dict[str, Any]:
         if not ops:
             return json_copy(pod)  # type: ignore[no-any-return]
         self.check_paths(ops)
@@ -172,29 +181,39 @@ class PatchValidator:
                 raise PatchRejected(has[key], reason)
 
     def _forbidden(self, kind: str, detail: str) -> str | None:
-        p = self.policy
-        if kind == "privileged" and not p.allow_privileged:
-            return f"makes {detail} privileged (patchPolicy.allowPrivileged is false)"
-        if kind == "escalation" and not p.allow_privilege_escalation:
-            return (
-                f"allows privilege escalation in {detail} "
-                "(patchPolicy.allowPrivilegeEscalation is false)"
-            )
-        if kind == "capability" and detail.split(" ", 1)[0] not in self._caps:
-            cap, _, container = detail.partition(" ")
-            return (
-                f"adds capability {cap} to {container}; add it to "
-                "patchPolicy.allowedCapabilities to allow it"
-            )
-        if kind == "hostNamespace" and not p.allow_host_namespaces:
-            return f"sets {detail} (patchPolicy.allowHostNamespaces is false)"
-        if kind == "hostPath" and not p.allow_host_path:
-            return f"adds hostPath volume {detail} (patchPolicy.allowHostPath is false)"
-        if kind == "hostPort" and not p.allow_host_ports:
-            return f"opens host port {detail} (patchPolicy.allowHostPorts is false)"
-        if kind == "root" and not p.allow_run_as_root:
-            return f"lets {detail} run as root (patchPolicy.allowRunAsRoot is false)"
-        return None
+        if kind == "capability":
+            cap, _, where = detail.partition(" ")
+            if cap in self._caps:
+                return None
+            return f"adds capability {cap} to {where}; add it to patchPolicy.allowedCapabilities"
+        setting, verb = _GRANTS[kind]
+        if getattr(self.policy, setting):
+            return None
+        return f"{verb} {detail} (patchPolicy.{_camel(setting)} is false)"
+
+
+# kind of grant -> (PatchPolicy flag that allows it, what the patch does)
+_GRANTS: dict[str, tuple[str, str]] = {
+    "privileged": ("allow_privileged", "makes privileged:"),
+    "escalation": ("allow_privilege_escalation", "allows privilege escalation in"),
+    "hostNamespace": ("allow_host_namespaces", "shares a host namespace:"),
+    "hostPath": ("allow_host_path", "gives host filesystem access:"),
+    "hostPort": ("allow_host_ports", "opens host port"),
+    "root": ("allow_run_as_root", "lets run as root:"),
+    "unconfined": ("allow_unconfined", "lifts confinement:"),
+    "probeHost": ("allow_probe_hosts", "points the kubelet at another host:"),
+}
+
+# SELinux types Pod Security "baseline" allows.
+_SELINUX_TYPES = frozenset(
+    {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+)
+_APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(word.title() for word in rest)
 
 
 def _apply_one(doc: Any, op: PatchOperation) -> Any:
@@ -232,6 +251,8 @@ def _check_unique_container_names(pod: Mapping[str, Any]) -> None:
     for kind in _CONTAINER_KINDS:
         for i, container in enumerate(_as_list(spec.get(kind))):
             name = _as_map(container).get("name")
+            if not isinstance(name, str):
+                raise PatchRejected(f"/spec/{kind}/{i}/name", "a container name must be a string")
             if name in seen:
                 raise PatchRejected(
                     f"/spec/{kind}/{i}/name", f"container name {name!r} is used twice in the Pod"
@@ -267,6 +288,40 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def _confinement(sc: Mapping[str, Any], who: str, base: str) -> dict[tuple[str, str], str]:
+    """Seccomp, AppArmor, SELinux, procMount and Windows host-process settings that lift the
+    confinement Pod Security "baseline" requires."""
+    found: dict[tuple[str, str], str] = {}
+    if _as_map(sc.get("seccompProfile")).get("type") == "Unconfined":
+        found["unconfined", f"{who} (seccomp Unconfined)"] = f"{base}/seccompProfile"
+    if _as_map(sc.get("appArmorProfile")).get("type") == "Unconfined":
+        found["unconfined", f"{who} (AppArmor Unconfined)"] = f"{base}/appArmorProfile"
+    selinux = _as_map(sc.get("seLinuxOptions"))
+    if selinux.get("type", "") not in _SELINUX_TYPES or selinux.get("user") or selinux.get("role"):
+        found["unconfined", f"{who} (SELinux options {dict(selinux)})"] = f"{base}/seLinuxOptions"
+    if sc.get("procMount") not in (None, "Default"):
+        found["unconfined", f"{who} (procMount {sc.get('procMount')})"] = f"{base}/procMount"
+    if _as_map(sc.get("windowsOptions")).get("hostProcess") is True:
+        found["hostNamespace", f"{who} (Windows hostProcess)"] = f"{base}/windowsOptions"
+    return found
+
+
+def _probe_hosts(container: Mapping[str, Any], who: str, base: str) -> dict[tuple[str, str], str]:
+    """Probes and lifecycle handlers that send the kubelet to a host other than the Pod."""
+    found: dict[tuple[str, str], str] = {}
+    handlers = {
+        p: _as_map(container.get(p)) for p in ("livenessProbe", "readinessProbe", "startupProbe")
+    }
+    lifecycle = _as_map(container.get("lifecycle"))
+    handlers.update({f"lifecycle/{h}": _as_map(lifecycle.get(h)) for h in ("postStart", "preStop")})
+    for where, handler in handlers.items():
+        for action in ("httpGet", "tcpSocket"):
+            host = _as_map(handler.get(action)).get("host")
+            if host:
+                found["probeHost", f"{who} {where} {action}.host {host!r}"] = f"{base}/{where}"
+    return found
+
+
 def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     """What a Pod is granted beyond Pod Security "baseline", keyed by (kind, what) with the JSON
     pointer where it is set. Containers and volumes are keyed by name, so inserting a sidecar
@@ -276,15 +331,26 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     for field in ("hostNetwork", "hostPID", "hostIPC"):
         if spec.get(field) is True:
             found["hostNamespace", field] = f"/spec/{field}"
+    host_volumes = set()
     for i, volume in enumerate(_as_list(spec.get("volumes"))):
         volume = _as_map(volume)
         if "hostPath" in volume:
-            found["hostPath", repr(volume.get("name"))] = f"/spec/volumes/{i}"
+            host_volumes.add(volume.get("name"))
+            found["hostPath", f"volume {volume.get('name')!r}"] = f"/spec/volumes/{i}"
     pod_sc = _as_map(spec.get("securityContext"))
     if _is_zero(pod_sc.get("runAsUser")):
         found["root", "the Pod (runAsUser 0)"] = "/spec/securityContext/runAsUser"
     if pod_sc.get("runAsNonRoot") is not True:
         found["root", "the Pod (runAsNonRoot not enforced)"] = "/spec/securityContext/runAsNonRoot"
+    found.update(_confinement(pod_sc, "the Pod", "/spec/securityContext"))
+    annotations = _as_map(_meta(pod).get("annotations"))
+    for key, value in annotations.items():
+        if str(key).startswith(_APPARMOR_ANNOTATION) and not (
+            value == "runtime/default" or str(value).startswith("localhost/")
+        ):
+            found["unconfined", f"AppArmor annotation {key!r}: {value!r}"] = (
+                f"/metadata/annotations/{escape(str(key))}"
+            )
     for kind in _CONTAINER_KINDS:
         noun = "container" if kind == "containers" else kind[:-1]
         for i, container in enumerate(_as_list(spec.get(kind))):
@@ -297,12 +363,20 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
             if sc.get("allowPrivilegeEscalation") is True:
                 found["escalation", label] = f"{base}/allowPrivilegeEscalation"
             for cap in _as_list(_as_map(sc.get("capabilities")).get("add")):
-                name = str(cap).upper().removeprefix("CAP_")
-                found["capability", f"{name} {label}"] = f"{base}/capabilities/add"
+                cap_name = str(cap).upper().removeprefix("CAP_")
+                found["capability", f"{cap_name} {label}"] = f"{base}/capabilities/add"
             if _is_zero(sc.get("runAsUser")):
                 found["root", f"{label} (runAsUser 0)"] = f"{base}/runAsUser"
             if sc.get("runAsNonRoot") is False:
                 found["root", f"{label} (runAsNonRoot false)"] = f"{base}/runAsNonRoot"
+            found.update(_confinement(sc, label, base))
+            found.update(_probe_hosts(container, label, f"/spec/{kind}/{i}"))
+            for mount in _as_list(container.get("volumeMounts")):
+                mounted = _as_map(mount).get("name")
+                if isinstance(mounted, str) and mounted in host_volumes:
+                    found["hostPath", f"volume {mounted!r} mounted by {label}"] = (
+                        f"/spec/{kind}/{i}/volumeMounts"
+                    )
             for port in _as_list(container.get("ports")):
                 port = _as_map(port)
                 if port.get("hostPort"):

@@ -661,3 +661,120 @@ def test_undeclared_hooks_are_not_called(two_role_ms: MsFactory) -> None:
 class Both(Declares):
     def on_pod_ready(self, request: Any) -> None:
         return None
+
+
+class ExplodingValidator(PatchValidator):
+    """A validator with a bug: it raises something other than PatchRejected."""
+
+    def apply_patch(self, pod: Any, raw_ops: Any) -> Any:
+        raise TypeError("unhashable type: 'dict'")
+
+
+def test_a_validator_bug_is_a_forbidden_patch_under_the_failure_policy(
+    two_role_ms: MsFactory, registry: Registry
+) -> None:
+    ms = two_role_ms([annotate("a", failurePolicy="Ignore"), annotate("b")])
+    chain = build_chain(ms, registry, ExplodingValidator())
+    desired = desired_pods(ms)["llm-0-prefill-0-0"]
+    with pytest.raises(PluginFailure) as info:
+        chain.on_pod_create(desired)
+    assert info.value.failure_class is FailureClass.FORBIDDEN_PATCH
+    assert info.value.plugin == "annotate"
+    assert "could not be validated: TypeError" in str(info.value)
+    ignore_all = two_role_ms([annotate("a", failurePolicy="Ignore")])
+    result = build_chain(ignore_all, registry, ExplodingValidator()).on_pod_create(
+        desired_pods(ignore_all)["llm-0-prefill-0-0"]
+    )
+    assert result.outcomes[0].failure is not None
+
+
+class ReturnsNone:
+    def __init__(self, name: str, config: Any) -> None:
+        self.name = name
+
+    def on_pod_create(self, request: Any) -> None:
+        return None
+
+
+def test_a_native_hook_returning_none_changes_nothing(two_role_ms: MsFactory) -> None:
+    registry = Registry()
+    registry.register(
+        Builtin(
+            name="none",
+            config_model=EmptyConfig,
+            factory=ReturnsNone,
+            summary="",
+            hooks=frozenset({"on_pod_create"}),
+        )
+    )
+    ms = two_role_ms([plugin("none")])
+    desired = desired_pods(ms)["llm-0-prefill-0-0"]
+    result = build_chain(ms, registry).on_pod_create(desired)
+    assert result.outcomes[0].patch == []
+    assert result.outcomes[0].failure is None
+    assert applied(result.pod) == [{"name": "none", "runtime": "Native"}]
+
+
+class SharesValues:
+    """Returns a patch whose value it keeps and changes later."""
+
+    def __init__(self, name: str, config: Any) -> None:
+        self.name = name
+        self.value = {"example.com/x": "1"}
+
+    def on_pod_create(self, request: Any) -> list[dict[str, Any]]:
+        return [{"op": "add", "path": "/metadata/labels/example.com~1x", "value": self.value}]
+
+
+def test_the_recorded_patch_does_not_share_values_with_the_plugin(
+    two_role_ms: MsFactory,
+) -> None:
+    registry = Registry()
+    registry.register(
+        Builtin(
+            name="shares",
+            config_model=EmptyConfig,
+            factory=SharesValues,
+            summary="",
+            hooks=frozenset({"on_pod_create"}),
+        )
+    )
+    ms = two_role_ms([plugin("shares")])
+    chain = build_chain(ms, registry)
+    result = chain.on_pod_create(desired_pods(ms)["llm-0-prefill-0-0"])
+    instance = owner(chain.entries[0])
+    assert isinstance(instance, SharesValues)
+    instance.value["example.com/x"] = "changed"
+    assert result.outcomes[0].patch[0]["value"] == {"example.com/x": "1"}
+
+
+def test_requests_carry_the_current_model_serving(
+    two_role_ms: MsFactory, registry: Registry
+) -> None:
+    seen: list[dict[str, str] | None] = []
+
+    class Spy:
+        def __init__(self, name: str, config: Any) -> None:
+            self.name = name
+
+        def on_pod_create(self, request: Any) -> list[Any]:
+            seen.append(request.model_serving.metadata.labels)
+            return []
+
+    spy_registry = Registry()
+    spy_registry.register(
+        Builtin(
+            name="spy",
+            config_model=EmptyConfig,
+            factory=Spy,
+            summary="",
+            hooks=frozenset({"on_pod_create"}),
+        )
+    )
+    ms = two_role_ms([plugin("spy")])
+    chain = build_chain(ms, spy_registry)
+    edited = ms.model_copy(deep=True)
+    edited.metadata.labels = {"tier": "gold"}
+    chain.on_pod_create(desired_pods(ms)["llm-0-prefill-0-0"], edited)
+    chain.on_pod_create(desired_pods(ms)["llm-0-prefill-0-0"])
+    assert seen == [{"tier": "gold"}, ms.metadata.labels]
