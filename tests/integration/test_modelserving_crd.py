@@ -172,3 +172,52 @@ def test_scale_subresource(cluster: Cluster, namespace: str) -> None:
         labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name
     )
     assert got["spec"]["replicas"] == 5
+
+
+@pytest.mark.usefixtures("crd")
+def test_missing_worker_template_is_refused_by_the_server(cluster: Cluster, namespace: str) -> None:
+    doc = example(ROOT / "examples" / "kthena" / "single-role.yaml")
+    doc["spec"]["template"]["roles"][0]["workerReplicas"] = 2
+    assert "workerTemplate is required when workerReplicas is greater than 0" in refused(
+        cluster, namespace, doc
+    )
+
+
+@pytest.mark.usefixtures("crd")
+def test_wasm_plugin_rules_are_enforced_by_the_server(cluster: Cluster, namespace: str) -> None:
+    module = {"configMapRef": {"name": "m", "key": "k"}, "sha256": "a" * 64}
+    cases = [
+        ({"name": "p", "type": "Wasm"}, "module is required when type is Wasm"),
+        ({"name": "p", "module": module}, "module is only allowed when type is Wasm"),
+        (
+            {"name": "p", "type": "Wasm", "runtime": "Native", "module": module},
+            "runtime Native is only for BuiltIn plugins",
+        ),
+        ({"name": "p", "scope": {"roles": ["decode"]}}, "scope.roles must name roles"),
+    ]
+    for plugin, message in cases:
+        doc = example(ROOT / "examples" / "kthena" / "single-role.yaml")
+        doc["spec"]["plugins"] = [plugin]
+        assert message in refused(cluster, namespace, doc), plugin
+    doc = example(ROOT / "examples" / "kthena" / "single-role.yaml")
+    doc["spec"]["plugins"] = [{"name": "p", "type": "Wasm", "module": module}]
+    assert create(cluster, namespace, doc)["spec"]["plugins"][0]["failurePolicy"] == "Fail"
+
+
+@pytest.mark.usefixtures("crd")
+def test_gang_policy_cannot_be_removed(cluster: Cluster, namespace: str) -> None:
+    stored = create(
+        cluster, namespace, example(ROOT / "examples" / "kthena" / "multinode-ray.yaml")
+    )
+    del stored["spec"]["template"]["gangPolicy"]
+    with pytest.raises(ApiException) as info:
+        objects_api(cluster).replace_namespaced_custom_object(
+            labels.GROUP,
+            labels.VERSION,
+            namespace,
+            labels.PLURAL,
+            stored["metadata"]["name"],
+            stored,
+        )
+    assert info.value.status == 422
+    assert "gangPolicy is required once set" in str(info.value.body)

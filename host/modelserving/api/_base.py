@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -20,7 +20,16 @@ class ApiModel(BaseModel):
         extra="forbid",
         frozen=False,
         validate_default=True,
+        strict=True,
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_absent(cls, data: Any) -> Any:
+        """An explicit ``null`` means "not set", as the API server treats it (so defaults apply)."""
+        if isinstance(data, dict) and None in data.values():
+            return {k: v for k, v in data.items() if v is not None}
+        return data
 
     def to_api(self) -> dict[str, Any]:
         """JSON-compatible form with camelCase field names; unset optionals left out."""

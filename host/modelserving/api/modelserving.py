@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 from modelserving.api._base import ApiModel
 
 INT32_MAX = 2**31 - 1
+MAX_PLUGINS = 32
 INT64_MAX = 2**63 - 1
 
 DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -40,6 +41,15 @@ PluginType = Literal["BuiltIn", "Wasm"]
 PluginRuntime = Literal["Native", "Wasm"]
 PluginTarget = Literal["All", "Entry", "Worker"]
 FailurePolicy = Literal["Fail", "Ignore"]
+
+
+def cel(*rules: tuple[str, str]) -> ConfigDict:
+    """Model config carrying CEL validation rules (rule, message) for the generated CRD."""
+    return ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]
+        }
+    )
 
 
 class ObjectMeta(ApiModel):
@@ -76,28 +86,47 @@ class PodTemplateSpec(ApiModel):
         containers = spec.get("containers")
         if not isinstance(containers, list) or not containers:
             raise ValueError("containers: at least one container is required")
+        seen: set[str] = set()  # names are unique across containers and initContainers
         for key in ("containers", "initContainers"):
             items = spec.get(key) or []
             if not isinstance(items, list):
                 raise ValueError(f"{key}: must be a list")
-            seen: set[str] = set()
             for i, c in enumerate(items):
-                name = c.get("name") if isinstance(c, dict) else None
-                if not isinstance(name, str) or not name:
-                    raise ValueError(f"{key}[{i}].name: every container needs a name")
-                if name in seen:
-                    raise ValueError(f"{key}[{i}].name: duplicate container name '{name}'")
-                seen.add(name)
-                image = c.get("image")
-                if isinstance(image, str) and (
-                    not image.strip() or any(ch.isspace() for ch in image)
-                ):
-                    raise ValueError(f"{key}[{i}].image: must not be blank or contain whitespace")
+                if not isinstance(c, dict):
+                    raise ValueError(f"{key}[{i}]: a container is a map")
+                _check_container(c, f"{key}[{i}]", seen)
         return spec
+
+
+def _check_container(c: dict[str, Any], where: str, seen: set[str]) -> None:
+    name = c.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}.name: every container needs a name")
+    if name in seen:
+        raise ValueError(f"{where}.name: duplicate container name '{name}'")
+    seen.add(name)
+    image = c.get("image")
+    if isinstance(image, str) and (not image.strip() or any(ch.isspace() for ch in image)):
+        raise ValueError(f"{where}.image: must not be blank or contain whitespace")
+    env = c.get("env")
+    if env is None:
+        return
+    if not isinstance(env, list):
+        raise ValueError(f"{where}.env: must be a list")
+    for j, var in enumerate(env):
+        if not isinstance(var, dict) or not isinstance(var.get("name"), str) or not var["name"]:
+            raise ValueError(f"{where}.env[{j}]: an env var is a map with a non-empty name")
 
 
 class Role(ApiModel):
     """A role: an entry Pod plus ``workerReplicas`` workers, repeated ``replicas`` times."""
+
+    model_config = cel(
+        (
+            "self.workerReplicas == 0 || has(self.workerTemplate)",
+            "workerTemplate is required when workerReplicas is greater than 0",
+        ),
+    )
 
     name: str = Field(
         max_length=12,
@@ -112,7 +141,7 @@ class Role(ApiModel):
     @field_validator("name")
     @classmethod
     def _dns1035(cls, name: str) -> str:
-        if not DNS1035_LABEL.match(name):
+        if not DNS1035_LABEL.fullmatch(name):
             raise ValueError(
                 f"role name '{name}' must be a DNS-1035 label: lower-case letters, digits and "
                 "'-', starting with a letter and ending with a letter or digit"
@@ -122,6 +151,13 @@ class Role(ApiModel):
 
 class GangPolicy(ApiModel):
     """Gang scheduling: the minimum replicas of each role that must be scheduled together."""
+
+    model_config = cel(
+        (
+            "!has(oldSelf.minRoleReplicas) || has(self.minRoleReplicas)",
+            "minRoleReplicas is required once set",
+        ),
+    )
 
     min_role_replicas: dict[str, Int32] | None = Field(
         default=None,
@@ -146,6 +182,13 @@ class NetworkTopology(ApiModel):
 
 class ServingGroupTemplate(ApiModel):
     """The template every ServingGroup is made from: 1 to 4 roles with unique names."""
+
+    model_config = cel(
+        (
+            "!has(oldSelf.gangPolicy) || has(self.gangPolicy)",
+            "gangPolicy is required once set",
+        ),
+    )
 
     restart_grace_period_seconds: int = Field(default=0, ge=0, le=INT64_MAX)
     gang_policy: GangPolicy | None = None
@@ -199,7 +242,7 @@ class RolloutStrategy(ApiModel):
 class PluginScope(ApiModel):
     """Where a plugin runs: only these roles (empty: all) and only these Pods (entry/worker)."""
 
-    roles: list[str] | None = None
+    roles: list[str] | None = Field(default=None, max_length=4)
     target: PluginTarget = "All"
 
 
@@ -219,7 +262,7 @@ class ModuleSource(ApiModel):
     @field_validator("sha256")
     @classmethod
     def _hex_digest(cls, digest: str) -> str:
-        if not SHA256_HEX.match(digest):
+        if not SHA256_HEX.fullmatch(digest):
             raise ValueError("must be 64 lower-case hex digits (the module's sha256)")
         return digest
 
@@ -234,6 +277,21 @@ class PluginLimits(ApiModel):
 
 class PluginSpec(ApiModel):
     """An entry of ``spec.plugins``: Kthena's fields plus Wasm modules, limits, failure policy."""
+
+    model_config = cel(
+        (
+            "self.type != 'Wasm' || has(self.module)",
+            "module is required when type is Wasm",
+        ),
+        (
+            "self.type == 'Wasm' || !has(self.module)",
+            "module is only allowed when type is Wasm",
+        ),
+        (
+            "self.type != 'Wasm' || !has(self.runtime) || self.runtime == 'Wasm'",
+            "runtime Native is only for BuiltIn plugins",
+        ),
+    )
 
     name: str = Field(
         min_length=1,
@@ -251,7 +309,7 @@ class PluginSpec(ApiModel):
     @field_validator("name")
     @classmethod
     def _plugin_name(cls, name: str) -> str:
-        if not PLUGIN_NAME.match(name):
+        if not PLUGIN_NAME.fullmatch(name):
             raise ValueError(
                 f"plugin name '{name}' must be lower-case letters, digits, '-' or '.', "
                 "starting and ending with a letter or digit"
@@ -291,9 +349,17 @@ class PluginSpec(ApiModel):
 class ModelServingSpec(ApiModel):
     """The desired state: ``replicas`` ServingGroups made from ``template``, plus plugins."""
 
+    model_config = cel(
+        (
+            "!has(self.plugins) || self.plugins.all(p, !has(p.scope) || !has(p.scope.roles)"
+            " || p.scope.roles.all(r, self.template.roles.exists(x, x.name == r)))",
+            "plugin scope.roles must name roles of template.roles",
+        ),
+    )
+
     replicas: Int32 = 1
     scheduler_name: str = "volcano"
-    plugins: list[PluginSpec] | None = None
+    plugins: list[PluginSpec] | None = Field(default=None, max_length=MAX_PLUGINS)
     template: ServingGroupTemplate
     rollout_strategy: RolloutStrategy | None = None
     recovery_policy: RecoveryPolicy = "RoleRecreate"

@@ -65,7 +65,7 @@ def scaled(value: int | str, total: int, round_up: bool) -> int | None:
     """An int-or-percent resolved against ``total``; None when it is not valid."""
     if isinstance(value, int):
         return value if value >= 0 else None
-    if not _PERCENT.match(value):
+    if not _PERCENT.fullmatch(value):
         return None
     percent = int(value[:-1])
     if percent > 100:
@@ -84,7 +84,7 @@ def semantic_errors(ms: ModelServing) -> list[FieldError]:
     for i, role in enumerate(roles):
         path = f"spec.template.roles[{i}]"
         generated = f"{ms.name}-{spec.replicas}-{role.name}-{role.replicas}-{role.worker_replicas}"
-        if len(generated) > 63 or not DNS1035_LABEL.match(generated):
+        if len(generated) > 63 or not DNS1035_LABEL.fullmatch(generated):
             errors.append(
                 FieldError(
                     "metadata.name",

@@ -248,3 +248,54 @@ def test_missing_name_is_reported(make_manifest: ManifestFactory) -> None:
         parse_model_serving(doc)
     assert "ModelServing team-a/<unnamed>" in str(info.value)
     assert "metadata.name: required field is missing" in str(info.value)
+
+
+def test_trailing_newline_does_not_pass_name_patterns(make_manifest: ManifestFactory) -> None:
+    msg = refuse(make_manifest(roles=[role("ab\n")], plugins=[{"name": "demo-pod-tweaks\n"}]))
+    assert "spec.template.roles[0].name" in msg
+    assert "spec.plugins[0].name" in msg
+
+
+def test_container_names_unique_across_init_and_main(make_manifest: ManifestFactory) -> None:
+    doc = make_manifest()
+    spec = doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]
+    spec["initContainers"] = [{"name": spec["containers"][0]["name"], "image": "busybox"}]
+    assert "duplicate container name 'entry'" in refuse(doc)
+
+
+@pytest.mark.parametrize(
+    ("env", "cause"),
+    [
+        (5, "env: must be a list"),
+        ([5], "env[0]: an env var is a map with a non-empty name"),
+        ([{"value": "x"}], "env[0]: an env var is a map with a non-empty name"),
+    ],
+)
+def test_env_shape_is_checked(make_manifest: ManifestFactory, env: Any, cause: str) -> None:
+    doc = make_manifest()
+    doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"][0]["env"] = env
+    assert cause in refuse(doc)
+
+
+def test_container_must_be_a_map(make_manifest: ManifestFactory) -> None:
+    doc = make_manifest()
+    doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"] = ["nginx"]
+    assert "containers[0]: a container is a map" in refuse(doc)
+
+
+@pytest.mark.parametrize("value", ["2", True, 2.0])
+def test_types_are_not_coerced(make_manifest: ManifestFactory, value: Any) -> None:
+    assert "spec.replicas" in refuse(make_manifest(replicas=value))
+
+
+def test_explicit_null_means_default(make_manifest: ManifestFactory) -> None:
+    doc = make_manifest(
+        replicas=None,
+        plugins=[{"name": "p", "type": None, "scope": {"target": None}, "config": None}],
+    )
+    ms = parse_model_serving(doc)
+    assert ms.spec.replicas == 1
+    plugin = ms.spec.plugins[0]  # type: ignore[index]
+    assert plugin.type == "BuiltIn"
+    assert plugin.scope is not None
+    assert plugin.scope.target == "All"
