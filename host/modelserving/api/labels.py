@@ -18,6 +18,7 @@ ROLE_LABEL = LABEL_PREFIX + "role"
 ROLE_ID_LABEL = LABEL_PREFIX + "role-id"
 ENTRY_LABEL = LABEL_PREFIX + "entry"
 REVISION_LABEL = LABEL_PREFIX + "revision"
+ROLE_TEMPLATE_HASH_LABEL = LABEL_PREFIX + "role-template-hash"
 
 # Our addition: which plugins changed a Pod (name, runtime, module digest), as JSON.
 PLUGINS_APPLIED_ANNOTATION = LABEL_PREFIX + "plugins-applied"

@@ -32,7 +32,7 @@ from modelserving.api.validation import pydantic_errors
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.base import HOOK_METHODS, HookError
 from modelserving.plugins.registry import Registry, default_registry
-from modelserving.workload._copy import json_copy
+from modelserving.workload.jsondata import json_copy
 from modelserving.workload.plan import DesiredPod
 
 HookCall = Callable[[HookRequest], Any]

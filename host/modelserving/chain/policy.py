@@ -20,7 +20,7 @@ from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
 from modelserving.api.policy import PatchPolicy
 from modelserving.plugins.patch import escape
-from modelserving.workload._copy import json_copy
+from modelserving.workload.jsondata import json_copy
 
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = ("containers", "initContainers", "ephemeralContainers")

@@ -58,8 +58,10 @@ class PodPatch:
     def upsert_env(self, env: Iterable[Mapping[str, Any]]) -> PodPatch:
         """Set env vars in every container and initContainer, replacing same-named entries.
 
-        Unlike Kthena's demo plugin (which appends and so duplicates names), an existing entry is
-        replaced in place and a new one is appended; later entries of ``env`` win over earlier ones.
+        Unlike Kthena's demo plugin (which appends and so duplicates names), the first entry of
+        a name is replaced in place, any later entries of that name are removed (the kubelet
+        would let the last one win), and a new name is appended; later entries of ``env`` win
+        over earlier ones.
         """
         wanted = [dict(e) for e in env]
         if not wanted:
@@ -82,15 +84,18 @@ class PodPatch:
                     continue
                 names = self._env_names.setdefault(base, [e.get("name") for e in current or []])
                 for var in wanted:
-                    if var["name"] in names:
-                        self.ops.append(
-                            {
-                                "op": "replace",
-                                "path": f"{base}/{names.index(var['name'])}",
-                                "value": var,
-                            }
-                        )
-                    else:
-                        names.append(var["name"])
-                        self.add(f"{base}/-", var)
+                    self._upsert_one(base, names, var)
         return self
+
+    def _upsert_one(self, base: str, names: list[Any], var: dict[str, Any]) -> None:
+        """One env var into the list at ``base`` whose names (as our ops leave it) are ``names``."""
+        name = var["name"]
+        if name not in names:
+            names.append(name)
+            self.add(f"{base}/-", var)
+            return
+        first = names.index(name)
+        self.ops.append({"op": "replace", "path": f"{base}/{first}", "value": var})
+        for later in reversed([j for j, n in enumerate(names) if n == name and j != first]):
+            self.ops.append({"op": "remove", "path": f"{base}/{later}"})
+            del names[later]

@@ -60,7 +60,7 @@ def pod_group(ms: ModelServing, group: str) -> dict[str, Any]:
             "namespace": ms.namespace,
             "labels": {labels.NAME_LABEL: ms.name, labels.GROUP_NAME_LABEL: group},
             "annotations": {labels.VOLCANO_GROUP_ANNOTATION: group},
-            "ownerReferences": [owner_reference(ms)],
+            "ownerReferences": [owner_reference(ms, block_owner_deletion=False)],
         },
         "spec": spec,
     }

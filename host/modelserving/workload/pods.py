@@ -10,12 +10,16 @@ from typing import Any
 
 from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, PodTemplateSpec, Role
-from modelserving.workload._copy import json_copy
+from modelserving.workload.jsondata import json_copy
 from modelserving.workload.names import pod_name, role_id
+from modelserving.workload.revision import role_template_hash
 
 
-def owner_reference(ms: ModelServing) -> dict[str, Any]:
-    """The controller owner reference every generated object carries (GC and adoption)."""
+def owner_reference(ms: ModelServing, block_owner_deletion: bool = True) -> dict[str, Any]:
+    """The controller owner reference every generated object carries (GC and adoption).
+
+    Kthena sets ``blockOwnerDeletion`` on Pods and Services but not on PodGroups.
+    """
     ref: dict[str, Any] = {
         "apiVersion": labels.API_VERSION,
         "kind": labels.KIND,
@@ -24,7 +28,8 @@ def owner_reference(ms: ModelServing) -> dict[str, Any]:
     if ms.metadata.uid:
         ref["uid"] = ms.metadata.uid
     ref["controller"] = True
-    ref["blockOwnerDeletion"] = True
+    if block_owner_deletion:
+        ref["blockOwnerDeletion"] = True
     return ref
 
 
@@ -55,6 +60,7 @@ def _base_pod(
                 labels.ROLE_LABEL: role.name,
                 labels.ROLE_ID_LABEL: role_id(role.name, role_index),
                 labels.REVISION_LABEL: revision,
+                labels.ROLE_TEMPLATE_HASH_LABEL: role_template_hash(role),
             },
             "ownerReferences": [owner_reference(ms)],
         },

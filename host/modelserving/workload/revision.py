@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from modelserving.api.modelserving import ModelServing
+from modelserving.api.modelserving import ModelServing, Role
 
 _FNV32_OFFSET = 0x811C9DC5
 _FNV32_PRIME = 0x01000193
@@ -31,13 +31,22 @@ def safe_encode(text: str) -> str:
     return "".join(_SAFE_ALPHABET[ord(ch) % len(_SAFE_ALPHABET)] for ch in text)
 
 
+def _hash(value: object) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return safe_encode(str(fnv1_32(canonical.encode())))
+
+
+def _template_of(role: Role) -> dict[str, object]:
+    return role.model_dump(
+        mode="json", by_alias=True, exclude_none=True, exclude={"replicas", "max_unavailable"}
+    )
+
+
 def revision(ms: ModelServing) -> str:
     """The revision label value every Pod of this ModelServing's current template carries."""
-    roles = [
-        role.model_dump(
-            mode="json", by_alias=True, exclude_none=True, exclude={"replicas", "max_unavailable"}
-        )
-        for role in ms.spec.template.roles
-    ]
-    canonical = json.dumps(roles, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return safe_encode(str(fnv1_32(canonical.encode())))
+    return _hash([_template_of(role) for role in ms.spec.template.roles])
+
+
+def role_template_hash(role: Role) -> str:
+    """The hash of one role's template (RoleRollingUpdate compares it per role)."""
+    return _hash(_template_of(role))

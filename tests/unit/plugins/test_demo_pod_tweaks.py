@@ -264,3 +264,16 @@ def test_in_the_chain_controller_annotations_are_refused() -> None:
     assert info.value.failure_class == FailureClass.FORBIDDEN_PATCH
     assert info.value.plugin == NAME
     assert "modelserving.volcano.sh/revision" in info.value.detail
+
+
+@pytest.mark.parametrize(
+    ("config", "cause"),
+    [
+        ({"runtimeClassName": "Bad Name"}, "not a valid RuntimeClass name"),
+        ({"annotations": {"bad key!": "x"}}, "'bad key!' is not a valid annotation key"),
+    ],
+)
+def test_values_the_api_server_would_refuse_are_refused(config: dict[str, Any], cause: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        DemoPodTweaksConfig.model_validate(config)
+    assert cause in str(info.value)

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import jsonpatch
 import jsonpointer
 import pytest
 from hypothesis import given, settings
@@ -311,3 +312,39 @@ def test_upsert_env_matches_an_ordered_map_by_name(
         if wanted:
             expected = reference_upsert(expected, wanted)
     assert apply(pod, patch.ops)["spec"]["containers"][0].get("env") == expected
+
+
+def test_upsert_env_collapses_duplicates_the_template_had() -> None:
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "env": [
+                        {"name": "A", "value": "1"},
+                        {"name": "B", "value": "x"},
+                        {"name": "A", "value": "2"},
+                        {"name": "A", "value": "3"},
+                    ],
+                }
+            ]
+        },
+    }
+    patch = PodPatch(pod).upsert_env([{"name": "A", "value": "mine"}, {"name": "C", "value": "c"}])
+    assert patch.ops == [
+        {
+            "op": "replace",
+            "path": "/spec/containers/0/env/0",
+            "value": {"name": "A", "value": "mine"},
+        },
+        {"op": "remove", "path": "/spec/containers/0/env/3"},
+        {"op": "remove", "path": "/spec/containers/0/env/2"},
+        {"op": "add", "path": "/spec/containers/0/env/-", "value": {"name": "C", "value": "c"}},
+    ]
+    after = jsonpatch.apply_patch(pod, patch.ops)
+    assert after["spec"]["containers"][0]["env"] == [
+        {"name": "A", "value": "mine"},
+        {"name": "B", "value": "x"},
+        {"name": "C", "value": "c"},
+    ]

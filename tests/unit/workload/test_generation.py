@@ -9,6 +9,7 @@ from modelserving.api import ModelServing, parse_model_serving
 from modelserving.api.modelserving import GangPolicy
 from modelserving.workload import label_selector, plan, revision
 from modelserving.workload.plan import DesiredPod
+from modelserving.workload.revision import role_template_hash
 from tests.unit.conftest import ManifestFactory, container, role
 
 MakeMs = Callable[..., ModelServing]
@@ -38,6 +39,7 @@ def test_single_role_without_workers(make_ms: MakeMs) -> None:
         "modelserving.volcano.sh/role": "prefill",
         "modelserving.volcano.sh/role-id": "prefill-0",
         "modelserving.volcano.sh/revision": revision(ms),
+        "modelserving.volcano.sh/role-template-hash": role_template_hash(ms.spec.template.roles[0]),
         "modelserving.volcano.sh/entry": "true",
     }
     assert env_of(pod) == {
@@ -216,6 +218,7 @@ def test_gang_scheduling_pod_group_and_annotations(make_manifest: ManifestFactor
         "decode-1": 1,
     }
     assert pod_group["spec"]["queue"] == "gpu"
+    assert "blockOwnerDeletion" not in pod_group["metadata"]["ownerReferences"][0]
     worker = groups[0].roles[0].workers[0].pod
     assert worker["metadata"]["annotations"] == {
         "scheduling.k8s.io/group-name": "g-0",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from modelserving.api import ModelServing
-from modelserving.workload.revision import fnv1_32, revision, safe_encode
+from modelserving.workload.revision import fnv1_32, revision, role_template_hash, safe_encode
 from tests.unit.conftest import role
 
 MakeMs = Callable[..., ModelServing]
@@ -46,3 +46,16 @@ def test_template_changes_change_revision(make_ms: MakeMs) -> None:
     changed["entryTemplate"]["spec"]["containers"][0]["image"] = "nginx:1.29.0"
     assert revision(make_ms(roles=[changed])) != base
     assert revision(make_ms(roles=[role(workers=1)])) != base
+
+
+def test_role_template_hash_is_per_role(make_ms: MakeMs) -> None:
+    ms = make_ms(roles=[role("prefill", replicas=1), role("decode", replicas=3)])
+    prefill, decode = ms.spec.template.roles
+    assert role_template_hash(prefill) != role_template_hash(decode)
+    scaled = make_ms(roles=[role("prefill", replicas=4), role("decode", replicas=3)])
+    assert role_template_hash(scaled.spec.template.roles[0]) == role_template_hash(prefill)
+    changed = role("decode", replicas=3)
+    changed["entryTemplate"]["spec"]["containers"][0]["image"] = "nginx:1.29.0"
+    other = make_ms(roles=[role("prefill", replicas=1), changed])
+    assert role_template_hash(other.spec.template.roles[0]) == role_template_hash(prefill)
+    assert role_template_hash(other.spec.template.roles[1]) != role_template_hash(decode)

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from modelserving.api.hook import HookRequest, PatchOperation
+from modelserving.api.names import is_dns1123_subdomain, is_qualified_name
 from modelserving.plugins.base import Builtin, PluginConfig
 from modelserving.plugins.patch import PodPatch
 
@@ -33,7 +34,7 @@ class EnvVar(PluginConfig):
     @field_validator("name")
     @classmethod
     def _env_name(cls, name: str) -> str:
-        if not _ENV_NAME.match(name):
+        if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"'{name}' is not a valid environment variable name")
         return name
 
@@ -42,6 +43,21 @@ class DemoPodTweaksConfig(PluginConfig):
     runtime_class_name: str | None = None
     annotations: dict[str, str] | None = None
     env: list[EnvVar] | None = None
+
+    @field_validator("runtime_class_name")
+    @classmethod
+    def _runtime_class(cls, name: str | None) -> str | None:
+        if name and not is_dns1123_subdomain(name):
+            raise ValueError(f"'{name}' is not a valid RuntimeClass name (a DNS-1123 subdomain)")
+        return name
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotation_keys(cls, values: dict[str, str] | None) -> dict[str, str] | None:
+        for key in values or {}:
+            if not is_qualified_name(key):
+                raise ValueError(f"'{key}' is not a valid annotation key")
+        return values
 
 
 class DemoPodTweaks:

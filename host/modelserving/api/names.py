@@ -1,0 +1,25 @@
+"""Kubernetes name rules (DNS-1123 subdomains, qualified label/annotation keys) as predicates.
+
+Used by config models (built-in plugins) to refuse values the API server would refuse later.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    """Lower-case DNS labels joined by dots, at most 253 characters (e.g. a RuntimeClass name)."""
+    return 0 < len(value) <= 253 and all(_DNS1123_LABEL.fullmatch(p) for p in value.split("."))
+
+
+def is_qualified_name(value: str) -> bool:
+    """A label or annotation key: an optional DNS-subdomain prefix and ``/``, then a name of at
+    most 63 characters."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and not is_dns1123_subdomain(prefix):
+        return False
+    return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.fullmatch(name))
