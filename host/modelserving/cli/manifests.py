@@ -1,60 +1,272 @@
 """Reading Kubernetes manifests from YAML or JSON files (multi-document, ``kind: List``) and
-writing YAML streams. Used by the CLI commands."""
+writing YAML streams. Used by the CLI commands.
+
+Reading accepts only what kubectl would send to the API server as JSON: UTF-8 text, no anchors
+or aliases (a few hundred bytes of nested aliases expand to gigabytes), at most ``MAX_DEPTH``
+levels of nesting, string map keys, no binary data, sets, ordered maps, NaN or infinity.
+Timestamp-like scalars stay the strings they were written as, as Kubernetes' own YAML-to-JSON
+conversion (sigs.k8s.io/yaml over go-yaml v2) keeps them. Every refusal is a ``ManifestError``
+naming the file, the document and, where there is one, the field.
+"""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from modelserving.api.validation import format_loc
+
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
+MAX_DEPTH = 100
+"""Deepest nesting of maps and lists accepted; real Kubernetes objects stay well under 30."""
 
-class _Dumper(_BaseDumper):  # type: ignore[misc]
-    """Never writes anchors/aliases: every object is printed in full, as kubectl expects."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+_STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
 
 class ManifestError(ValueError):
     """A file that cannot be read as Kubernetes manifests."""
 
 
+class _Loader(_BaseLoader):  # type: ignore[misc]
+    """The safe loader, except that timestamps stay text (``2024-01-02`` is a string)."""
+
+
+def _timestamp_as_text(loader: Any, node: ScalarNode) -> str:
+    return str(node.value)
+
+
+_Loader.add_constructor(_TIMESTAMP_TAG, _timestamp_as_text)
+
+
 def read_documents(path: str) -> Iterator[dict[str, Any]]:
     """Every object in ``path`` (``-`` is standard input); Lists are flattened."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = _read_text(path)
+    _check_events(path, text)
     try:
         docs = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
         raise ManifestError(f"{path}: not valid YAML: {exc}") from None
-    for i, doc in enumerate(docs):
+    for number, doc in enumerate(docs, 1):
         if doc is None:
             continue
+        where = f"{path}: document {number}"
         if not isinstance(doc, dict):
-            raise ManifestError(f"{path}: document {i + 1} is not a map")
-        if doc.get("kind") == "List" or (
-            str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list)
-        ):
-            for item in doc["items"]:
-                if isinstance(item, dict):
-                    yield item
-            continue
-        yield doc
+            raise ManifestError(f"{where} is not a map")
+        _check_json(where, doc)
+        kind = _kind(where, doc)
+        if kind == "List" or (kind.endswith("List") and isinstance(doc.get("items"), list)):
+            yield from _list_items(where, doc)
+        else:
+            yield doc
+
+
+def _read_text(path: str) -> str:
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(
+            f"{path}: not UTF-8 text (invalid byte at offset {exc.start})"
+        ) from None
+
+
+def _check_events(path: str, text: str) -> None:
+    """Refuse aliases and deep nesting from the parser's events, before any object is built.
+
+    Building objects from an alias bomb takes minutes and gigabytes; libyaml's composer
+    recurses without limit and crashes the interpreter on a deeply nested input.
+    """
+    document = depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            cls = type(event)
+            if cls is yaml.ScalarEvent:
+                continue
+            if cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ManifestError(
+                        f"{path}: maps and lists nested more than {MAX_DEPTH} levels deep "
+                        f"(document {document})"
+                    )
+            elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
+                depth -= 1
+            elif cls is yaml.DocumentStartEvent:
+                document += 1
+            elif cls is yaml.AliasEvent:
+                raise ManifestError(
+                    f"{path}: YAML anchors and aliases are not supported (document {document})"
+                )
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML: {exc}") from None
+
+
+def _kind(where: str, doc: dict[str, Any]) -> str:
+    kind = doc.get("kind")
+    if kind is None:
+        return ""
+    if not isinstance(kind, str):
+        raise ManifestError(f"{where}: kind must be a string, not {_describe(kind)}")
+    return kind
+
+
+def _list_items(where: str, doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    items = doc.get("items")
+    if not isinstance(items, list):
+        got = "missing" if "items" not in doc else _describe(items)
+        raise ManifestError(
+            f"{where}: a {doc['kind']} needs items to be a list of objects, but items is {got}"
+        )
+    for i, item in enumerate(items):
+        item_where = f"{where}, items[{i}]"
+        if not isinstance(item, dict):
+            raise ManifestError(f"{item_where} is not a map but {_describe(item)}")
+        _kind(item_where, item)
+        yield item
+
+
+class _NotJSON(Exception):
+    """Raised by ``_check_value``; ``path`` is filled in (innermost first) as it unwinds."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.path: list[str | int] = []
+
+
+_REFUSED: dict[type, str] = {
+    bytes: "binary data (!!binary) has no JSON form; give the base64 text as a string",
+    set: "a set (!!set) has no JSON form; use a list",
+    tuple: "an ordered map (!!omap, !!pairs) has no JSON form; use a map",
+}
+
+
+def _check_json(where: str, doc: dict[str, Any]) -> None:
+    try:
+        _check_value(doc)
+    except _NotJSON as exc:
+        field = format_loc(reversed(exc.path))
+        raise ManifestError(
+            f"{where}: {field}: {exc.reason}" if field else f"{where}: {exc.reason}"
+        ) from None
+
+
+def _check_value(value: Any) -> None:
+    """Raise _NotJSON when ``value`` holds anything JSON cannot (a hot path: keep it lean)."""
+    cls = type(value)
+    if cls is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotJSON(f"map key {key!r} is {_describe(key)}, not a string; quote it")
+            icls = type(item)
+            if icls is str or icls is int or icls is bool or item is None:
+                continue
+            try:
+                _check_value(item)
+            except _NotJSON as exc:
+                exc.path.append(key)
+                raise
+    elif cls is list:
+        for index, item in enumerate(value):
+            icls = type(item)
+            if icls is str or icls is int or icls is bool or item is None:
+                continue
+            if icls is tuple:  # !!omap and !!pairs load as lists of tuples: blame the list
+                raise _NotJSON(_REFUSED[tuple])
+            try:
+                _check_value(item)
+            except _NotJSON as exc:
+                exc.path.append(index)
+                raise
+    elif cls is float:
+        if not math.isfinite(value):
+            what = "NaN" if math.isnan(value) else "infinity"
+            raise _NotJSON(f"{what} has no JSON form; quote it if a string was meant")
+    elif not (cls is str or cls is int or cls is bool or value is None):
+        raise _NotJSON(_REFUSED.get(cls, f"{_describe(value)} has no JSON form"))
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a map"
+    return f"a {type(value).__name__}"
+
+
+class _Dumper(_BaseDumper):  # type: ignore[misc]
+    """Never writes anchors/aliases: every object is printed in full, as kubectl expects.
+
+    Always used with ``sort_keys=False, default_flow_style=False``. Dicts, lists and strings take
+    a direct path to their nodes, and the implicit tag of each plain scalar is cached: the output
+    is byte-for-byte SafeDumper's, about a third faster on a large stream.
+    """
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+    def represent_data(self, data: Any) -> Any:
+        cls = type(data)
+        if cls is str:
+            return ScalarNode(_STR_TAG, data)
+        if cls is dict:
+            rep = self.represent_data
+            pairs = [(rep(k), rep(v)) for k, v in data.items()]
+            return MappingNode(_MAP_TAG, pairs, flow_style=False)
+        if cls is list:
+            rep = self.represent_data
+            return SequenceNode(_SEQ_TAG, [rep(v) for v in data], flow_style=False)
+        return super().represent_data(data)
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not ScalarNode or self.yaml_path_resolvers:
+            return super().resolve(kind, value, implicit)
+        if not implicit[0]:
+            return self.DEFAULT_SCALAR_TAG
+        tag = _PLAIN_TAGS.get(value)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(_PLAIN_TAGS) < _PLAIN_TAGS_MAX:
+                _PLAIN_TAGS[value] = tag
+        return tag
+
+
+_PLAIN_TAGS: dict[str, str] = {}
+"""Implicit tag of a plain scalar's text (``"8"`` -> int, ``"true"`` -> bool, else str)."""
+_PLAIN_TAGS_MAX = 50_000
+
+
+def _dump(obj: Any) -> str:
+    return str(yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False))
 
 
 def dump_stream(objects: Iterable[dict[str, Any]], comments: dict[int, str] | None = None) -> str:
     """A YAML stream; ``comments`` maps an object's position to comment text put above it."""
     parts = []
     for i, obj in enumerate(objects):
-        text = yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+        text = _dump(obj)
         comment = (comments or {}).get(i)
         if comment:
             text = "".join(f"# {line}\n" if line else "#\n" for line in comment.splitlines()) + text
@@ -63,4 +275,4 @@ def dump_stream(objects: Iterable[dict[str, Any]], comments: dict[int, str] | No
 
 
 def dump_yaml(obj: Any) -> str:
-    return str(yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False))
+    return _dump(obj)

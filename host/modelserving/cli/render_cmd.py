@@ -12,11 +12,17 @@ import json
 import sys
 from typing import Any
 
+from modelserving.api.errors import ModelServingError, PluginConfigError, PluginFailure
 from modelserving.api.labels import API_VERSION, KIND
+from modelserving.api.modelserving import ModelServing
 from modelserving.api.validation import object_ref, parse_model_serving
 from modelserving.chain.chain import PluginOutcome, build_chain
-from modelserving.chain.render import render
+from modelserving.chain.render import Rendered, render
 from modelserving.cli.manifests import ManifestError, dump_stream, read_documents
+
+
+class RenderError(ModelServingError):
+    """A plugin of one ModelServing could not be built or run; the message names the object."""
 
 
 def add_parser(sub: Any) -> None:
@@ -66,6 +72,15 @@ def _explain(pod_name: str, outcomes: list[PluginOutcome]) -> str:
     return "\n".join(lines)
 
 
+def _render(ms: ModelServing, gang: bool) -> Rendered:
+    """Build the chain and render; plugin errors are prefixed with the ModelServing's name, so
+    that with several files the reader knows which object is wrong."""
+    try:
+        return render(ms, build_chain(ms), gang=gang)
+    except (PluginConfigError, PluginFailure) as exc:
+        raise RenderError(f"{ms.ref}: {exc}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     manifests: list[dict[str, Any]] = []
     for path in args.files:
@@ -76,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             manifests.append(doc)
     model_servings = [d for d in manifests if d.get("kind") == KIND]
     for doc in manifests:
-        if doc.get("kind") not in {KIND, "ConfigMap"}:
+        if doc.get("kind") not in (KIND, "ConfigMap"):
             print(
                 f"note: ignoring {object_ref(doc)}: render reads ModelServings and ConfigMaps",
                 file=sys.stderr,
@@ -88,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[PluginOutcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
-        rendered = render(ms, build_chain(ms), gang=args.volcano)
+        rendered = _render(ms, gang=args.volcano)
         objects.extend(rendered.objects)
         for pod, pod_outcomes in rendered.outcomes.items():
             outcomes[f"{ms.namespace}/{pod}"] = pod_outcomes

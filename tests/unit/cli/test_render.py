@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from modelserving.cli.main import main
+from modelserving.cli.manifests import MAX_DEPTH
 from tests.unit.conftest import manifest, role
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -208,3 +209,135 @@ def test_console_script_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "plugin 'nope'" in done.stderr
+
+
+def render_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes
+) -> tuple[str, str]:
+    """Render a file written verbatim; expect refusal; return (path, stderr)."""
+    path = tmp_path / "ms.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    code, out, err = render(capsys, "-f", str(path))
+    assert (code, out) == (1, ""), err
+    assert err.startswith("error: ")
+    return str(path), err
+
+
+@pytest.mark.parametrize("kind", ["[1]", "{a: 1}"])
+def test_kind_of_wrong_type_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    text = yaml.safe_dump(manifest()) + f"---\nkind: {kind}\nmetadata: {{name: x}}\n"
+    path, err = render_text(tmp_path, capsys, text)
+    assert err.startswith(f"error: {path}: document 2: kind must be a string, not a ")
+
+
+@pytest.mark.parametrize("items", ["", "items:\n", "items: text\n"])
+def test_list_without_items_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], items: str
+) -> None:
+    path, err = render_text(tmp_path, capsys, f"apiVersion: v1\nkind: List\n{items}")
+    assert err.startswith(f"error: {path}: document 1: a List needs items to be a list of objects")
+
+
+def test_list_item_not_a_map_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [manifest(), 7]})
+    path, err = render_text(tmp_path, capsys, text)
+    assert err == f"error: {path}: document 1, items[1] is not a map but a number\n"
+
+
+@pytest.mark.parametrize("field", ["metadata", "apiVersion"])
+def test_identity_fields_of_wrong_type_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
+    doc = manifest()
+    doc[field] = [1]
+    _, err = render_text(tmp_path, capsys, yaml.safe_dump(doc))
+    assert "is invalid:" in err
+    assert f"  - {field}: " in err
+
+
+def test_not_utf8_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, err = render_text(tmp_path, capsys, b"kind: ModelServing\nmetadata: {name: \xff}\n")
+    assert err.startswith(f"error: {path}: not UTF-8 text")
+
+
+@pytest.mark.timeout(10)
+def test_alias_bomb_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    path, err = render_text(tmp_path, capsys, yaml.safe_dump(manifest()) + "---\n" + bomb)
+    assert err == f"error: {path}: YAML anchors and aliases are not supported (document 2)\n"
+
+
+def test_deep_nesting_refused_without_crashing(tmp_path: Path) -> None:
+    # libyaml's composer recursed until the interpreter died (SIGSEGV) on this input.
+    path = tmp_path / "deep.yaml"
+    path.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "modelserving.cli.main", "render", "-f", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (
+        f"error: {path}: maps and lists nested more than {MAX_DEPTH} levels deep (document 1)\n"
+    )
+
+
+def test_value_json_cannot_hold_refused_with_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = manifest()
+    doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"][0]["env"] = [
+        {"name": "X", "value": b"\x00\x01"}
+    ]
+    path, err = render_text(tmp_path, capsys, yaml.safe_dump(doc))
+    assert err.startswith(
+        f"error: {path}: document 1: "
+        "spec.template.roles[0].entryTemplate.spec.containers[0].env[0].value: "
+        "binary data (!!binary) has no JSON form"
+    )
+
+
+def test_timestamps_rendered_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = manifest()
+    entry = doc["spec"]["template"]["roles"][0]["entryTemplate"]
+    entry["metadata"] = {"annotations": {"example.com/since": "SINCE"}}
+    path = tmp_path / "ms.yaml"
+    path.write_text(yaml.safe_dump(doc).replace("SINCE", "2024-01-02 03:04:05"))
+    code, out, err = render(capsys, "-f", str(path))
+    assert code == 0, err
+    [pod] = [o for o in yaml.safe_load_all(out) if o["kind"] == "Pod"]
+    assert pod["metadata"]["annotations"]["example.com/since"] == "2024-01-02 03:04:05"
+
+
+def test_plugin_errors_name_the_model_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write(tmp_path, manifest(name="good"), name="good.yaml")
+    bad = write(tmp_path, manifest(name="bad", plugins=[{"name": "nope"}]), name="bad.yaml")
+    code, out, err = render(capsys, "-f", good, "-f", bad)
+    assert (code, out) == (1, "")
+    assert err.startswith("error: ModelServing team-a/bad: spec.plugins[0] (plugin 'nope'): ")
+
+
+def test_failing_plugin_names_the_model_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugin = {
+        "name": "demo-pod-tweaks",
+        "failurePolicy": "Fail",
+        "config": {"annotations": {"modelserving.volcano.sh/plugins-applied": "forged"}},
+    }
+    err = refused(tmp_path, capsys, manifest(plugins=[plugin]))
+    assert err.startswith(
+        "error: ModelServing team-a/sample: ForbiddenPatch: plugin 'demo-pod-tweaks' OnPodCreate "
+        "on Pod sample-0-server-0-0: "
+    )
