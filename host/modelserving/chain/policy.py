@@ -22,6 +22,7 @@ from modelserving.api.policy import PatchPolicy
 from modelserving.plugins.patch import escape
 from modelserving.workload.jsondata import json_copy
 
+_ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = ("containers", "initContainers", "ephemeralContainers")
 
@@ -100,14 +101,23 @@ class PatchValidator:
     def __init__(self, policy: PatchPolicy | None = None) -> None:
         self.policy = policy or PatchPolicy()
         self._rules = _compile(self.policy)
+        self._allowed: dict[tuple[str, str], bool] = {}
         self._prefixes = tuple(self.policy.protected_prefixes)
         self._caps = frozenset(
             c.upper().removeprefix("CAP_") for c in self.policy.allowed_capabilities
         )
 
     def allows(self, path: str, op: str) -> bool:
-        tokens = split_pointer(path)
-        return any(rule.matches(tokens, op) for rule in self._rules)
+        """Whether the allow-list lets ``op`` change ``path`` (answers cached per validator)."""
+        key = (path, op)
+        answer = self._allowed.get(key)
+        if answer is None:
+            tokens = split_pointer(path)
+            answer = any(rule.matches(tokens, op) for rule in self._rules)
+            if len(self._allowed) >= _ALLOWS_CACHE_SIZE:
+                self._allowed.clear()
+            self._allowed[key] = answer
+        return answer
 
     def check_paths(self, ops: Iterable[PatchOperation]) -> None:
         for op in ops:

@@ -16,6 +16,7 @@ from modelserving.workload import gang as gang_
 from modelserving.workload.names import group_name, role_id
 from modelserving.workload.pods import entry_pod, worker_pod
 from modelserving.workload.revision import revision as revision_of
+from modelserving.workload.revision import role_template_hash
 from modelserving.workload.services import headless_service
 
 
@@ -66,15 +67,22 @@ class GroupPlan:
 
 
 def plan_role_replica(
-    ms: ModelServing, group: str, role: Role, index: int, revision: str, gang: bool
+    ms: ModelServing,
+    group: str,
+    role: Role,
+    index: int,
+    revision: str,
+    gang: bool,
+    template_hash: str | None = None,
 ) -> RoleReplicaPlan:
     rid = role_id(role.name, index)
-    entry = entry_pod(ms, group, role, index, revision)
+    template_hash = template_hash or role_template_hash(role)
+    entry = entry_pod(ms, group, role, index, revision, template_hash)
     if gang:
         gang_.annotate(entry, group, rid)
     workers = []
     for k in range(1, role.worker_replicas + 1):
-        pod = worker_pod(ms, group, role, index, k, revision)
+        pod = worker_pod(ms, group, role, index, k, revision, template_hash)
         if gang:
             gang_.annotate(pod, group, rid)
         workers.append(DesiredPod(pod, group, role.name, index, rid, False, k))
@@ -89,14 +97,23 @@ def plan_role_replica(
 
 
 def plan_group(
-    ms: ModelServing, index: int, revision: str | None = None, gang: bool = False
+    ms: ModelServing,
+    index: int,
+    revision: str | None = None,
+    gang: bool = False,
+    template_hashes: dict[str, str] | None = None,
 ) -> GroupPlan:
-    """ServingGroup ``index``; ``gang`` says the Volcano PodGroup CRD is installed."""
+    """ServingGroup ``index``; ``gang`` says the Volcano PodGroup CRD is installed.
+
+    ``revision`` and ``template_hashes`` (role name -> hash) may be passed when planning many
+    groups, so they are computed once.
+    """
+    hashes = template_hashes or role_template_hashes(ms)
     rev = revision if revision is not None else revision_of(ms)
     name = group_name(ms.name, index)
     use_gang = gang and gang_.gang_wanted(ms)
     replicas = tuple(
-        plan_role_replica(ms, name, role, j, rev, use_gang)
+        plan_role_replica(ms, name, role, j, rev, use_gang, hashes[role.name])
         for role in ms.spec.template.roles
         for j in range(role.replicas)
     )
@@ -107,7 +124,13 @@ def plan_group(
 def plan(ms: ModelServing, gang: bool = False) -> list[GroupPlan]:
     """Every ServingGroup of ``ms`` at its current revision."""
     rev = revision_of(ms)
-    return [plan_group(ms, i, rev, gang) for i in range(ms.spec.replicas)]
+    hashes = role_template_hashes(ms)
+    return [plan_group(ms, i, rev, gang, hashes) for i in range(ms.spec.replicas)]
+
+
+def role_template_hashes(ms: ModelServing) -> dict[str, str]:
+    """Each role's template hash, by role name."""
+    return {role.name: role_template_hash(role) for role in ms.spec.template.roles}
 
 
 def label_selector(ms: ModelServing) -> str:

@@ -46,7 +46,13 @@ def upsert_env(pod_spec: dict[str, Any], env: list[dict[str, Any]]) -> None:
 
 
 def _base_pod(
-    ms: ModelServing, name: str, group: str, role: Role, role_index: int, revision: str
+    ms: ModelServing,
+    name: str,
+    group: str,
+    role: Role,
+    role_index: int,
+    revision: str,
+    template_hash: str | None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -60,7 +66,7 @@ def _base_pod(
                 labels.ROLE_LABEL: role.name,
                 labels.ROLE_ID_LABEL: role_id(role.name, role_index),
                 labels.REVISION_LABEL: revision,
-                labels.ROLE_TEMPLATE_HASH_LABEL: role_template_hash(role),
+                labels.ROLE_TEMPLATE_HASH_LABEL: template_hash or role_template_hash(role),
             },
             "ownerReferences": [owner_reference(ms)],
         },
@@ -90,11 +96,16 @@ def _common_env(
 
 
 def entry_pod(
-    ms: ModelServing, group: str, role: Role, role_index: int, revision: str
+    ms: ModelServing,
+    group: str,
+    role: Role,
+    role_index: int,
+    revision: str,
+    template_hash: str | None = None,
 ) -> dict[str, Any]:
     """The entry Pod (index 0) of replica ``role_index`` of ``role`` in ServingGroup ``group``."""
     name = pod_name(group, role_id(role.name, role_index), 0)
-    pod = _base_pod(ms, name, group, role, role_index, revision)
+    pod = _base_pod(ms, name, group, role, role_index, revision, template_hash)
     pod["metadata"]["labels"][labels.ENTRY_LABEL] = "true"
     _apply_template(pod, role.entry_template, ms.spec.scheduler_name)
     upsert_env(pod["spec"], _common_env(role, name, ms.namespace, 0))
@@ -102,14 +113,20 @@ def entry_pod(
 
 
 def worker_pod(
-    ms: ModelServing, group: str, role: Role, role_index: int, worker_index: int, revision: str
+    ms: ModelServing,
+    group: str,
+    role: Role,
+    role_index: int,
+    worker_index: int,
+    revision: str,
+    template_hash: str | None = None,
 ) -> dict[str, Any]:
     """Worker ``worker_index`` (1..workerReplicas) of a role replica; needs a workerTemplate."""
     if role.worker_template is None:
         raise ValueError(f"role '{role.name}' has workers but no workerTemplate")
     rid = role_id(role.name, role_index)
     name = pod_name(group, rid, worker_index)
-    pod = _base_pod(ms, name, group, role, role_index, revision)
+    pod = _base_pod(ms, name, group, role, role_index, revision, template_hash)
     _apply_template(pod, role.worker_template, ms.spec.scheduler_name)
     entry_name = pod_name(group, rid, 0)
     upsert_env(pod["spec"], _common_env(role, entry_name, ms.namespace, worker_index))

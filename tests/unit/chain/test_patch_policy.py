@@ -1068,3 +1068,12 @@ def test_host_port_with_another_protocol_is_a_new_grant() -> None:
     assert "53/UDP" in exc.reason
     same = {"containerPort": 8053, "hostPort": 53}
     assert PatchValidator().apply(pod, [op("add", "/spec/containers/0/ports/-", same)])
+
+
+def test_path_answers_are_cached_without_changing_them() -> None:
+    validator = PatchValidator()
+    for _ in range(3):
+        assert validator.allows("/spec/containers/0/env/-", "add")
+        assert not validator.allows("/spec/containers/0/image", "replace")
+        assert validator.allows("/spec/volumes/-", "add")
+        assert not validator.allows("/spec/volumes/0", "replace")
