@@ -40,6 +40,21 @@ DECODE_WORKERS = ("llm-0-decode-0-1", "llm-0-decode-0-2")
 ALL_PODS = (PREFILL_ENTRY, PREFILL_WORKER, DECODE_ENTRY, *DECODE_WORKERS)
 
 
+def one_plugin(name: str, factory: Any, *hooks: str) -> Registry:
+    """A registry holding one config-less test plugin."""
+    registry = Registry()
+    registry.register(
+        Builtin(
+            name=name,
+            config_model=EmptyConfig,
+            factory=factory,
+            summary="",
+            hooks=frozenset(hooks),
+        )
+    )
+    return registry
+
+
 def owner(entry: ChainEntry) -> object:
     """The plugin instance behind a chain entry's hooks."""
     hook = entry.on_create or entry.on_ready
@@ -626,16 +641,7 @@ class Declares:
 
 
 def test_declared_hook_must_be_implemented(two_role_ms: MsFactory) -> None:
-    registry = Registry()
-    registry.register(
-        Builtin(
-            name="declares",
-            config_model=EmptyConfig,
-            factory=Declares,
-            summary="",
-            hooks=frozenset({"on_pod_create", "on_pod_ready"}),
-        )
-    )
+    registry = one_plugin("declares", Declares, "on_pod_create", "on_pod_ready")
     with pytest.raises(PluginConfigError) as info:
         build_chain(two_role_ms([plugin("declares")]), registry)
     assert "declares on_pod_ready but does not implement it" in str(info.value)
@@ -643,16 +649,7 @@ def test_declared_hook_must_be_implemented(two_role_ms: MsFactory) -> None:
 
 
 def test_undeclared_hooks_are_not_called(two_role_ms: MsFactory) -> None:
-    registry = Registry()
-    registry.register(
-        Builtin(
-            name="ready-only",
-            config_model=EmptyConfig,
-            factory=Both,
-            summary="",
-            hooks=frozenset({"on_pod_ready"}),
-        )
-    )
+    registry = one_plugin("ready-only", Both, "on_pod_ready")
     (entry,) = build_chain(two_role_ms([plugin("ready-only")]), registry).entries
     assert entry.on_create is None
     assert entry.on_ready is not None
@@ -697,16 +694,7 @@ class ReturnsNone:
 
 
 def test_a_native_hook_returning_none_changes_nothing(two_role_ms: MsFactory) -> None:
-    registry = Registry()
-    registry.register(
-        Builtin(
-            name="none",
-            config_model=EmptyConfig,
-            factory=ReturnsNone,
-            summary="",
-            hooks=frozenset({"on_pod_create"}),
-        )
-    )
+    registry = one_plugin("none", ReturnsNone, "on_pod_create")
     ms = two_role_ms([plugin("none")])
     desired = desired_pods(ms)["llm-0-prefill-0-0"]
     result = build_chain(ms, registry).on_pod_create(desired)
@@ -729,16 +717,7 @@ class SharesValues:
 def test_the_recorded_patch_does_not_share_values_with_the_plugin(
     two_role_ms: MsFactory,
 ) -> None:
-    registry = Registry()
-    registry.register(
-        Builtin(
-            name="shares",
-            config_model=EmptyConfig,
-            factory=SharesValues,
-            summary="",
-            hooks=frozenset({"on_pod_create"}),
-        )
-    )
+    registry = one_plugin("shares", SharesValues, "on_pod_create")
     ms = two_role_ms([plugin("shares")])
     chain = build_chain(ms, registry)
     result = chain.on_pod_create(desired_pods(ms)["llm-0-prefill-0-0"])
@@ -761,16 +740,7 @@ def test_requests_carry_the_current_model_serving(
             seen.append(request.model_serving.metadata.labels)
             return []
 
-    spy_registry = Registry()
-    spy_registry.register(
-        Builtin(
-            name="spy",
-            config_model=EmptyConfig,
-            factory=Spy,
-            summary="",
-            hooks=frozenset({"on_pod_create"}),
-        )
-    )
+    spy_registry = one_plugin("spy", Spy, "on_pod_create")
     ms = two_role_ms([plugin("spy")])
     chain = build_chain(ms, spy_registry)
     edited = ms.model_copy(deep=True)
