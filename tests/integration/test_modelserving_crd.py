@@ -71,6 +71,21 @@ def refused(cluster: Cluster, namespace: str, doc: dict[str, Any]) -> str:
     return str(info.value.body)
 
 
+def update_refused(cluster: Cluster, namespace: str, stored: dict[str, Any]) -> str:
+    """Replace ``stored`` and expect the server to refuse it; return the response body."""
+    with pytest.raises(ApiException) as info:
+        objects_api(cluster).replace_namespaced_custom_object(
+            labels.GROUP,
+            labels.VERSION,
+            namespace,
+            labels.PLURAL,
+            stored["metadata"]["name"],
+            stored,
+        )
+    assert info.value.status == 422, info.value.body
+    return str(info.value.body)
+
+
 def example(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(path.read_text())
     return doc
@@ -145,17 +160,7 @@ def test_gang_policy_is_immutable(cluster: Cluster, namespace: str) -> None:
     doc = example(ROOT / "examples" / "kthena" / "multinode-ray.yaml")
     stored = create(cluster, namespace, doc)
     stored["spec"]["template"]["gangPolicy"]["minRoleReplicas"]["leader"] = 0
-    with pytest.raises(ApiException) as info:
-        objects_api(cluster).replace_namespaced_custom_object(
-            labels.GROUP,
-            labels.VERSION,
-            namespace,
-            labels.PLURAL,
-            stored["metadata"]["name"],
-            stored,
-        )
-    assert info.value.status == 422
-    assert "minRoleReplicas is immutable" in str(info.value.body)
+    assert "minRoleReplicas is immutable" in update_refused(cluster, namespace, stored)
 
 
 @pytest.mark.usefixtures("crd")
@@ -210,14 +215,4 @@ def test_gang_policy_cannot_be_removed(cluster: Cluster, namespace: str) -> None
         cluster, namespace, example(ROOT / "examples" / "kthena" / "multinode-ray.yaml")
     )
     del stored["spec"]["template"]["gangPolicy"]
-    with pytest.raises(ApiException) as info:
-        objects_api(cluster).replace_namespaced_custom_object(
-            labels.GROUP,
-            labels.VERSION,
-            namespace,
-            labels.PLURAL,
-            stored["metadata"]["name"],
-            stored,
-        )
-    assert info.value.status == 422
-    assert "gangPolicy is required once set" in str(info.value.body)
+    assert "gangPolicy is required once set" in update_refused(cluster, namespace, stored)
