@@ -20,7 +20,7 @@ from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
 from modelserving.api.policy import PatchPolicy
 from modelserving.plugins.patch import escape
-from modelserving.workload.jsondata import json_copy
+from modelserving.workload.jsondata import json_copy, json_problem
 
 _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
@@ -89,6 +89,9 @@ def check_shape(raw: Any) -> list[PatchOperation]:
         if op != "remove" and "value" not in item:
             raise PatchRejected(path, f"{where}: '{op}' needs a value")
         split_pointer(path)
+        problem = json_problem(item["value"]) if "value" in item else None
+        if problem:
+            raise PatchRejected(path, f"{where}: the value {problem}")
         # A copy: older jsonpatch versions insert values by reference, which would let the Pod
         # and the recorded patch (and the plugin's own objects) share mutable values.
         ops.append(json_copy(dict(item)))
@@ -157,6 +160,9 @@ class PatchValidator:
             after = _apply_one(after, op)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
+        problem = json_problem(after)
+        if problem:
+            raise PatchRejected("", f"the patched Pod {problem}")
         self.check_invariants(pod, after)
         return after
 
@@ -219,6 +225,8 @@ _SELINUX_TYPES = frozenset(
     {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 )
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+# How a hostPath volume is mounted: changing any of these widens or changes host access.
+_HOST_MOUNT_FIELDS = ("mountPath", "readOnly", "subPath", "subPathExpr", "mountPropagation")
 
 
 def _camel(snake: str) -> str:
@@ -290,7 +298,14 @@ def _as_map(value: Any) -> Mapping[str, Any]:
 
 
 def _is_zero(value: Any) -> bool:
-    return type(value) is int and value == 0
+    """A user id of 0 in any numeric spelling (``0``, ``0.0``); kubectl sends them all as 0."""
+    return type(value) in (int, float) and value == 0
+
+
+def _set(flag: Any) -> bool:
+    """Whether a boolean security field grants something: anything but absent or ``false``
+    counts, so a value of the wrong type can only be refused, never slip through."""
+    return flag is not None and flag is not False
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -311,7 +326,7 @@ def _confinement(sc: Mapping[str, Any], who: str, base: str) -> dict[tuple[str, 
         found["unconfined", f"{who} (SELinux options {dict(selinux)})"] = f"{base}/seLinuxOptions"
     if sc.get("procMount") not in (None, "Default"):
         found["unconfined", f"{who} (procMount {sc.get('procMount')})"] = f"{base}/procMount"
-    if _as_map(sc.get("windowsOptions")).get("hostProcess") is True:
+    if _set(_as_map(sc.get("windowsOptions")).get("hostProcess")):
         found["hostNamespace", f"{who} (Windows hostProcess)"] = f"{base}/windowsOptions"
     return found
 
@@ -339,7 +354,7 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     found: dict[tuple[str, str], str] = {}
     spec = _as_map(pod.get("spec"))
     for field in ("hostNetwork", "hostPID", "hostIPC"):
-        if spec.get(field) is True:
+        if _set(spec.get(field)):
             found["hostNamespace", field] = f"/spec/{field}"
     host_volumes = set()
     for i, volume in enumerate(_as_list(spec.get("volumes"))):
@@ -368,30 +383,33 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
             label = f"{noun} {container.get('name')!r}"
             base = f"/spec/{kind}/{i}/securityContext"
             sc = _as_map(container.get("securityContext"))
-            if sc.get("privileged") is True:
+            if _set(sc.get("privileged")):
                 found["privileged", label] = f"{base}/privileged"
-            if sc.get("allowPrivilegeEscalation") is True:
+            if _set(sc.get("allowPrivilegeEscalation")):
                 found["escalation", label] = f"{base}/allowPrivilegeEscalation"
             for cap in _as_list(_as_map(sc.get("capabilities")).get("add")):
                 cap_name = str(cap).upper().removeprefix("CAP_")
                 found["capability", f"{cap_name} {label}"] = f"{base}/capabilities/add"
             if _is_zero(sc.get("runAsUser")):
                 found["root", f"{label} (runAsUser 0)"] = f"{base}/runAsUser"
-            if sc.get("runAsNonRoot") is False:
+            if sc.get("runAsNonRoot") not in (None, True):
                 found["root", f"{label} (runAsNonRoot false)"] = f"{base}/runAsNonRoot"
             found.update(_confinement(sc, label, base))
             found.update(_probe_hosts(container, label, f"/spec/{kind}/{i}"))
             for mount in _as_list(container.get("volumeMounts")):
-                mounted = _as_map(mount).get("name")
+                mount = _as_map(mount)
+                mounted = mount.get("name")
                 if isinstance(mounted, str) and mounted in host_volumes:
-                    found["hostPath", f"volume {mounted!r} mounted by {label}"] = (
+                    how = {k: mount.get(k) for k in _HOST_MOUNT_FIELDS if mount.get(k) is not None}
+                    found["hostPath", f"volume {mounted!r} mounted by {label} {how}"] = (
                         f"/spec/{kind}/{i}/volumeMounts"
                     )
             for port in _as_list(container.get("ports")):
                 port = _as_map(port)
                 if port.get("hostPort"):
                     protocol = port.get("protocol") or "TCP"
-                    found["hostPort", f"{port.get('hostPort')}/{protocol} in {label}"] = (
+                    host_ip = port.get("hostIP") or "0.0.0.0"
+                    found["hostPort", f"{host_ip}:{port.get('hostPort')}/{protocol} in {label}"] = (
                         f"/spec/{kind}/{i}/ports"
                     )
     return found

@@ -13,6 +13,7 @@ naming the file, the document and, where there is one, the field.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -262,7 +263,8 @@ class _Dumper(_BaseDumper):  # type: ignore[misc]
     def represent_data(self, data: Any) -> Any:
         cls = type(data)
         if cls is str:
-            return ScalarNode(_STR_TAG, data)
+            style = "'" if _ambiguous_for_kubectl(data) else None
+            return ScalarNode(_STR_TAG, data, style=style)
         if cls is dict:
             rep = self.represent_data
             pairs = [(rep(k), rep(v)) for k, v in data.items()]
@@ -283,6 +285,19 @@ class _Dumper(_BaseDumper):  # type: ignore[misc]
             if len(_PLAIN_TAGS) < _PLAIN_TAGS_MAX:
                 _PLAIN_TAGS[value] = tag
         return tag
+
+
+# Plain scalars that YAML 1.1 readers such as kubectl's (go-yaml v2) take for a boolean, null or
+# number although PyYAML would write them unquoted: ``y``, ``n``, ``on``, ``0o17``, ``1e3``...
+# Every string starting like a number is quoted too, which is always safe.
+_KUBECTL_NON_STRINGS = re.compile(
+    r"[yYnN]|yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF|true|True|TRUE|false|False|FALSE"
+    r"|null|Null|NULL|~|[-+]?\.?[0-9].*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+)
+
+
+def _ambiguous_for_kubectl(text: str) -> bool:
+    return bool(text) and _KUBECTL_NON_STRINGS.fullmatch(text) is not None
 
 
 _PLAIN_TAGS: dict[str, str] = {}

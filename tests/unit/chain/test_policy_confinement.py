@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from modelserving.api import PatchPolicy
+from modelserving.api import PatchPolicy, PathRule
 from modelserving.chain import PatchValidator
 from tests.unit.chain.test_patch_policy import op, rejected
 
@@ -120,3 +120,97 @@ def test_volcano_gang_annotations_are_protected(pod: dict[str, Any], key: str) -
 def test_non_string_container_names_are_rejected(pod: dict[str, Any], name: Any) -> None:
     exc = rejected(PatchValidator(), pod, [op("add", "/spec/containers/-", sidecar(name=name))])
     assert "container name must be a string" in exc.reason
+
+
+@pytest.mark.parametrize(
+    ("security", "setting"),
+    [
+        ({"privileged": "y"}, "allowPrivileged"),
+        ({"privileged": 1}, "allowPrivileged"),
+        ({"allowPrivilegeEscalation": "Y"}, "allowPrivilegeEscalation"),
+        ({"runAsUser": 0.0}, "allowRunAsRoot"),
+        ({"runAsNonRoot": "n"}, "allowRunAsRoot"),
+        ({"windowsOptions": {"hostProcess": "true"}}, "allowHostNamespaces"),
+    ],
+)
+def test_wrongly_typed_security_values_count_as_grants(
+    pod: dict[str, Any], security: dict[str, Any], setting: str
+) -> None:
+    """kubectl reads YAML 1.1: ``y`` is true and ``0.0`` is 0, so such values must not pass."""
+    side = sidecar(securityContext=security)
+    exc = rejected(PatchValidator(), pod, [op("add", "/spec/containers/-", side)])
+    assert f"patchPolicy.{setting} is false" in exc.reason
+
+
+def test_wrongly_typed_host_network_counts(pod: dict[str, Any]) -> None:
+    policy = PatchPolicy(allowed_paths=[PathRule(path="/spec/hostNetwork")])
+    exc = rejected(PatchValidator(policy), pod, [op("add", "/spec/hostNetwork", "yes")])
+    assert "patchPolicy.allowHostNamespaces is false" in exc.reason
+
+
+@pytest.fixture
+def host_mounted(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["spec"]["volumes"].append({"name": "models", "hostPath": {"path": "/models"}})
+    pod["spec"]["containers"][0]["volumeMounts"].append(
+        {"name": "models", "mountPath": "/models", "readOnly": True, "subPath": "llama"}
+    )
+    pod["spec"]["containers"][0]["ports"][0].update({"hostPort": 9100, "hostIP": "127.0.0.1"})
+    return pod
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [op("replace", "/spec/containers/0/volumeMounts/1/readOnly", False)],
+        [op("remove", "/spec/containers/0/volumeMounts/1/subPath")],
+        [op("add", "/spec/containers/0/volumeMounts/1/mountPropagation", "HostToContainer")],
+        [op("add", "/spec/containers/0/volumeMounts/-", {"name": "models", "mountPath": "/h"})],
+    ],
+    ids=["writable", "whole directory", "propagation", "second mount"],
+)
+def test_widening_an_existing_host_path_mount_is_refused(
+    host_mounted: dict[str, Any], ops: Any
+) -> None:
+    exc = rejected(PatchValidator(), host_mounted, ops)
+    assert "patchPolicy.allowHostPath is false" in exc.reason
+
+
+def test_host_port_on_every_interface_is_a_new_grant(host_mounted: dict[str, Any]) -> None:
+    ops = [op("replace", "/spec/containers/0/ports/0/hostIP", "0.0.0.0")]
+    exc = rejected(PatchValidator(), host_mounted, ops)
+    assert "0.0.0.0:9100/TCP" in exc.reason
+
+
+def test_unrelated_changes_next_to_host_grants_are_fine(host_mounted: dict[str, Any]) -> None:
+    ops = [op("add", "/spec/containers/0/env/-", {"name": "X", "value": "1"})]
+    assert PatchValidator().apply(host_mounted, ops)["spec"]["containers"][0]["env"][-1]["name"]
+
+
+def nested(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_deep_values_are_refused_not_crashing(pod: dict[str, Any]) -> None:
+    exc = rejected(PatchValidator(), pod, [op("add", "/spec/affinity", nested(5000))])
+    assert "nested more than" in exc.reason
+
+
+def test_deep_pods_built_from_shallow_operations_are_refused(pod: dict[str, Any]) -> None:
+    ops = [op("add", "/spec/affinity", nested(40))]
+    ops.append(op("add", "/spec/affinity" + "/a" * 40 + "/b", nested(40)))
+    exc = rejected(PatchValidator(), pod, ops)
+    assert exc.reason.startswith("the patched Pod is nested more than")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [("SYS_ADMIN",), {"SYS_ADMIN"}, b"x", float("nan"), {1: "a"}],
+    ids=["tuple", "set", "bytes", "nan", "int key"],
+)
+def test_values_that_are_not_json_are_refused(pod: dict[str, Any], value: Any) -> None:
+    side = sidecar(securityContext={"capabilities": {"add": value}})
+    exc = rejected(PatchValidator(), pod, [op("add", "/spec/containers/-", side)])
+    assert "operation 0: the value" in exc.reason

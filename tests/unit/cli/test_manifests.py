@@ -205,11 +205,38 @@ TRICKY = [
 ]  # fmt: skip
 
 
-def test_dump_matches_pyyaml_on_tricky_scalars() -> None:
+def test_dump_round_trips_tricky_scalars() -> None:
     obj = {s: [s, {s: s}] for s in TRICKY}
-    assert dump_yaml(obj) == safe_dump(obj)
-    assert dump_yaml([1, -2, 1.5, 1e300, True, False, None, {}, []]) == safe_dump(
-        [1, -2, 1.5, 1e300, True, False, None, {}, []]
+    assert yaml.safe_load(dump_yaml(obj)) == obj
+    numbers: list[Any] = [1, -2, 1.5, 1e300, True, False, None, {}, []]
+    assert dump_yaml(numbers) == safe_dump(numbers)
+
+
+GO_YAML_NON_STRINGS = [
+    "y",
+    "Y",
+    "n",
+    "N",
+    "0o17",
+    "0e0",
+    "1e3",
+    "1:20",
+    "0x1F",
+    "+1",
+    ".5",
+    "-.inf",
+]
+
+
+@pytest.mark.parametrize("text", GO_YAML_NON_STRINGS)
+def test_strings_kubectl_would_read_as_other_types_are_quoted(text: str) -> None:
+    """kubectl reads YAML 1.1 (go-yaml v2): unquoted, these would become booleans or numbers."""
+    assert dump_yaml({"k": text}) == f"k: '{text}'\n"
+
+
+def test_ordinary_strings_stay_plain() -> None:
+    assert dump_yaml({"image": "vllm/vllm-openai:v0.10.0", "name": "engine"}) == (
+        "image: vllm/vllm-openai:v0.10.0\nname: engine\n"
     )
 
 
@@ -222,10 +249,10 @@ json_values = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(json_values)
-def test_dump_matches_pyyaml(value: Any) -> None:
-    assert dump_yaml(value) == safe_dump(value)
+def test_dump_round_trips(value: Any) -> None:
+    assert yaml.safe_load(dump_yaml(value)) == value
     # Twice: the second run answers plain scalars' tags from the cache.
-    assert dump_yaml(value) == safe_dump(value)
+    assert yaml.safe_load(dump_yaml(value)) == value
 
 
 def test_dump_stream_with_comments() -> None:
