@@ -263,8 +263,9 @@ class _Dumper(_BaseDumper):  # type: ignore[misc]
     def represent_data(self, data: Any) -> Any:
         cls = type(data)
         if cls is str:
-            style = "'" if _ambiguous_for_kubectl(data) else None
-            return ScalarNode(_STR_TAG, data, style=style)
+            if _ambiguous_for_kubectl(data):
+                return ScalarNode(_STR_TAG, data, style="'")
+            return ScalarNode(_STR_TAG, data)
         if cls is dict:
             rep = self.represent_data
             pairs = [(rep(k), rep(v)) for k, v in data.items()]
@@ -297,7 +298,15 @@ _KUBECTL_NON_STRINGS = re.compile(
 
 
 def _ambiguous_for_kubectl(text: str) -> bool:
-    return bool(text) and _KUBECTL_NON_STRINGS.fullmatch(text) is not None
+    answer = _AMBIGUOUS.get(text)
+    if answer is None:
+        answer = bool(text) and _KUBECTL_NON_STRINGS.fullmatch(text) is not None
+        if len(_AMBIGUOUS) < _PLAIN_TAGS_MAX:
+            _AMBIGUOUS[text] = answer
+    return answer
+
+
+_AMBIGUOUS: dict[str, bool] = {}
 
 
 _PLAIN_TAGS: dict[str, str] = {}
