@@ -20,7 +20,7 @@ from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
 from modelserving.api.policy import PatchPolicy
 from modelserving.plugins.patch import escape
-from modelserving.workload.jsondata import json_copy, json_problem
+from modelserving.workload.jsondata import MAX_DEPTH, json_copy, json_problem
 
 _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
@@ -88,8 +88,12 @@ def check_shape(raw: Any) -> list[PatchOperation]:
             raise PatchRejected(path, f"{where}: unknown keys {sorted(extra)}")
         if op != "remove" and "value" not in item:
             raise PatchRejected(path, f"{where}: '{op}' needs a value")
-        split_pointer(path)
-        problem = json_problem(item["value"]) if "value" in item else None
+        # The value's depth counts from where it lands, so no sequence of operations can build a
+        # Pod nested deeper than MAX_DEPTH (and no later walk of the Pod can exhaust the stack).
+        room = MAX_DEPTH - len(split_pointer(path))
+        if room < 0:
+            raise PatchRejected(path, f"{where}: the path is more than {MAX_DEPTH} levels deep")
+        problem = json_problem(item["value"], room) if "value" in item else None
         if problem:
             raise PatchRejected(path, f"{where}: the value {problem}")
         # A copy: older jsonpatch versions insert values by reference, which would let the Pod
@@ -160,9 +164,6 @@ class PatchValidator:
             after = _apply_one(after, op)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
-        problem = json_problem(after)
-        if problem:
-            raise PatchRejected("", f"the patched Pod {problem}")
         self.check_invariants(pod, after)
         return after
 

@@ -202,7 +202,11 @@ def test_deep_pods_built_from_shallow_operations_are_refused(pod: dict[str, Any]
     ops = [op("add", "/spec/affinity", nested(40))]
     ops.append(op("add", "/spec/affinity" + "/a" * 40 + "/b", nested(40)))
     exc = rejected(PatchValidator(), pod, ops)
-    assert exc.reason.startswith("the patched Pod is nested more than")
+    assert exc.reason.startswith("operation 1: the value is nested more than")
+    too_deep = [op("add", "/spec/affinity" + "/a" * 70, 1)]
+    assert (
+        "the path is more than 64 levels deep" in rejected(PatchValidator(), pod, too_deep).reason
+    )
 
 
 @pytest.mark.parametrize(
