@@ -253,52 +253,17 @@ class Watch:
 
 def scripted_registry(log: CallLog) -> Registry:
     """``annotate``, ``label``, ``fail``, ``mutate`` and ``watch``, all recording into ``log``."""
+    create, ready = frozenset({"on_pod_create"}), frozenset({"on_pod_ready"})
+    plugins: list[tuple[str, type[PluginConfig], Callable[[str, Any], object], frozenset[str]]] = [
+        ("annotate", TagConfig, lambda name, cfg: Annotate(name, cfg.tag, log), create),
+        ("label", TagConfig, lambda name, cfg: Label(name, cfg.tag, log), create),
+        ("fail", FailConfig, lambda name, cfg: Fail(name, cfg.mode, log), create),
+        ("mutate", TagConfig, lambda name, cfg: Mutate(name, log), create),
+        ("watch", FailConfig, lambda name, cfg: Watch(name, cfg.mode, log), ready),
+    ]
     registry = Registry()
-    registry.register(
-        Builtin(
-            name="annotate",
-            config_model=TagConfig,
-            factory=lambda name, cfg: Annotate(name, cfg.tag, log),
-            summary="annotates",
-            hooks=frozenset({"on_pod_create"}),
-        )
-    )
-    registry.register(
-        Builtin(
-            name="label",
-            config_model=TagConfig,
-            factory=lambda name, cfg: Label(name, cfg.tag, log),
-            summary="labels",
-            hooks=frozenset({"on_pod_create"}),
-        )
-    )
-    registry.register(
-        Builtin(
-            name="fail",
-            config_model=FailConfig,
-            factory=lambda name, cfg: Fail(name, cfg.mode, log),
-            summary="fails",
-            hooks=frozenset({"on_pod_create"}),
-        )
-    )
-    registry.register(
-        Builtin(
-            name="mutate",
-            config_model=TagConfig,
-            factory=lambda name, cfg: Mutate(name, log),
-            summary="mutates its input",
-            hooks=frozenset({"on_pod_create"}),
-        )
-    )
-    registry.register(
-        Builtin(
-            name="watch",
-            config_model=FailConfig,
-            factory=lambda name, cfg: Watch(name, cfg.mode, log),
-            summary="watches readiness",
-            hooks=frozenset({"on_pod_ready"}),
-        )
-    )
+    for name, config, factory, hooks in plugins:
+        registry.register(Builtin(name, config, factory, summary=name, hooks=hooks))
     return registry
 
 
