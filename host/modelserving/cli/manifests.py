@@ -23,6 +23,7 @@ import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from modelserving.api.validation import format_loc
+from modelserving.workload.jsondata import find_json_problem
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -172,15 +173,6 @@ def _list_items(where: str, doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield item
 
 
-class _NotJSON(Exception):
-    """Raised by ``_check_value``; ``path`` is filled in (innermost first) as it unwinds."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.path: list[str | int] = []
-
-
 _REFUSED: dict[type, str] = {
     bytes: "binary data (!!binary) has no JSON form; give the base64 text as a string",
     set: "a set (!!set) has no JSON form; use a list",
@@ -189,48 +181,25 @@ _REFUSED: dict[type, str] = {
 
 
 def _check_json(where: str, doc: dict[str, Any]) -> None:
-    try:
-        _check_value(doc)
-    except _NotJSON as exc:
-        field = format_loc(reversed(exc.path))
-        raise ManifestError(
-            f"{where}: {field}: {exc.reason}" if field else f"{where}: {exc.reason}"
-        ) from None
-
-
-def _check_value(value: Any) -> None:
-    """Raise _NotJSON when ``value`` holds anything JSON cannot (a hot path: keep it lean)."""
-    cls = type(value)
-    if cls is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotJSON(f"map key {key!r} is {_describe(key)}, not a string; quote it")
-            icls = type(item)
-            if icls is str or icls is int or icls is bool or item is None:
-                continue
-            try:
-                _check_value(item)
-            except _NotJSON as exc:
-                exc.path.append(key)
-                raise
-    elif cls is list:
-        for index, item in enumerate(value):
-            icls = type(item)
-            if icls is str or icls is int or icls is bool or item is None:
-                continue
-            if icls is tuple:  # !!omap and !!pairs load as lists of tuples: blame the list
-                raise _NotJSON(_REFUSED[tuple])
-            try:
-                _check_value(item)
-            except _NotJSON as exc:
-                exc.path.append(index)
-                raise
-    elif cls is float:
-        if not math.isfinite(value):
-            what = "NaN" if math.isnan(value) else "infinity"
-            raise _NotJSON(f"{what} has no JSON form; quote it if a string was meant")
-    elif not (cls is str or cls is int or cls is bool or value is None):
-        raise _NotJSON(_REFUSED.get(cls, f"{_describe(value)} has no JSON form"))
+    """Refuse values JSON cannot hold, naming the field and what to write instead."""
+    found = find_json_problem(doc, max_depth=MAX_DEPTH + 1)
+    if found is None:
+        return
+    path = list(found.path)
+    if found.kind == "key":
+        reason = (
+            f"map key {found.offender!r} is {_describe(found.offender)}, not a string; quote it"
+        )
+    elif found.kind == "float":
+        what = "NaN" if math.isnan(found.offender) else "infinity"
+        reason = f"{what} has no JSON form; quote it if a string was meant"
+    else:
+        cls = type(found.offender)
+        if cls is tuple and path and isinstance(path[-1], int):
+            path.pop()  # !!omap and !!pairs load as lists of tuples: blame the list
+        reason = _REFUSED.get(cls, f"{_describe(found.offender)} has no JSON form")
+    field = format_loc(path)
+    raise ManifestError(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
 
 
 def _describe(value: Any) -> str:

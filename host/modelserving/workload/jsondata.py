@@ -4,6 +4,7 @@ deep copy, used on every generated Pod, and a shape check for data from plugins.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 MAX_DEPTH = 64
@@ -19,30 +20,67 @@ def json_copy(value: Any) -> Any:
     return value
 
 
-def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
-    """Why ``value`` is not plain JSON nested at most ``max_depth`` deep, or None when it is.
+@dataclass(frozen=True)
+class JsonProblem:
+    """Where plain JSON stops: ``path`` from the root, ``kind`` of problem, the ``offender``.
+
+    ``kind`` is ``depth`` (nested too deep), ``key`` (a non-string map key), ``float`` (NaN or
+    infinity) or ``type`` (a value of a type JSON does not have).
+    """
+
+    path: tuple[str | int, ...]
+    kind: str
+    offender: Any
+
+
+def find_json_problem(value: Any, max_depth: int = MAX_DEPTH) -> JsonProblem | None:
+    """The first place, in document order, where ``value`` is not plain JSON nested at most
+    ``max_depth`` deep; None when there is none.
 
     Iterative, so hostile depth cannot exhaust the interpreter's stack.
     """
-    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
-        item, depth, where = stack.pop()
+        item, path = stack.pop()
         kind = type(item)
         if kind is str or kind is int or kind is bool or item is None:
             continue
         if kind is float:
             if not math.isfinite(item):
-                return f"holds {item} at '{where}', which JSON cannot express"
+                return JsonProblem(path, "float", item)
             continue
-        if depth >= max_depth:
-            return f"is nested more than {max_depth} levels deep (at '{where}')"
+        if len(path) >= max_depth and (kind is dict or kind is list):
+            return JsonProblem(path, "depth", item)
         if kind is dict:
+            children: list[tuple[Any, tuple[str | int, ...]]] = []
             for key, child in item.items():
                 if type(key) is not str:
-                    return f"has a non-string key {key!r} at '{where}'"
-                stack.append((child, depth + 1, f"{where}/{key}"))
+                    return JsonProblem(path, "key", key)
+                ckind = type(child)
+                if not (ckind is str or ckind is int or ckind is bool or child is None):
+                    children.append((child, (*path, key)))
+            stack.extend(reversed(children))
         elif kind is list:
-            stack.extend((child, depth + 1, f"{where}/{i}") for i, child in enumerate(item))
+            for i in range(len(item) - 1, -1, -1):
+                child = item[i]
+                ckind = type(child)
+                if not (ckind is str or ckind is int or ckind is bool or child is None):
+                    stack.append((child, (*path, i)))
         else:
-            return f"holds a {kind.__name__} at '{where}', which is not JSON"
+            return JsonProblem(path, "type", item)
     return None
+
+
+def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
+    """``find_json_problem`` as a sentence (used in patch rejections), or None."""
+    found = find_json_problem(value, max_depth)
+    if found is None:
+        return None
+    where = "".join(f"/{p}" for p in found.path)
+    if found.kind == "depth":
+        return f"is nested more than {max_depth} levels deep (at '{where}')"
+    if found.kind == "key":
+        return f"has a non-string key {found.offender!r} at '{where}'"
+    if found.kind == "float":
+        return f"holds {found.offender} at '{where}', which JSON cannot express"
+    return f"holds a {type(found.offender).__name__} at '{where}', which is not JSON"
