@@ -36,18 +36,6 @@ class InvalidManifest(ModelServingError):
         super().__init__(f"{obj} is invalid:\n{lines}")
 
 
-class PluginConfigError(ModelServingError):
-    """A plugin's spec or config is wrong; nothing was run. Fix the ModelServing."""
-
-    def __init__(self, plugin: str, index: int, errors: Sequence[FieldError]) -> None:
-        self.plugin = plugin
-        self.index = index
-        self.errors = tuple(errors)
-        where = f"spec.plugins[{index}] (plugin '{plugin}')"
-        lines = "; ".join(str(e) for e in self.errors)
-        super().__init__(f"{where}: {lines}")
-
-
 class FailureClass(enum.StrEnum):
     """The one class every failed plugin call is reported with (ABI v1 contract)."""
 
@@ -59,6 +47,29 @@ class FailureClass(enum.StrEnum):
     INVALID_RESPONSE = "InvalidResponse"
     FORBIDDEN_PATCH = "ForbiddenPatch"
     PLUGIN_ERROR = "PluginError"
+
+
+class PluginConfigError(ModelServingError):
+    """A plugin's spec, config or module is wrong; no Pod was touched. Fix the ModelServing.
+
+    ``failure_class`` is set when a WebAssembly module was refused at load (InvalidModule) or its
+    ValidateConfig call failed (PluginError for a refused config, or the class of the failure).
+    """
+
+    def __init__(
+        self,
+        plugin: str,
+        index: int,
+        errors: Sequence[FieldError],
+        failure_class: FailureClass | None = None,
+    ) -> None:
+        self.plugin = plugin
+        self.index = index
+        self.errors = tuple(errors)
+        self.failure_class = failure_class
+        where = f"spec.plugins[{index}] (plugin '{plugin}')"
+        lines = "; ".join(str(e) for e in self.errors)
+        super().__init__(f"{where}: {lines}")
 
 
 class PluginFailure(ModelServingError):

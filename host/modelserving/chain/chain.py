@@ -26,13 +26,17 @@ from modelserving.api.errors import (
     PluginFailure,
 )
 from modelserving.api.hook import Hook, HookRequest, PatchOperation
+from modelserving.api.jsondata import json_copy
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.validation import pydantic_errors
 from modelserving.chain.policy import PatchValidator
-from modelserving.plugins.base import HOOK_METHODS, HookError
+from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
+from modelserving.plugins.base import HOOK_METHODS, Builtin, HookError
+from modelserving.plugins.modules import ModuleUnavailable
 from modelserving.plugins.registry import Registry, default_registry
-from modelserving.workload.jsondata import json_copy
+from modelserving.plugins.wasm import WasmPlugin
+from modelserving.sandbox import Sandbox, SandboxError, default_sandbox
 from modelserving.workload.plan import DesiredPod
 
 HookCall = Callable[[HookRequest], Any]
@@ -52,6 +56,7 @@ class ChainEntry:
     on_create: HookCall | None
     on_ready: HookCall | None
     digest: str | None = None
+    plugin: object | None = None
 
     @property
     def name(self) -> str:
@@ -191,6 +196,8 @@ def _call(entry: ChainEntry, hook: HookCall, request: HookRequest, pod_name: str
     """Call one hook; any error becomes a PluginFailure naming plugin, hook and Pod."""
     try:
         return hook(request)
+    except PluginFailure:
+        raise
     except HookError as exc:
         message = str(exc)
     except Exception as exc:
@@ -213,19 +220,28 @@ def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> None:
     annotations[PLUGINS_APPLIED_ANNOTATION] = json.dumps(applied, separators=(",", ":"))
 
 
-def _resolve(index: int, spec: PluginSpec, registry: Registry) -> ChainEntry:
-    if spec.type == "Wasm" or spec.effective_runtime == "Wasm":
-        raise PluginConfigError(
-            spec.name,
-            index,
-            [
-                FieldError(
-                    "type" if spec.type == "Wasm" else "runtime",
-                    "WebAssembly plugins are not available in this build yet; "
-                    "use a BuiltIn plugin with runtime Native",
-                )
-            ],
-        )
+ModuleResolver = Callable[[PluginSpec], bytes]
+"""Fetches the module bytes of a ``type: Wasm`` plugin (the controller reads the ConfigMap);
+raises ModuleUnavailable naming what is missing."""
+
+
+@dataclass(frozen=True)
+class _Build:
+    """What resolving a plugin list needs besides the specs."""
+
+    ms: ModelServing
+    registry: Registry
+    modules: ModuleResolver | None
+    sandbox: Sandbox | None
+
+    def wasm_sandbox(self) -> Sandbox:
+        return self.sandbox or default_sandbox()
+
+
+def _resolve(index: int, spec: PluginSpec, build: _Build) -> ChainEntry:
+    if spec.type == "Wasm":
+        return _wasm_entry(index, spec, _fetch_module(index, spec, build), build)
+    registry = build.registry
     builtin = registry.get(spec.name)
     if builtin is None:
         known = ", ".join(registry.names()) or "none"
@@ -247,6 +263,8 @@ def _resolve(index: int, spec: PluginSpec, registry: Registry) -> ChainEntry:
             for e in pydantic_errors(exc)
         ]
         raise PluginConfigError(spec.name, index, errors) from None
+    if spec.effective_runtime == "Wasm":
+        return _wasm_entry(index, spec, _builtin_module(index, spec, builtin), build)
     instance = builtin.factory(spec.name, config)
     hooks: dict[str, HookCall | None] = {}
     for hook in HOOK_METHODS:
@@ -267,14 +285,84 @@ def _resolve(index: int, spec: PluginSpec, registry: Registry) -> ChainEntry:
     )
 
 
+def _fetch_module(index: int, spec: PluginSpec, build: _Build) -> bytes:
+    assert spec.module is not None  # the API model requires it for type Wasm
+    ref = spec.module.config_map_ref
+    where = f"ConfigMap {build.ms.namespace}/{ref.name} key {ref.key}"
+    if build.modules is None:
+        reason = f"no module source is configured to read {where}"
+    else:
+        try:
+            return build.modules(spec)
+        except ModuleUnavailable as exc:
+            reason = str(exc)
+    raise PluginConfigError(
+        spec.name, index, [FieldError("module.configMapRef", reason)], FailureClass.INVALID_MODULE
+    )
+
+
+def _builtin_module(index: int, spec: PluginSpec, builtin: Builtin) -> bytes:
+    if builtin.wasm_module is None:
+        reason = f"the built-in '{builtin.name}' has no WebAssembly build; use runtime Native"
+    else:
+        try:
+            return builtin_wasm(builtin.wasm_module)
+        except (ArtifactMissing, OSError) as exc:
+            reason = str(exc)
+    raise PluginConfigError(
+        spec.name, index, [FieldError("runtime", reason)], FailureClass.INVALID_MODULE
+    )
+
+
+def _wasm_entry(index: int, spec: PluginSpec, data: bytes, build: _Build) -> ChainEntry:
+    """Load the module (checked, compiled once per digest) and run its ValidateConfig."""
+    sandbox = build.wasm_sandbox()
+    pinned = spec.module.sha256 if spec.module is not None else None
+    try:
+        compiled = sandbox.load(data, pinned)
+    except SandboxError as exc:
+        raise PluginConfigError(
+            spec.name, index, [FieldError("module", str(exc))], exc.failure_class
+        ) from None
+    requested = spec.limits
+    limits = sandbox.limits(
+        requested.fuel if requested else None,
+        requested.memory_mib if requested else None,
+        requested.timeout_ms if requested else None,
+    )
+    plugin = WasmPlugin(spec.name, spec.config, compiled, sandbox, limits, build.ms)
+    try:
+        plugin.validate_config()
+    except PluginFailure as failure:
+        cls = failure.failure_class
+        message = failure.detail if cls is FailureClass.PLUGIN_ERROR else f"{cls}: {failure.detail}"
+        raise PluginConfigError(spec.name, index, [FieldError("config", message)], cls) from None
+    hooks = plugin.hooks
+    return ChainEntry(
+        index=index,
+        spec=spec,
+        runtime="Wasm",
+        on_create=plugin.on_pod_create if Hook.ON_POD_CREATE in hooks else None,
+        on_ready=plugin.on_pod_ready if Hook.ON_POD_READY in hooks else None,
+        digest=plugin.digest,
+        plugin=plugin,
+    )
+
+
 def build_chain(
     ms: ModelServing,
     registry: Registry | None = None,
     validator: PatchValidator | None = None,
+    modules: ModuleResolver | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Chain:
-    """Resolve and validate each plugin of ``ms``; raise PluginConfigError on the first bad one."""
-    reg = registry or default_registry()
-    entries = [_resolve(i, spec, reg) for i, spec in enumerate(ms.spec.plugins or [])]
+    """Resolve and validate each plugin of ``ms``; raise PluginConfigError on the first bad one.
+
+    ``modules`` fetches the bytes of ``type: Wasm`` plugins; ``sandbox`` runs WebAssembly
+    plugins (by default the process-wide one).
+    """
+    build = _Build(ms, registry or default_registry(), modules, sandbox)
+    entries = [_resolve(i, spec, build) for i, spec in enumerate(ms.spec.plugins or [])]
     return Chain(ms, entries, validator or PatchValidator())
 
 
@@ -292,8 +380,12 @@ class ChainCache:
         registry: Registry | None = None,
         validator: PatchValidator | None = None,
         size: int = 256,
+        modules: ModuleResolver | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._registry = registry
+        self._modules = modules
+        self._sandbox = sandbox
         self._validator = validator or PatchValidator()
         self._size = size
         self._chains: OrderedDict[tuple[str, str, str, int | None, str], Chain] = OrderedDict()
@@ -305,7 +397,7 @@ class ChainCache:
         if chain is not None:
             self._chains.move_to_end(key)
             return chain
-        chain = build_chain(ms, self._registry, self._validator)
+        chain = build_chain(ms, self._registry, self._validator, self._modules, self._sandbox)
         self.builds += 1
         self._chains[key] = chain
         while len(self._chains) > self._size:

@@ -18,9 +18,9 @@ import jsonpointer
 
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
+from modelserving.api.jsondata import MAX_DEPTH, json_copy, json_problem
 from modelserving.api.policy import PatchPolicy
 from modelserving.plugins.patch import escape
-from modelserving.workload.jsondata import MAX_DEPTH, json_copy, json_problem
 
 _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")

@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from modelserving.api.jsondata import find_json_problem
 from modelserving.api.validation import format_loc
-from modelserving.workload.jsondata import find_json_problem
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

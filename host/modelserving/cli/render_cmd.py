@@ -19,6 +19,10 @@ from modelserving.api.validation import object_ref, parse_model_serving
 from modelserving.chain.chain import PluginOutcome, build_chain
 from modelserving.chain.render import Rendered, render
 from modelserving.cli.manifests import ManifestError, dump_stream, read_documents
+from modelserving.plugins.modules import ConfigMapModules
+from modelserving.sandbox import default_sandbox
+
+ConfigMaps = dict[tuple[str, str], dict[str, Any]]
 
 
 class RenderError(ModelServingError):
@@ -72,11 +76,13 @@ def _explain(pod_name: str, outcomes: list[PluginOutcome]) -> str:
     return "\n".join(lines)
 
 
-def _render(ms: ModelServing, gang: bool) -> Rendered:
+def _render(ms: ModelServing, gang: bool, config_maps: ConfigMaps) -> Rendered:
     """Build the chain and render; plugin errors are prefixed with the ModelServing's name, so
     that with several files the reader knows which object is wrong."""
+    sandbox = default_sandbox()
+    modules = ConfigMapModules(config_maps, ms.namespace, sandbox.settings.max_module_bytes)
     try:
-        return render(ms, build_chain(ms), gang=gang)
+        return render(ms, build_chain(ms, modules=modules, sandbox=sandbox), gang=gang)
     except (PluginConfigError, PluginFailure) as exc:
         raise RenderError(f"{ms.ref}: {exc}") from exc
 
@@ -90,6 +96,11 @@ def run(args: argparse.Namespace) -> int:
                 doc = {**doc, "metadata": {**meta, "namespace": args.namespace}}
             manifests.append(doc)
     model_servings = [d for d in manifests if d.get("kind") == KIND]
+    config_maps: ConfigMaps = {
+        (d["metadata"]["namespace"], d["metadata"].get("name", "")): d
+        for d in manifests
+        if d.get("kind") == "ConfigMap" and isinstance(d.get("metadata"), dict)
+    }
     for doc in manifests:
         if doc.get("kind") not in (KIND, "ConfigMap"):
             print(
@@ -103,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[PluginOutcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
-        rendered = _render(ms, gang=args.volcano)
+        rendered = _render(ms, args.volcano, config_maps)
         objects.extend(rendered.objects)
         for pod, pod_outcomes in rendered.outcomes.items():
             outcomes[f"{ms.namespace}/{pod}"] = pod_outcomes

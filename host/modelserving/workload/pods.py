@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from modelserving.api import labels
+from modelserving.api.jsondata import json_copy
 from modelserving.api.modelserving import ModelServing, PodTemplateSpec, Role
-from modelserving.workload.jsondata import json_copy
 from modelserving.workload.names import pod_name, role_id
 from modelserving.workload.revision import role_template_hash
 

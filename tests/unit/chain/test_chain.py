@@ -175,31 +175,24 @@ def test_config_must_be_a_map(
     ]
 
 
-@pytest.mark.parametrize(
-    ("extra", "field"),
-    [
-        (
-            {
-                "type": "Wasm",
-                "module": {"configMapRef": {"name": "m", "key": "k"}, "sha256": "a" * 64},
-            },
-            "type",
-        ),
-        ({"runtime": "Wasm"}, "runtime"),
-        ({"type": "BuiltIn", "runtime": "Wasm"}, "runtime"),
-    ],
-    ids=["type Wasm", "runtime Wasm", "BuiltIn with runtime Wasm"],
-)
-def test_wasm_plugins_are_refused_for_now(
-    two_role_ms: MsFactory, extra: dict[str, Any], field: str
-) -> None:
-    ms = two_role_ms([plugin("demo-pod-tweaks"), plugin("demo-pod-tweaks", **extra)])
+def test_wasm_plugin_without_a_module_source_is_refused(two_role_ms: MsFactory) -> None:
+    module = {"configMapRef": {"name": "mods", "key": "p.wasm"}, "sha256": "a" * 64}
+    ms = two_role_ms([plugin("demo-pod-tweaks"), plugin("custom", type="Wasm", module=module)])
     with pytest.raises(PluginConfigError) as info:
         build_chain(ms, default_registry())
-    assert (info.value.plugin, info.value.index) == ("demo-pod-tweaks", 1)
-    assert [e.path for e in info.value.errors] == [field]
-    assert "WebAssembly plugins are not available in this build yet" in str(info.value)
-    assert "runtime Native" in str(info.value)
+    assert (info.value.plugin, info.value.index) == ("custom", 1)
+    assert info.value.failure_class == "InvalidModule"
+    assert [e.path for e in info.value.errors] == ["module.configMapRef"]
+    assert "ConfigMap team-a/mods key p.wasm" in str(info.value)
+
+
+def test_builtin_without_a_wasm_build_is_refused_for_runtime_wasm(
+    two_role_ms: MsFactory, registry: Registry
+) -> None:
+    with pytest.raises(PluginConfigError) as info:
+        build_chain(two_role_ms([annotate("a", runtime="Wasm")]), registry)
+    assert [e.path for e in info.value.errors] == ["runtime"]
+    assert "has no WebAssembly build; use runtime Native" in str(info.value)
 
 
 def test_native_runtime_is_accepted_explicitly(two_role_ms: MsFactory, registry: Registry) -> None:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 import yaml
 
 from modelserving.cli.main import main
 from modelserving.cli.manifests import MAX_DEPTH
+from modelserving.sandbox import sha256_hex
 from tests.unit.conftest import manifest, role
+from tests.wasm.guests import responding
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "prefill-decode.yaml"
@@ -120,8 +125,8 @@ def test_volcano_flag_adds_pod_groups(capsys: pytest.CaptureFixture[str]) -> Non
     assert "PodGroup" not in kinds
 
 
-def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any]) -> str:
-    code, out, err = render(capsys, "-f", write(tmp_path, doc))
+def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *docs: dict[str, Any]) -> str:
+    code, out, err = render(capsys, "-f", write(tmp_path, *docs))
     assert code == 1
     assert out == ""
     assert err.startswith("error: ")
@@ -169,10 +174,59 @@ def test_bad_role_name_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "spec.template.roles[0].name: role name 'Prefill'" in err
 
 
-def test_wasm_plugins_refused_for_now(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    doc = manifest(plugins=[{"name": "demo-pod-tweaks", "runtime": "Wasm"}])
-    err = refused(tmp_path, capsys, doc)
-    assert "WebAssembly plugins are not available in this build yet" in err
+LABEL_PATCH = msgpack.packb(
+    {"patch": [{"op": "add", "path": "/metadata/labels/wasm", "value": "yes"}]}
+)
+
+
+def wasm_plugin(data: bytes, key: str = "p.wasm") -> dict[str, Any]:
+    return {
+        "name": "labeller",
+        "type": "Wasm",
+        "module": {"configMapRef": {"name": "mods", "key": key}, "sha256": sha256_hex(data)},
+    }
+
+
+def modules_config_map(data: bytes, key: str = "p.wasm") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "mods", "namespace": "team-a"},
+        "binaryData": {key: base64.b64encode(data).decode()},
+    }
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_wasm_plugin_module_from_a_config_map_in_the_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], compress: bool
+) -> None:
+    module = responding(LABEL_PATCH)
+    stored = gzip.compress(module) if compress else module
+    path = write(tmp_path, manifest(plugins=[wasm_plugin(module)]), modules_config_map(stored))
+    code, out, _ = render(capsys, "-f", path)
+    assert code == 0
+    pods = [d for d in yaml.safe_load_all(out) if d["kind"] == "Pod"]
+    assert pods
+    assert all(p["metadata"]["labels"]["wasm"] == "yes" for p in pods)
+
+
+def test_wasm_plugin_without_its_config_map_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = refused(tmp_path, capsys, manifest(plugins=[wasm_plugin(responding(LABEL_PATCH))]))
+    assert "module.configMapRef: ConfigMap team-a/mods not found" in err
+
+
+def test_wasm_plugin_with_a_wrong_digest_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = responding(LABEL_PATCH)
+    plugin = {
+        **wasm_plugin(module),
+        "module": {**wasm_plugin(module)["module"], "sha256": "0" * 64},
+    }
+    err = refused(tmp_path, capsys, manifest(plugins=[plugin]), modules_config_map(module))
+    assert "module: InvalidModule: sha256 mismatch" in err
 
 
 def test_not_yaml_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

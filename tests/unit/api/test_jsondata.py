@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from modelserving.workload.jsondata import json_copy, json_problem
+from modelserving.api.jsondata import json_copy, json_problem
 
 
 def test_copy_is_deep_and_equal() -> None:

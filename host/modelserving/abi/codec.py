@@ -1,0 +1,192 @@
+"""msgpack encoding of hook requests and decoding of responses (ABI v1).
+
+``RequestEncoder`` encodes the parts that stay the same for every Pod of a chain (the plugin and
+its config, the ModelServing) once and splices them into each request; the bytes are exactly
+those of ``msgpack.packb`` on the whole map. ``decode_response`` checks every rule of the
+response shape and raises ``ResponseError`` naming the first one broken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from modelserving.abi.contract import (
+    ABI_VERSION,
+    MAX_RESPONSE_DEPTH,
+    OP_KEYS,
+    OPS,
+    OPS_WITH_VALUE,
+    RESPONSE_KEYS,
+    ResponseError,
+)
+from modelserving.api.hook import Hook, PatchOperation
+from modelserving.api.jsondata import json_problem
+
+_packb = msgpack.packb
+
+
+def _pack(value: Any) -> bytes:
+    return _packb(value, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def _map_header(n: int) -> bytes:
+    if n < 16:
+        return bytes([0x80 | n])
+    return b"\xde" + n.to_bytes(2, "big")
+
+
+@dataclass(frozen=True)
+class PodContext:
+    """Where the Pod of a request sits: its ServingGroup, role, role id and entry flag."""
+
+    serving_group: str
+    role_name: str
+    role_id: str
+    is_entry: bool
+
+
+class RequestEncoder:
+    """Requests of one plugin for one ModelServing: the shared parts are encoded once."""
+
+    def __init__(self, plugin: str, config: Any, model_serving: dict[str, Any] | None) -> None:
+        self._plugin = _pack("plugin") + _pack({"name": plugin, "config": config})
+        self._ms = b"" if model_serving is None else _pack("modelServing") + _pack(model_serving)
+        self._version = _pack("abiVersion") + _pack(ABI_VERSION)
+        self._hooks = {hook: _pack("hook") + _pack(hook.value) for hook in Hook}
+
+    def validate_config(self) -> bytes:
+        """The ValidateConfig request: abiVersion, hook and plugin only."""
+        return _map_header(3) + self._version + self._hooks[Hook.VALIDATE_CONFIG] + self._plugin
+
+    def pod_hook(self, hook: Hook, where: PodContext, pod: dict[str, Any]) -> bytes:
+        """An OnPodCreate or OnPodReady request for ``pod``."""
+        if not self._ms:
+            raise ValueError("a Pod hook request needs the ModelServing")
+        return b"".join(
+            (
+                _map_header(9),
+                self._version,
+                self._hooks[hook],
+                self._plugin,
+                self._ms,
+                _pack("servingGroup"),
+                _pack(where.serving_group),
+                _pack("roleName"),
+                _pack(where.role_name),
+                _pack("roleId"),
+                _pack(where.role_id),
+                _pack("isEntry"),
+                _pack(where.is_entry),
+                _pack("pod"),
+                _pack(pod),
+            )
+        )
+
+
+def encode_request(
+    hook: Hook,
+    plugin: str,
+    config: Any,
+    model_serving: dict[str, Any] | None = None,
+    where: PodContext | None = None,
+    pod: dict[str, Any] | None = None,
+) -> bytes:
+    """One request, encoded from scratch (tests, the CLI); the chain uses ``RequestEncoder``."""
+    encoder = RequestEncoder(plugin, config, model_serving)
+    if hook is Hook.VALIDATE_CONFIG:
+        return encoder.validate_config()
+    if where is None or pod is None:
+        raise ValueError(f"a {hook} request needs the Pod and where it sits")
+    return encoder.pod_hook(hook, where, pod)
+
+
+@dataclass(frozen=True)
+class Response:
+    """A decoded response: a patch (possibly empty), or the guest's error message."""
+
+    patch: list[PatchOperation] = field(default_factory=list)
+    error: str | None = None
+
+
+def _refuse_ext(code: int, data: bytes) -> Any:
+    raise ResponseError(f"msgpack extension type {code} is not JSON")
+
+
+def decode_response(data: bytes, hook: Hook) -> Response:
+    """The response of ``hook``; ResponseError when it breaks the contract."""
+    if not data:
+        return Response()
+    try:
+        value = msgpack.unpackb(
+            data, raw=False, use_list=True, strict_map_key=False, ext_hook=_refuse_ext
+        )
+    except ResponseError:
+        raise
+    except msgpack.ExtraData:
+        raise ResponseError("trailing bytes after the msgpack response") from None
+    except Exception as exc:
+        raise ResponseError(f"not a msgpack value: {type(exc).__name__}: {exc}") from None
+    if not isinstance(value, dict):
+        raise ResponseError(f"the response must be a msgpack map, not {_kind(value)}")
+    problem = json_problem(value, MAX_RESPONSE_DEPTH)
+    if problem is not None:
+        raise ResponseError(f"the response {problem}")
+    unknown = sorted(set(value) - RESPONSE_KEYS)
+    if unknown:
+        raise ResponseError(
+            f"unknown response key(s) {', '.join(map(repr, unknown))} (v1 has patch, error)"
+        )
+    error = value.get("error")
+    if error is not None and not isinstance(error, str):
+        raise ResponseError(f"error must be a string, not {_kind(error)}")
+    patch = _patch(value.get("patch"), hook)
+    if error:
+        return Response(error=error)
+    return Response(patch=patch)
+
+
+def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ResponseError(f"patch must be an array, not {_kind(raw)}")
+    if raw and hook is not Hook.ON_POD_CREATE:
+        raise ResponseError(f"a {hook} response may not carry a patch (only OnPodCreate may)")
+    ops: list[PatchOperation] = []
+    for i, op in enumerate(raw):
+        if not isinstance(op, dict):
+            raise ResponseError(f"patch[{i}] must be a map, not {_kind(op)}")
+        unknown = sorted(set(op) - OP_KEYS)
+        if unknown:
+            raise ResponseError(f"patch[{i}] has unknown key(s) {', '.join(map(repr, unknown))}")
+        name = op.get("op")
+        if name not in OPS:
+            raise ResponseError(
+                f"patch[{i}].op must be one of add, remove, replace, test, not {name!r}"
+            )
+        path = op.get("path")
+        if not isinstance(path, str):
+            raise ResponseError(f"patch[{i}].path must be a string, not {_kind(path)}")
+        if name in OPS_WITH_VALUE and "value" not in op:
+            raise ResponseError(f"patch[{i}] ({name}) needs a value")
+        if name == "remove" and "value" in op:
+            raise ResponseError(f"patch[{i}] (remove) takes no value")
+        ops.append(op)  # type: ignore[arg-type]
+    return ops
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nil"
+    return {
+        dict: "a map",
+        list: "an array",
+        str: "a string",
+        bytes: "binary data",
+        bool: "a bool",
+        int: "an integer",
+        float: "a float",
+    }.get(type(value), type(value).__name__)

@@ -1,0 +1,49 @@
+"""The names and shapes ABI v1 fixes: marker, exports, allowed imports, request and response keys.
+
+The full text is ``abi/README.md`` at the top of the repository; this module is its
+machine-checked half.
+"""
+
+from __future__ import annotations
+
+from modelserving.api.hook import Hook
+
+ABI_VERSION = 1
+
+MARKERS: dict[str, int] = {"modelserving_abi_v1": 1}
+"""Exported marker function -> the ABI version it selects (every version this host supports)."""
+
+MEMORY = "memory"
+ALLOC = "ms_alloc"
+FREE = "ms_free"
+INITIALIZE = "_initialize"
+
+HOOK_EXPORTS: dict[Hook, str] = {
+    Hook.ON_POD_CREATE: "ms_on_pod_create",
+    Hook.ON_POD_READY: "ms_on_pod_ready",
+    Hook.VALIDATE_CONFIG: "ms_validate_config",
+}
+POD_HOOKS = (Hook.ON_POD_CREATE, Hook.ON_POD_READY)
+
+LOG_MODULE = "modelserving"
+LOG_FUNC = "log"
+WASI_MODULE = "wasi_snapshot_preview1"
+EXTISM_MODULE = "extism:host/env"
+
+EXTISM_FUNCS: dict[Hook, str] = {
+    Hook.ON_POD_CREATE: "on_pod_create",
+    Hook.ON_POD_READY: "on_pod_ready",
+    Hook.VALIDATE_CONFIG: "validate_config",
+}
+
+RESPONSE_KEYS = frozenset({"patch", "error"})
+OP_KEYS = frozenset({"op", "path", "value"})
+OPS_WITH_VALUE = frozenset({"add", "replace", "test"})
+OPS = frozenset({"add", "remove", "replace", "test"})
+
+MAX_RESPONSE_DEPTH = 100
+"""Deepest nesting a response may have; the patch policy then bounds the patched Pod."""
+
+
+class ResponseError(Exception):
+    """A response that breaks the contract (failure class InvalidResponse)."""

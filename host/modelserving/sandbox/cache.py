@@ -1,0 +1,171 @@
+"""Compiles each module once per sha256: in memory, and on disk as a precompiled artifact.
+
+A disk artifact is ``<sha256>.<engine key>.cwasm``: a header (magic, engine key, the source
+module's digest, the payload's length and sha256) and wasmtime's serialized module. The header
+is checked before wasmtime ever sees the payload, so a corrupt, truncated or foreign file (another
+wasmtime version or engine configuration, another module) is deleted and the module recompiled;
+nothing is deserialized blindly. The cache directory must be writable only by the controller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import wasmtime
+
+from modelserving.sandbox.engine import SandboxEngine
+from modelserving.sandbox.errors import invalid_module
+from modelserving.sandbox.module import ModuleInfo, check_module
+
+WASM_MAGIC = b"\0asm"
+ARTIFACT_MAGIC = b"MSCWASM1"
+_HEADER_LEN = len(ARTIFACT_MAGIC) + 16 + 32 + 8 + 32
+
+
+@dataclass
+class CompiledModule:
+    """A checked module, ready to instantiate many times (InstancePre)."""
+
+    info: ModuleInfo
+    module: wasmtime.Module
+    pre: wasmtime.InstancePre
+
+
+@dataclass
+class CacheStats:
+    compiled: int = 0
+    disk_hits: int = 0
+    memory_hits: int = 0
+    disk_rejected: int = 0
+    disk_errors: list[str] = field(default_factory=list)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ModuleCache:
+    """Compiled modules by digest; at most ``size`` kept in memory, least recently used evicted."""
+
+    def __init__(self, engine: SandboxEngine, cache_dir: Path | None, size: int = 128) -> None:
+        self._engine = engine
+        self._dir = cache_dir
+        self._size = size
+        self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
+        self._lock = threading.Lock()
+        self.stats = CacheStats()
+
+    def load(self, data: bytes, expected_sha256: str | None = None) -> CompiledModule:
+        """The compiled module for ``data``; InvalidModule when it is refused."""
+        digest = sha256_hex(data)
+        if expected_sha256 is not None and digest != expected_sha256:
+            raise invalid_module(
+                f"sha256 mismatch: the module's digest is {digest}, the plugin pins "
+                f"{expected_sha256}"
+            )
+        with self._lock:
+            hit = self._modules.get(digest)
+            if hit is not None:
+                self._modules.move_to_end(digest)
+                self.stats.memory_hits += 1
+                return hit
+        compiled = self._compile(data, digest)
+        with self._lock:
+            self._modules[digest] = compiled
+            while len(self._modules) > self._size:
+                self._modules.popitem(last=False)
+        return compiled
+
+    def _compile(self, data: bytes, digest: str) -> CompiledModule:
+        limit = self._engine.settings.max_module_bytes
+        if len(data) > limit:
+            raise invalid_module(f"the module is {len(data)} bytes; the limit is {limit}")
+        if data[:4] != WASM_MAGIC:
+            raise invalid_module(
+                f"not a WebAssembly module (it starts with {data[:4]!r}, not {WASM_MAGIC!r})"
+            )
+        module = self._from_disk(digest)
+        if module is None:
+            try:
+                module = wasmtime.Module(self._engine.engine, data)
+            except wasmtime.WasmtimeError as exc:
+                raise invalid_module(f"the module does not compile: {_first_line(exc)}") from None
+            self.stats.compiled += 1
+            self._to_disk(digest, module)
+        info = check_module(module, digest, len(data))
+        try:
+            pre = self._engine.linker.instantiate_pre(module)
+        except wasmtime.WasmtimeError as exc:
+            raise invalid_module(
+                f"the module's imports cannot be linked: {_first_line(exc)}"
+            ) from None
+        return CompiledModule(info=info, module=module, pre=pre)
+
+    def _path(self, digest: str) -> Path | None:
+        if self._dir is None:
+            return None
+        return self._dir / f"{digest}.{self._engine.key}.cwasm"
+
+    def _header(self, digest: str, payload: bytes) -> bytes:
+        return b"".join(
+            (
+                ARTIFACT_MAGIC,
+                bytes.fromhex(self._engine.key),
+                bytes.fromhex(digest),
+                len(payload).to_bytes(8, "big"),
+                hashlib.sha256(payload).digest(),
+            )
+        )
+
+    def _from_disk(self, digest: str) -> wasmtime.Module | None:
+        path = self._path(digest)
+        if path is None:
+            return None
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        payload = blob[_HEADER_LEN:]
+        if blob[:_HEADER_LEN] != self._header(digest, payload):
+            self._reject(path, "header, engine key or checksum does not match")
+            return None
+        try:
+            module = wasmtime.Module.deserialize(self._engine.engine, payload)
+        except wasmtime.WasmtimeError as exc:
+            self._reject(path, f"wasmtime refused it: {_first_line(exc)}")
+            return None
+        self.stats.disk_hits += 1
+        return module
+
+    def _reject(self, path: Path, why: str) -> None:
+        self.stats.disk_rejected += 1
+        self.stats.disk_errors.append(f"{path.name}: {why}")
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+    def _to_disk(self, digest: str, module: wasmtime.Module) -> None:
+        path = self._path(digest)
+        if path is None:
+            return
+        try:
+            payload = bytes(module.serialize())
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cwasm")
+            with os.fdopen(fd, "wb") as out:
+                out.write(self._header(digest, payload))
+                out.write(payload)
+            os.replace(tmp, path)
+        except (OSError, wasmtime.WasmtimeError) as exc:
+            # The cache is an optimisation: a read-only or full disk must not fail a load.
+            self.stats.disk_errors.append(f"{path.name}: not written: {exc}")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

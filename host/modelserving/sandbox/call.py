@@ -1,0 +1,286 @@
+"""One hook call in a fresh instance: limits set, request written, hook called, response read.
+
+This is the hot path, so it talks to wasmtime's C API directly where wasmtime-py's wrappers are
+slow: exports are looked up by name (never ``Instance.exports()``), and functions are called with
+``wasmtime_func_call_unchecked`` on a prepared argument buffer (their types were checked at
+load). Every guest pointer is checked against the memory before the host reads or writes it, and
+every way a call can fail ends in exactly one failure class.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+from typing import cast
+
+import wasmtime
+from wasmtime import _ffi as ffi
+
+from modelserving.abi.contract import ALLOC, INITIALIZE, MEMORY
+from modelserving.api.errors import FailureClass
+from modelserving.sandbox.cache import CompiledModule
+from modelserving.sandbox.engine import SandboxEngine, set_current_sink
+from modelserving.sandbox.errors import SandboxError
+from modelserving.sandbox.logs import LogRecord, LogSink
+from modelserving.sandbox.settings import WASM_PAGE, Limits
+
+_NAMES = {name: name.encode() for name in (ALLOC, INITIALIZE, MEMORY)}
+_MAX_TABLES = 4
+_FUNC = ffi.WASMTIME_EXTERN_FUNC.value
+_MEMORY = ffi.WASMTIME_EXTERN_MEMORY.value
+_U32 = 0xFFFFFFFF
+
+
+@dataclass
+class CallResult:
+    """A finished call: the response bytes, what it used and what it logged."""
+
+    response: bytes
+    fuel_consumed: int
+    duration_us: float
+    logs: list[LogRecord] = field(default_factory=list)
+
+
+class CallFailure(SandboxError):
+    """A failed call, with what it used and logged up to the failure."""
+
+    def __init__(
+        self,
+        failure_class: FailureClass,
+        message: str,
+        fuel_consumed: int = 0,
+        duration_us: float = 0.0,
+        logs: list[LogRecord] | None = None,
+    ) -> None:
+        super().__init__(failure_class, message)
+        self.fuel_consumed = fuel_consumed
+        self.duration_us = duration_us
+        self.logs = logs or []
+
+
+class _Failed(Exception):
+    """Internal: a call failed with a class; becomes CallFailure with usage attached."""
+
+    def __init__(self, failure_class: FailureClass, message: str) -> None:
+        self.failure_class = failure_class
+        self.message = message
+
+
+class _Instance:
+    """A fresh instance in its own store, with raw handles to what the call needs."""
+
+    def __init__(self, engine: SandboxEngine, compiled: CompiledModule, limits: Limits) -> None:
+        self.store = wasmtime.Store(engine.engine)
+        self.ctx = self.store._context()
+        self.limit_bytes = limits.memory_bytes
+        engine.context_set_fuel(self.ctx, limits.fuel)
+        ffi.wasmtime_context_set_epoch_deadline(self.ctx, engine.deadline_ticks(limits.timeout_ms))
+        ffi.wasmtime_store_limiter(
+            self.store.ptr(),
+            limits.memory_bytes,
+            engine.settings.max_table_elements,
+            1,
+            _MAX_TABLES,
+            1,
+        )
+        self.memory: ffi.wasmtime_memory_t | None = None
+        self.instance = ffi.wasmtime_instance_t()
+        self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
+        self.args = (ffi.wasmtime_val_raw_t * 2)()
+        self._compiled = compiled
+
+    def start(self, wasi: wasmtime.WasiConfig | None) -> None:
+        if wasi is not None:
+            self.store.set_wasi(wasi)
+        error = ffi.wasmtime_instance_pre_instantiate(
+            self._compiled.pre.ptr(), self.ctx, ctypes.byref(self.instance), ctypes.byref(self.trap)
+        )
+        self._check(error)
+        memory = self.export(_NAMES[MEMORY])
+        if memory is None or cast(int, memory.kind) != _MEMORY:
+            raise _Failed(FailureClass.INVALID_MODULE, "the instance has no exported memory")
+        self.memory = memory.of.memory
+        if self._compiled.info.initialize:
+            self.call(_NAMES[INITIALIZE], 0)
+
+    def export(self, name: bytes) -> ffi.wasmtime_extern_t | None:
+        item = ffi.wasmtime_extern_t()
+        found = ffi.wasmtime_instance_export_get(
+            self.ctx, ctypes.byref(self.instance), name, len(name), ctypes.byref(item)
+        )
+        return item if found else None
+
+    def call(self, name: bytes, *params: int) -> ffi.wasmtime_val_raw_t:
+        item = self.export(name)
+        if item is None or cast(int, item.kind) != _FUNC:
+            raise _Failed(FailureClass.INVALID_MODULE, f"the instance has no function {name!r}")
+        args = self.args
+        for i, value in enumerate(params):
+            args[i].i32 = value
+        error = ffi.wasmtime_func_call_unchecked(
+            self.ctx, ctypes.byref(item.of.func), args, 2, ctypes.byref(self.trap)
+        )
+        self._check(error)
+        return args[0]
+
+    def _check(self, error: ctypes._Pointer[ffi.wasmtime_error_t] | None) -> None:
+        if error:
+            raise wasmtime.WasmtimeError._from_ptr(error)
+        if self.trap:
+            trap = wasmtime.Trap._from_ptr(self.trap)
+            self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
+            raise trap
+
+    def memory_size(self) -> int:
+        if self.memory is None:
+            return 0
+        return int(ffi.wasmtime_memory_data_size(self.ctx, ctypes.byref(self.memory)))
+
+    def memory_base(self) -> int:
+        assert self.memory is not None
+        data = ffi.wasmtime_memory_data(self.ctx, ctypes.byref(self.memory))
+        return ctypes.addressof(data.contents)
+
+    def fuel_left(self) -> int:
+        fuel = ctypes.c_uint64(0)
+        error = ffi.wasmtime_context_get_fuel(self.ctx, ctypes.byref(fuel))
+        if error:
+            wasmtime.WasmtimeError._from_ptr(error)
+            return 0
+        return fuel.value
+
+    def near_memory_limit(self) -> bool:
+        """Whether the memory is in the top quarter of its limit (or within a page of it).
+
+        wasmtime reports a refused ``memory.grow`` to the guest only (it returns -1), so a call
+        that fails this close to the limit is reported as MemoryLimit: a refused grow is the
+        likely cause, and the message keeps the guest's own trap text.
+        """
+        slack = max(WASM_PAGE, self.limit_bytes // 4)
+        return self.memory_size() + slack > self.limit_bytes
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def call_hook(
+    engine: SandboxEngine,
+    compiled: CompiledModule,
+    export: str,
+    request: bytes,
+    limits: Limits,
+) -> CallResult:
+    """Run ``export(ptr, len)`` on ``request`` in a fresh instance; CallFailure on any failure."""
+    settings = engine.settings
+    sink = LogSink(settings.log_max_lines, settings.log_max_line_bytes, settings.log_max_bytes)
+    if compiled.info.memory_min_bytes > limits.memory_bytes:
+        raise CallFailure(
+            FailureClass.MEMORY_LIMIT,
+            f"the module's initial memory ({compiled.info.memory_min_bytes} bytes) exceeds the "
+            f"memory limit ({limits.memory_bytes} bytes)",
+        )
+    start = time.perf_counter()
+    inst = _Instance(engine, compiled, limits)
+    set_current_sink(sink)
+    try:
+        inst.start(_wasi_config(sink) if compiled.info.wasi else None)
+        response = _round_trip(inst, export.encode(), request, settings.max_response_bytes)
+    except _Failed as exc:
+        raise _failure(inst, limits, start, sink, exc.failure_class, exc.message) from None
+    except wasmtime.Trap as trap:
+        cls, message = _classify_trap(inst, trap)
+        raise _failure(inst, limits, start, sink, cls, message) from None
+    except wasmtime.ExitTrap as exit_:
+        message = f"the module exited (WASI proc_exit with status {exit_.code})"
+        raise _failure(inst, limits, start, sink, FailureClass.TRAP, message) from None
+    except wasmtime.WasmtimeError as exc:
+        cls = FailureClass.MEMORY_LIMIT if inst.near_memory_limit() else FailureClass.TRAP
+        raise _failure(inst, limits, start, sink, cls, _first_line(exc)) from None
+    finally:
+        set_current_sink(None)
+    fuel = limits.fuel - inst.fuel_left()
+    inst.close()
+    return CallResult(response, fuel, (time.perf_counter() - start) * 1e6, sink.close())
+
+
+def _round_trip(inst: _Instance, hook: bytes, request: bytes, max_response: int) -> bytes:
+    size = len(request)
+    ptr = inst.call(_NAMES[ALLOC], size).i32 & _U32
+    memory = inst.memory_size()
+    if ptr == 0:
+        cls = (
+            FailureClass.MEMORY_LIMIT if inst.near_memory_limit() else FailureClass.INVALID_RESPONSE
+        )
+        raise _Failed(cls, f"{ALLOC}({size}) returned 0 (allocation failed)")
+    if ptr + size > memory:
+        raise _Failed(
+            FailureClass.INVALID_RESPONSE,
+            f"{ALLOC}({size}) returned {ptr}, which does not leave {size} bytes inside the "
+            f"{memory}-byte memory",
+        )
+    ctypes.memmove(inst.memory_base() + ptr, request, size)
+    result = inst.call(hook, ptr, size).i64
+    out_ptr = (result >> 32) & _U32
+    out_len = result & _U32
+    if out_len == 0:
+        return b""
+    if out_len > max_response:
+        raise _Failed(
+            FailureClass.INVALID_RESPONSE,
+            f"the response is {out_len} bytes; the limit is {max_response}",
+        )
+    memory = inst.memory_size()
+    if out_ptr + out_len > memory:
+        raise _Failed(
+            FailureClass.INVALID_RESPONSE,
+            f"the response ({out_ptr}+{out_len}) lies outside the {memory}-byte memory",
+        )
+    return ctypes.string_at(inst.memory_base() + out_ptr, out_len)
+
+
+def _classify_trap(inst: _Instance, trap: wasmtime.Trap) -> tuple[FailureClass, str]:
+    code = trap.trap_code
+    text = _first_line(trap)
+    if code == wasmtime.TrapCode.OUT_OF_FUEL:
+        return FailureClass.FUEL_EXHAUSTED, "the call ran out of fuel"
+    if code == wasmtime.TrapCode.INTERRUPT:
+        return FailureClass.TIMEOUT, "the call passed its deadline"
+    if inst.near_memory_limit():
+        return (
+            FailureClass.MEMORY_LIMIT,
+            f"the module trapped with its memory at the limit ({inst.limit_bytes} bytes): {text}",
+        )
+    return FailureClass.TRAP, text
+
+
+def _failure(
+    inst: _Instance,
+    limits: Limits,
+    start: float,
+    sink: LogSink,
+    failure_class: FailureClass,
+    message: str,
+) -> CallFailure:
+    fuel = limits.fuel - inst.fuel_left()
+    inst.close()
+    if failure_class is FailureClass.TIMEOUT:
+        message += f" ({limits.timeout_ms} ms)"
+    elif failure_class is FailureClass.FUEL_EXHAUSTED:
+        message += f" ({limits.fuel} units)"
+    return CallFailure(
+        failure_class, message, fuel, (time.perf_counter() - start) * 1e6, sink.close()
+    )
+
+
+def _wasi_config(sink: LogSink) -> wasmtime.WasiConfig:
+    """WASI with nothing: no preopened directories, environment or arguments; empty stdin."""
+    config = wasmtime.WasiConfig()
+    config.stdout_custom = lambda data: sink.write_stream("stdout", bytes(data))
+    config.stderr_custom = lambda data: sink.write_stream("stderr", bytes(data))
+    return config
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

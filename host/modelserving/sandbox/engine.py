@@ -1,0 +1,153 @@
+"""The one wasmtime Engine of a sandbox: fuel, epoch interruption, bounded stack, and the ticker.
+
+Fuel bounds the instructions a call may run and the epoch deadline its wall-clock time: a daemon
+thread advances the engine's epoch every ``epoch_tick_ms``. The ``Linker`` defines the only host
+imports a module may use: ``modelserving.log`` and WASI preview 1 (configured per call with no
+preopened directories, environment or arguments).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+import weakref
+from importlib.metadata import version
+from typing import Any
+
+import wasmtime
+from wasmtime import _ffi as ffi
+
+from modelserving.abi.contract import LOG_FUNC, LOG_MODULE
+from modelserving.sandbox.logs import LogSink, level_name
+from modelserving.sandbox.settings import SandboxSettings
+
+WASMTIME_VERSION = version("wasmtime")
+
+_current = threading.local()
+
+
+def current_sink() -> LogSink | None:
+    """The log sink of the call running on this thread, if any."""
+    return getattr(_current, "sink", None)
+
+
+def set_current_sink(sink: LogSink | None) -> None:
+    _current.sink = sink
+
+
+class _Ticker(threading.Thread):
+    """Advances an engine's epoch on a fixed period until the engine is gone."""
+
+    def __init__(self, engine: wasmtime.Engine, period_s: float) -> None:
+        super().__init__(name="wasm-epoch-ticker", daemon=True)
+        self._engine = weakref.ref(engine)
+        self._period = period_s
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(self._period):
+            engine = self._engine()
+            if engine is None:
+                return
+            engine.increment_epoch()
+            del engine
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _log_import(caller: wasmtime.Caller, level: int, ptr: int, length: int) -> None:
+    """``modelserving.log(level, ptr, len)``: never traps; a bad range is noted instead."""
+    sink = current_sink()
+    if sink is None:
+        return
+    memory = caller.get("memory")
+    if not isinstance(memory, wasmtime.Memory):
+        sink.add("warn", b"log call from a module without an exported memory", "host")
+        return
+    size = memory.data_len(caller)
+    start, count = ptr & 0xFFFFFFFF, length & 0xFFFFFFFF
+    if start + count > size:
+        sink.add("warn", f"log call with out-of-range text ({start}+{count})".encode(), "host")
+        return
+    raw = ctypes.string_at(ctypes.addressof(memory.data_ptr(caller).contents) + start, count)
+    sink.add(level_name(level), raw)
+
+
+class SandboxEngine:
+    """The engine, its linker and its epoch ticker, shared by every module of one sandbox."""
+
+    def __init__(self, settings: SandboxSettings) -> None:
+        self.settings = settings
+        config = wasmtime.Config()
+        config.consume_fuel = True
+        config.epoch_interruption = True
+        config.max_wasm_stack = settings.max_wasm_stack_bytes
+        config.cranelift_opt_level = "speed"
+        config.wasm_threads = False
+        config.wasm_component_model = False
+        _pooling(config, settings)
+        self.engine = wasmtime.Engine(config)
+        self.key = engine_key(settings)
+        self.linker = wasmtime.Linker(self.engine)
+        self.linker.define_wasi()
+        i32 = wasmtime.ValType.i32()
+        self.linker.define_func(
+            LOG_MODULE,
+            LOG_FUNC,
+            wasmtime.FuncType([i32, i32, i32], []),
+            _log_import,
+            access_caller=True,
+        )
+        self._ticker = _Ticker(self.engine, settings.epoch_tick_ms / 1000)
+        self._ticker.start()
+        weakref.finalize(self, self._ticker.stop)
+
+    def deadline_ticks(self, timeout_ms: int) -> int:
+        """Epoch ticks for a timeout; one more, as the current tick may be nearly over."""
+        tick = self.settings.epoch_tick_ms
+        return -(-timeout_ms // tick) + 1
+
+    def context_set_fuel(self, context: Any, fuel: int) -> None:
+        error = ffi.wasmtime_context_set_fuel(context, fuel)
+        if error:
+            raise wasmtime.WasmtimeError._from_ptr(error)
+
+
+def _pooling(config: wasmtime.Config, settings: SandboxSettings) -> None:
+    """Instances come from a pool of preallocated slots, so a fresh instance per call costs no
+    mmap/munmap; a slot's first ``pool_keep_resident_bytes`` of memory are reset with memset, the
+    rest is returned to the kernel."""
+    pool = ffi.wasmtime_pooling_allocation_config_new()
+    ffi.wasmtime_pooling_allocation_config_total_core_instances_set(pool, settings.pool_slots)
+    ffi.wasmtime_pooling_allocation_config_total_memories_set(pool, settings.pool_slots)
+    ffi.wasmtime_pooling_allocation_config_total_tables_set(pool, settings.pool_slots)
+    ffi.wasmtime_pooling_allocation_config_max_memory_size_set(
+        pool, settings.max_memory_mib * 1024 * 1024
+    )
+    ffi.wasmtime_pooling_allocation_config_table_elements_set(pool, settings.max_table_elements)
+    ffi.wasmtime_pooling_allocation_config_max_tables_per_module_set(pool, 4)
+    ffi.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set(
+        pool, settings.pool_keep_resident_bytes
+    )
+    ffi.wasmtime_pooling_allocation_config_table_keep_resident_set(pool, 64 * 1024)
+    ffi.wasmtime_pooling_allocation_config_max_unused_warm_slots_set(pool, settings.pool_slots)
+    ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), pool)
+    ffi.wasmtime_pooling_allocation_config_delete(pool)
+
+
+def engine_key(settings: SandboxSettings) -> str:
+    """What a precompiled artifact depends on: wasmtime's version and the engine settings."""
+    text = "|".join(
+        (
+            f"wasmtime={WASMTIME_VERSION}",
+            "fuel=1",
+            "epoch=1",
+            f"stack={settings.max_wasm_stack_bytes}",
+            "opt=speed",
+            "threads=0",
+            "component=0",
+        )
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,195 @@
+"""Checks a compiled module against ABI v1 and describes it (``ModuleInfo``).
+
+Everything the contract fixes is checked here, once, at load: the ABI marker, the required and
+optional exports with their exact types, and the imports (only ``modelserving.log`` and WASI
+preview 1; an ``extism:host/env`` import marks an Extism-flavoured module). A module that breaks
+any rule is refused with ``InvalidModule`` naming the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import wasmtime
+
+from modelserving.abi.contract import (
+    ALLOC,
+    EXTISM_FUNCS,
+    EXTISM_MODULE,
+    FREE,
+    HOOK_EXPORTS,
+    INITIALIZE,
+    LOG_FUNC,
+    LOG_MODULE,
+    MARKERS,
+    MEMORY,
+    POD_HOOKS,
+    WASI_MODULE,
+)
+from modelserving.api.hook import Hook
+from modelserving.sandbox.errors import invalid_module
+from modelserving.sandbox.settings import WASM_PAGE
+
+MARKER_PREFIX = "modelserving_abi_v"
+FLAVOUR_NATIVE = "modelserving"
+FLAVOUR_EXTISM = "extism"
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """What a module is: digest, size, ABI version, flavour, hooks, imports and memory needs."""
+
+    sha256: str
+    size: int
+    abi_version: int
+    flavour: str
+    hooks: tuple[Hook, ...]
+    imports: tuple[str, ...]
+    exports: tuple[str, ...]
+    wasi: bool
+    initialize: bool
+    memory_min_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "abiVersion": self.abi_version,
+            "flavour": self.flavour,
+            "hooks": [h.value for h in self.hooks],
+            "imports": list(self.imports),
+            "exports": list(self.exports),
+            "wasi": self.wasi,
+            "memoryMinBytes": self.memory_min_bytes,
+            "size": self.size,
+            "sha256": self.sha256,
+        }
+
+
+def _sig(ty: Any) -> str:
+    if not isinstance(ty, wasmtime.FuncType):
+        return type(ty).__name__.removesuffix("Type").lower()
+    params = ", ".join(str(p) for p in ty.params)
+    results = ", ".join(str(r) for r in ty.results)
+    return f"({params}) -> ({results})"
+
+
+_I32 = "i32"
+SIGNATURES = {
+    ALLOC: "(i32) -> (i32)",
+    FREE: "(i32, i32) -> ()",
+    INITIALIZE: "() -> ()",
+    **dict.fromkeys(HOOK_EXPORTS.values(), "(i32, i32) -> (i64)"),
+}
+LOG_SIGNATURE = "(i32, i32, i32) -> ()"
+MARKER_SIGNATURE = "() -> ()"
+EXTISM_SIGNATURE = "() -> (i32)"
+
+
+def check_module(module: wasmtime.Module, sha256: str, size: int) -> ModuleInfo:
+    """Describe ``module`` or raise InvalidModule naming the first broken rule."""
+    imports, wasi, extism = _check_imports(module)
+    exports = {e.name: e.type for e in module.exports}
+    version = _abi_version(exports)
+    memory_min = _check_memory(exports.get(MEMORY))
+    flavour = FLAVOUR_EXTISM if extism else FLAVOUR_NATIVE
+    if extism:
+        hooks = _extism_hooks(exports)
+        initialize = False
+    else:
+        _check_signatures(exports)
+        if ALLOC not in exports:
+            raise invalid_module(f"missing required export '{ALLOC}' {SIGNATURES[ALLOC]}")
+        hooks = tuple(h for h, name in HOOK_EXPORTS.items() if name in exports)
+        initialize = INITIALIZE in exports
+    if not any(h in hooks for h in POD_HOOKS):
+        names = " or ".join((EXTISM_FUNCS if extism else HOOK_EXPORTS)[h] for h in POD_HOOKS)
+        raise invalid_module(f"the module exports no hook: it needs {names}")
+    return ModuleInfo(
+        sha256=sha256,
+        size=size,
+        abi_version=version,
+        flavour=flavour,
+        hooks=hooks,
+        imports=imports,
+        exports=tuple(sorted(exports)),
+        wasi=wasi,
+        initialize=initialize,
+        memory_min_bytes=memory_min,
+    )
+
+
+def _check_imports(module: wasmtime.Module) -> tuple[tuple[str, ...], bool, bool]:
+    names: list[str] = []
+    wasi = extism = False
+    for imp in module.imports:
+        where = f"{imp.module}.{imp.name}"
+        names.append(where)
+        if imp.module == WASI_MODULE and isinstance(imp.type, wasmtime.FuncType):
+            wasi = True
+        elif imp.module == EXTISM_MODULE and isinstance(imp.type, wasmtime.FuncType):
+            extism = True
+        elif imp.module == LOG_MODULE and imp.name == LOG_FUNC:
+            if _sig(imp.type) != LOG_SIGNATURE:
+                raise invalid_module(
+                    f"import '{where}' has type {_sig(imp.type)}; ABI v1 defines {LOG_SIGNATURE}"
+                )
+        else:
+            raise invalid_module(
+                f"import '{where}' ({_sig(imp.type)}) is not allowed: a module may import only "
+                f"{LOG_MODULE}.{LOG_FUNC} and functions of {WASI_MODULE} "
+                f"(or {EXTISM_MODULE} for Extism plugins)"
+            )
+    return tuple(names), wasi, extism
+
+
+def _abi_version(exports: dict[str, Any]) -> int:
+    supported = ", ".join(sorted(MARKERS))
+    found = sorted(n for n in exports if n.startswith(MARKER_PREFIX))
+    for name in found:
+        if name in MARKERS:
+            if _sig(exports[name]) != MARKER_SIGNATURE:
+                raise invalid_module(
+                    f"ABI marker '{name}' has type {_sig(exports[name])}; it must be "
+                    f"{MARKER_SIGNATURE}"
+                )
+            return MARKERS[name]
+    if found:
+        raise invalid_module(
+            f"unsupported ABI: the module exports {', '.join(found)}; "
+            f"this host supports {supported}"
+        )
+    raise invalid_module(f"no ABI marker: the module must export one of: {supported}")
+
+
+def _check_memory(memory: Any) -> int:
+    if memory is None:
+        raise invalid_module(f"missing required export '{MEMORY}'")
+    if not isinstance(memory, wasmtime.MemoryType):
+        raise invalid_module(f"export '{MEMORY}' must be a memory, not a {_sig(memory)}")
+    if memory.is_64:
+        raise invalid_module(f"export '{MEMORY}' is a 64-bit memory; ABI v1 uses 32-bit pointers")
+    if memory.is_shared:
+        raise invalid_module(f"export '{MEMORY}' is a shared memory; ABI v1 allows none")
+    return int(memory.limits.min) * WASM_PAGE
+
+
+def _check_signatures(exports: dict[str, Any]) -> None:
+    for name, want in SIGNATURES.items():
+        if name in exports and _sig(exports[name]) != want:
+            raise invalid_module(
+                f"export '{name}' has type {_sig(exports[name])}; it must be {want}"
+            )
+
+
+def _extism_hooks(exports: dict[str, Any]) -> tuple[Hook, ...]:
+    hooks = []
+    for hook, name in EXTISM_FUNCS.items():
+        if name not in exports:
+            continue
+        if _sig(exports[name]) != EXTISM_SIGNATURE:
+            raise invalid_module(
+                f"Extism export '{name}' has type {_sig(exports[name])}; it must be "
+                f"{EXTISM_SIGNATURE}"
+            )
+        hooks.append(hook)
+    return tuple(hooks)

@@ -1,0 +1,71 @@
+"""The sandbox facade: one engine, one module cache, and hook calls under limits.
+
+Callers (the plugin adapter, the CLI, benchmarks) load module bytes once and call hooks with
+request bytes; they never touch wasmtime themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from modelserving.abi.contract import HOOK_EXPORTS
+from modelserving.api.errors import FailureClass
+from modelserving.api.hook import Hook
+from modelserving.sandbox.cache import CompiledModule, ModuleCache
+from modelserving.sandbox.call import CallFailure, CallResult, call_hook
+from modelserving.sandbox.engine import SandboxEngine
+from modelserving.sandbox.module import FLAVOUR_EXTISM
+from modelserving.sandbox.settings import Limits, SandboxSettings, default_cache_dir, resolve_limits
+
+
+class Sandbox:
+    """Loads modules (compiled once per digest) and runs their hooks in fresh instances."""
+
+    def __init__(self, settings: SandboxSettings | None = None) -> None:
+        self.settings = settings or SandboxSettings(cache_dir=default_cache_dir())
+        self.engine = SandboxEngine(self.settings)
+        self.modules = ModuleCache(self.engine, self.settings.cache_dir)
+
+    def load(self, data: bytes, sha256: str | None = None) -> CompiledModule:
+        """Compile (or find) and check a module; SandboxError(InvalidModule) when refused."""
+        return self.modules.load(data, sha256)
+
+    def limits(
+        self, fuel: int | None = None, memory_mib: int | None = None, timeout_ms: int | None = None
+    ) -> Limits:
+        return resolve_limits(self.settings, fuel, memory_mib, timeout_ms)
+
+    def call(
+        self, compiled: CompiledModule, hook: Hook, request: bytes, limits: Limits
+    ) -> CallResult:
+        """Run one hook on ``request``; CallFailure (a SandboxError) when the call fails."""
+        if compiled.info.flavour == FLAVOUR_EXTISM:
+            raise CallFailure(
+                FailureClass.INVALID_MODULE,
+                "Extism-flavoured modules are recognised but this host cannot run them yet",
+            )
+        if hook not in compiled.info.hooks:
+            raise CallFailure(
+                FailureClass.INVALID_MODULE, f"the module does not export {HOOK_EXPORTS[hook]}"
+            )
+        return call_hook(self.engine, compiled, HOOK_EXPORTS[hook], request, limits)
+
+
+_default: Sandbox | None = None
+_default_lock = threading.Lock()
+
+
+def default_sandbox() -> Sandbox:
+    """The process-wide sandbox (created on first use, with the default settings)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Sandbox()
+        return _default
+
+
+def set_default_sandbox(sandbox: Sandbox | None) -> None:
+    """Replace the process-wide sandbox (the controller's settings, tests)."""
+    global _default
+    with _default_lock:
+        _default = sandbox

@@ -1,0 +1,41 @@
+"""Fixtures of the sandbox tests: a sandbox with a private disk cache, and a sample request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modelserving.abi.codec import PodContext, encode_request
+from modelserving.api.hook import Hook
+from modelserving.sandbox import Sandbox, SandboxSettings
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.wasm)
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
+    settings = SandboxSettings(cache_dir=tmp_path_factory.mktemp("wasm-cache"))
+    return Sandbox(settings)
+
+
+def sample_pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sample-0-server-0-0", "namespace": "default", "labels": {"a": "b"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.28.0"}]},
+    }
+
+
+@pytest.fixture
+def request_bytes() -> bytes:
+    where = PodContext("sample-0", "server", "server-0", True)
+    ms = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
+    return encode_request(Hook.ON_POD_CREATE, "p", None, ms, where, sample_pod())

@@ -1,0 +1,70 @@
+"""Tiny guest modules written in WAT, so the host is tested without any guest toolchain.
+
+``guest(...)`` assembles a module from the standard parts (marker, memory, bump allocator) and
+whatever the test adds; ``responding(data)`` is a guest whose OnPodCreate returns ``data``.
+"""
+
+from __future__ import annotations
+
+import wasmtime
+
+MARKER = '(func (export "modelserving_abi_v1"))'
+MEMORY = '(memory (export "memory") 2)'
+BUMP_ALLOC = """
+  (global $top (mut i32) (i32.const 4096))
+  (func $alloc (export "ms_alloc") (param $n i32) (result i32)
+    (local $p i32)
+    global.get $top
+    local.set $p
+    global.get $top
+    local.get $n
+    i32.add
+    global.set $top
+    local.get $p)
+"""
+LOG_IMPORT = '(import "modelserving" "log" (func $log (param i32 i32 i32)))'
+
+
+def wat_bytes(data: bytes) -> str:
+    """``data`` as a WAT string literal."""
+    return "".join(f"\\{b:02x}" for b in data)
+
+
+def guest(
+    *fields: str,
+    marker: bool = True,
+    memory: str | None = MEMORY,
+    alloc: str | None = BUMP_ALLOC,
+    imports: str = "",
+) -> bytes:
+    parts = [imports, memory or "", alloc or "", MARKER if marker else "", *fields]
+    return bytes(wasmtime.wat2wasm("(module\n" + "\n".join(parts) + "\n)"))
+
+
+def returns(offset: int, length: int) -> str:
+    """A hook body returning the (pointer, length) pair packed into an i64."""
+    return f"(i64.or (i64.shl (i64.const {offset}) (i64.const 32)) (i64.const {length}))"
+
+
+def hook(body: str, name: str = "ms_on_pod_create") -> str:
+    return f'(func (export "{name}") (param $ptr i32) (param $len i32) (result i64) {body})'
+
+
+def responding(data: bytes, hooks: tuple[str, ...] = ("ms_on_pod_create",)) -> bytes:
+    """A guest whose hooks all return ``data`` (from a data segment at offset 1024)."""
+    fields = [f'(data (i32.const 1024) "{wat_bytes(data)}")']
+    fields += [hook(returns(1024, len(data)), name) for name in hooks]
+    return guest(*fields)
+
+
+MIRROR = guest(
+    hook(
+        """
+    (if (result i64) (i32.eqz (i32.load8_u (local.get $ptr)))
+      (then (i64.load (i32.add (local.get $ptr) (i32.const 1))))
+      (else (i64.or (i64.shl (i64.extend_i32_u (local.get $ptr)) (i64.const 32))
+                    (i64.extend_i32_u (local.get $len)))))"""
+    )
+)
+"""Answers with its own request, or, when the request starts with a zero byte, returns the
+little-endian i64 of bytes 1-8 as its (pointer, length) result: the test controls both."""
