@@ -62,9 +62,10 @@ MIRROR = guest(
         """
     (if (result i64) (i32.eqz (i32.load8_u (local.get $ptr)))
       (then (i64.load (i32.add (local.get $ptr) (i32.const 1))))
-      (else (i64.or (i64.shl (i64.extend_i32_u (local.get $ptr)) (i64.const 32))
-                    (i64.extend_i32_u (local.get $len)))))"""
+      (else (i64.or
+        (i64.shl (i64.extend_i32_u (i32.add (local.get $ptr) (i32.const 1))) (i64.const 32))
+        (i64.extend_i32_u (i32.sub (local.get $len) (i32.const 1))))))"""
     )
 )
-"""Answers with its own request, or, when the request starts with a zero byte, returns the
+"""Answers with its request minus the first byte; or, when that byte is zero, returns the
 little-endian i64 of bytes 1-8 as its (pointer, length) result: the test controls both."""

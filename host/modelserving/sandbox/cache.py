@@ -26,7 +26,8 @@ from modelserving.sandbox.module import ModuleInfo, check_module
 
 WASM_MAGIC = b"\0asm"
 ARTIFACT_MAGIC = b"MSCWASM1"
-_HEADER_LEN = len(ARTIFACT_MAGIC) + 16 + 32 + 8 + 32
+_KEY_BYTES = 8  # the engine key: 16 hex digits
+_HEADER_LEN = len(ARTIFACT_MAGIC) + _KEY_BYTES + 32 + 8 + 32
 
 
 @dataclass
