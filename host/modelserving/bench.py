@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from modelserving import bench_plugins
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain.chain import build_chain
 from modelserving.chain.render import render
@@ -134,6 +135,8 @@ def main() -> None:
                 median_ms(lambda: run_process([str(script), "render", "-f", str(path)])),
             )
     print("  target: whole command under 1000 ms")
+    print()
+    bench_plugins.main()
 
 
 if __name__ == "__main__":

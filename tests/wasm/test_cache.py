@@ -12,7 +12,7 @@ from modelserving.sandbox import Sandbox, SandboxSettings
 from modelserving.sandbox.cache import ARTIFACT_MAGIC
 from tests.wasm.guests import responding
 
-ANSWER = msgpack.packb({"patch": []})
+ANSWER: bytes = msgpack.packb({"patch": []})
 
 
 def fresh(cache_dir: Path) -> Sandbox:
@@ -26,7 +26,8 @@ def artifacts(cache_dir: Path) -> list[Path]:
 
 def works(sandbox: Sandbox, module: bytes, request: bytes) -> bool:
     compiled = sandbox.load(module)
-    return sandbox.call(compiled, Hook.ON_POD_CREATE, request, sandbox.limits()).response == ANSWER
+    result = sandbox.call(compiled, Hook.ON_POD_CREATE, request, sandbox.limits())
+    return result.response == ANSWER
 
 
 def test_a_module_is_compiled_once_then_served_from_memory(tmp_path: Path) -> None:

@@ -143,7 +143,9 @@ class Chain:
             outcome = PluginOutcome(entry.name, entry.index, entry.runtime)
             start = time.perf_counter()
             try:
-                request = self.request(Hook.ON_POD_CREATE, desired, json_copy(pod), ms)
+                # A WebAssembly plugin only serializes the Pod, so it needs no private copy.
+                given = pod if entry.runtime == "Wasm" else json_copy(pod)
+                request = self.request(Hook.ON_POD_CREATE, desired, given, ms)
                 raw = _call(entry, entry.on_create, request, desired.name)
                 pod, outcome.patch = self._validate(entry, pod, raw, desired.name)
             except PluginFailure as failure:

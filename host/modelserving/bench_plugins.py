@@ -1,0 +1,153 @@
+"""``make bench``, plugin part: each built-in's OnPodCreate, native against WebAssembly.
+
+For every built-in with a compiled module, one Pod of about 10 KB goes through the chain as the
+controller runs it (native: copy, hook, validate and apply; WebAssembly: encode, fresh instance,
+call, decode, validate and apply), with fuel and the deadline on. Also: the cost of a fresh
+instance alone, and loading a module cold (compile), from the disk cache (a restart) and from
+memory. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+
+from modelserving.api.validation import parse_model_serving
+from modelserving.chain.chain import Chain, build_chain
+from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
+from modelserving.plugins.registry import default_registry
+from modelserving.sandbox import Sandbox, SandboxSettings
+from modelserving.sandbox.cache import ModuleCache
+from modelserving.sandbox.call import _Instance
+from modelserving.workload.plan import DesiredPod, plan
+
+ITERATIONS = 3000
+WARMUP = 200
+CONFIGS: dict[str, dict[str, Any]] = {
+    "demo-pod-tweaks": {
+        "runtimeClassName": "nvidia",
+        "annotations": {"example.com/team": "llm"},
+        "env": [{"name": "VAR_3", "value": "y"}, {"name": "NCCL_DEBUG", "value": "INFO"}],
+    },
+}
+
+
+def ten_kb_manifest(plugin: str, runtime: str) -> dict[str, Any]:
+    container = {
+        "name": "engine",
+        "image": "vllm/vllm-openai:v0.10.0",
+        "args": [f"--option-{i}=value-{i:04d}" for i in range(200)],
+        "env": [{"name": f"VAR_{i}", "value": "v" * 24} for i in range(40)],
+        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+    }
+    return {
+        "apiVersion": "workload.serving.volcano.sh/v1alpha1",
+        "kind": "ModelServing",
+        "metadata": {"name": "bench", "namespace": "default", "uid": "u", "generation": 1},
+        "spec": {
+            "replicas": 1,
+            "plugins": [{"name": plugin, "runtime": runtime, "config": CONFIGS.get(plugin)}],
+            "template": {
+                "roles": [
+                    {
+                        "name": "leader",
+                        "replicas": 1,
+                        "entryTemplate": {"spec": {"containers": [container]}},
+                        "workerReplicas": 0,
+                    }
+                ]
+            },
+        },
+    }
+
+
+def percentiles(fn: Callable[[], object], n: int = ITERATIONS) -> tuple[float, float]:
+    for _ in range(WARMUP):
+        fn()
+    times = []
+    for _ in range(n):
+        start = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - start) / 1000)
+    times.sort()
+    return times[len(times) // 2], times[int(len(times) * 0.99)]
+
+
+def median_us(fn: Callable[[], object], n: int = 20) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - start) / 1000)
+    return statistics.median(times)
+
+
+def chain_for(plugin: str, runtime: str, sandbox: Sandbox) -> tuple[Chain, DesiredPod]:
+    ms = parse_model_serving(ten_kb_manifest(plugin, runtime))
+    chain = build_chain(ms, sandbox=sandbox)
+    desired = next(iter(plan(ms)[0].roles[0].pods()))
+    return chain, desired
+
+
+def bench_builtin(name: str, sandbox: Sandbox) -> None:
+    native, desired = chain_for(name, "Native", sandbox)
+    wasm, _ = chain_for(name, "Wasm", sandbox)
+    size = len(str(desired.pod).encode())
+    assert native.on_pod_create(desired).pod == wasm.on_pod_create(desired).pod
+    n50, n99 = percentiles(lambda: native.on_pod_create(desired))
+    w50, w99 = percentiles(lambda: wasm.on_pod_create(desired))
+    plugin: Any = wasm.entries[0].plugin
+    fuel = plugin.last.call.fuel_consumed if plugin.last else 0
+    print(f"  {name} OnPodCreate, Pod of ~{size / 1024:.1f} KB, {ITERATIONS} calls:")
+    print(f"    native       p50 {n50:7.1f} us   p99 {n99:7.1f} us")
+    print(f"    wasm         p50 {w50:7.1f} us   p99 {w99:7.1f} us   fuel {fuel}")
+    print(f"    wasm/native  p50 {w50 / n50:.2f}x   (targets: p50 <= 100 us, p99 <= 300 us, <= 3x)")
+
+
+def bench_loading(name: str, data: bytes, sandbox: Sandbox) -> None:
+    compiled = sandbox.load(data)
+    limits = sandbox.limits()
+
+    def fresh_instance() -> None:
+        inst = _Instance(sandbox.engine, compiled, limits)
+        inst.start(None)
+        inst.close()
+
+    p50, p99 = percentiles(fresh_instance)
+    print(
+        f"  fresh instance ({name}, {len(data) / 1024:.0f} KB): p50 {p50:.1f} us, p99 {p99:.1f} us"
+    )
+    cold = median_us(lambda: wasmtime.Module(sandbox.engine.engine, data), 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        ModuleCache(sandbox.engine, Path(tmp)).load(data)
+        disk = median_us(lambda: ModuleCache(sandbox.engine, Path(tmp)).load(data), 20)
+    memory = median_us(lambda: sandbox.load(data), 200)
+    print(f"  load {name}: cold compile {cold / 1000:.1f} ms; from the disk cache (a restart:")
+    print(f"    read, checksum, deserialize, check, link) {disk / 1000:.2f} ms (target <= 5 ms);")
+    print(f"    from memory {memory:.1f} us")
+
+
+def main() -> None:
+    print("plugin benchmark (fuel and deadline on, a fresh instance per call)")
+    with tempfile.TemporaryDirectory() as tmp:
+        sandbox = Sandbox(SandboxSettings(cache_dir=Path(tmp)))
+        for builtin in default_registry():
+            if builtin.wasm_module is None:
+                continue
+            try:
+                data = builtin_wasm(builtin.wasm_module)
+            except ArtifactMissing as exc:
+                print(f"  {builtin.name}: skipped: {exc}")
+                continue
+            bench_builtin(builtin.name, sandbox)
+            bench_loading(builtin.name, data, sandbox)
+
+
+if __name__ == "__main__":
+    main()
