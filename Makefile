@@ -43,13 +43,13 @@ crds: setup ## regenerate crds/ from the API models
 crds-check: setup ## fail when crds/ does not match the API models
 	$(BIN)/modelserving crd --output-dir crds --check
 
-test: system-deps lint crds-check ## lint, generated-file checks, then every test
+test: system-deps lint crds-check wasm-check ## lint, generated-file checks (crds, wasm), then every test
 	$(BIN)/pytest
 
 test-unit: setup ## only the fast tests that need no cluster or toolchain
 	$(BIN)/pytest tests/unit
 
-bench: setup ## print performance figures
+bench: setup ## print performance figures (render, plugins native vs WebAssembly)
 	$(PY) -m modelserving.bench
 
 render-example: setup ## render the example ModelServing offline
@@ -77,3 +77,18 @@ cluster-down: setup ## stop the local control plane and remove .cluster/
 cluster-status: setup ## show the local control plane's processes, health and memory
 	$(PY) -m modelserving.devcluster status
 # --- end devcluster ---
+
+# --- wasm ---
+# The Rust WebAssembly plugins: plugins-src/ (guest SDK, built-ins) compiled with Debian's Rust
+# 1.63 (apt-installed when missing), offline and reproducibly, into the committed plugins-wasm/.
+.PHONY: wasm wasm-check wasm-sdk-test
+
+wasm: ## build plugins-wasm/*.wasm from plugins-src/
+	bash plugins-src/build.sh build
+
+wasm-check: ## fail when plugins-wasm/ does not match plugins-src/
+	bash plugins-src/build.sh check
+
+wasm-sdk-test: ## cargo tests of the Rust SDK and built-ins
+	bash plugins-src/build.sh test
+# --- end wasm ---

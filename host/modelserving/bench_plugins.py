@@ -18,6 +18,7 @@ from typing import Any
 
 import wasmtime
 
+from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain.chain import Chain, build_chain
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
@@ -99,7 +100,10 @@ def bench_builtin(name: str, sandbox: Sandbox) -> None:
     native, desired = chain_for(name, "Native", sandbox)
     wasm, _ = chain_for(name, "Wasm", sandbox)
     size = len(str(desired.pod).encode())
-    assert native.on_pod_create(desired).pod == wasm.on_pod_create(desired).pod
+    native_pod, wasm_pod = native.on_pod_create(desired).pod, wasm.on_pod_create(desired).pod
+    for pod in (native_pod, wasm_pod):
+        del pod["metadata"]["annotations"][PLUGINS_APPLIED_ANNOTATION]
+    assert native_pod == wasm_pod, "the native and WebAssembly built-ins disagree"
     n50, n99 = percentiles(lambda: native.on_pod_create(desired))
     w50, w99 = percentiles(lambda: wasm.on_pod_create(desired))
     plugin: Any = wasm.entries[0].plugin

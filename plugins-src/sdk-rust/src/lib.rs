@@ -1,0 +1,63 @@
+//! Guest SDK for modelserving WebAssembly plugins (ABI v1).
+//!
+//! A plugin is a `cdylib` crate built for `wasm32-unknown-unknown`. It writes ordinary Rust
+//! functions that take a [`Request`] and lets [`export_plugin!`] generate the module's
+//! exports:
+//!
+//! ```ignore
+//! use modelserving_plugin::{export_plugin, PodPatch, Request};
+//!
+//! fn on_pod_create(req: &Request) -> Result<PodPatch<'_>, String> {
+//!     if req.role_name == "forbidden" {
+//!         return Err("this role may not be labelled".into()); // {"error": ...}
+//!     }
+//!     let mut patch = PodPatch::new(req.pod());
+//!     patch.merge_labels([("example.com/team", "ml")]);
+//!     Ok(patch)                                               // {"patch": [...]}
+//! }
+//!
+//! export_plugin! { on_pod_create: on_pod_create }
+//! ```
+//!
+//! What the SDK provides:
+//!
+//! * [`Value`] and the [`msgpack`] codec: JSON-shaped data, encoded byte-for-byte as the
+//!   host's Python `msgpack.packb(obj, use_bin_type=True)` encodes it;
+//! * [`Request`]: the decoded, type-checked request of one hook call;
+//! * [`PodPatch`] and [`Op`]: JSON Patch operations with the same semantics as the host's
+//!   Python `PodPatch`, so a plugin gives identical patches in either runtime;
+//! * [`config::Fields`]: strict config reading with the host's conventions (unknown fields
+//!   refused, nil means absent, no type coercion);
+//! * [`names`]: Kubernetes name rules; [`log`]: the host's log.
+//!
+//! The ABI in short: the module exports `memory`, `modelserving_abi_v1`, `ms_alloc`, `ms_free`
+//! and `ms_on_pod_create` / `ms_on_pod_ready` / `ms_validate_config` as implemented; it imports
+//! only `modelserving.log`. The host writes the msgpack request into memory from `ms_alloc`,
+//! calls the hook with `(ptr, len)` and gets `ptr << 32 | len` of the msgpack response back
+//! (length 0: no change / config valid). Every call runs in a fresh instance, so memory is
+//! never freed (see the `bump-allocator` feature).
+
+#[cfg(all(target_arch = "wasm32", feature = "bump-allocator"))]
+mod alloc;
+pub mod config;
+#[doc(hidden)]
+pub mod export;
+pub mod log;
+pub mod msgpack;
+pub mod names;
+pub mod patch;
+pub mod request;
+pub mod response;
+pub mod value;
+
+pub use export::IntoPatch;
+pub use patch::{escape, Op, OpKind, PodPatch};
+pub use request::{Hook, Request, ABI_VERSION};
+pub use response::{error_response, patch_response, Response};
+pub use value::Value;
+
+/// Glue for [`export_plugin!`]; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::export::*;
+}
