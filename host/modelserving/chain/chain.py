@@ -157,7 +157,7 @@ class Chain:
             outcomes.append(outcome)
         if pod is desired.pod:
             pod = json_copy(pod)
-        record_applied(pod, [e for e in self.entries if _ran(e, outcomes)])
+        pod = record_applied(pod, [e for e in self.entries if _ran(e, outcomes)])
         return CreateResult(pod=pod, outcomes=outcomes)
 
     def _validate(
@@ -207,19 +207,23 @@ def _call(entry: ChainEntry, hook: HookCall, request: HookRequest, pod_name: str
     raise PluginFailure(FailureClass.PLUGIN_ERROR, entry.name, request.hook, message, pod_name)
 
 
-def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> None:
-    """Annotate the Pod with the plugins applied to it: those whose OnPodCreate succeeded
-    (name, runtime and, for WebAssembly, the module digest)."""
+def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> dict[str, Any]:
+    """The Pod annotated with the plugins applied to it: those whose OnPodCreate succeeded
+    (name, runtime and, for WebAssembly, the module digest). Copy-on-write: ``pod`` itself and
+    everything it shares with earlier Pods stay unchanged."""
     if not entries:
-        return
+        return pod
     applied = []
     for e in entries:
         item = {"name": e.name, "runtime": e.runtime}
         if e.digest:
             item["sha256"] = e.digest
         applied.append(item)
-    annotations = pod.setdefault("metadata", {}).setdefault("annotations", {})
+    metadata = dict(pod.get("metadata") or {})
+    annotations = dict(metadata.get("annotations") or {})
     annotations[PLUGINS_APPLIED_ANNOTATION] = json.dumps(applied, separators=(",", ":"))
+    metadata["annotations"] = annotations
+    return {**pod, "metadata": metadata}
 
 
 ModuleResolver = Callable[[PluginSpec], bytes]

@@ -9,12 +9,11 @@ Any violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import jsonpatch
-import jsonpointer
 
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
@@ -23,17 +22,25 @@ from modelserving.api.policy import PatchPolicy
 from modelserving.plugins.patch import escape
 
 _ALLOWS_CACHE_SIZE = 8192
+_BAD_ESCAPE = re.compile(r"~(?![01])")
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = ("containers", "initContainers", "ephemeralContainers")
 
 
 def split_pointer(path: str) -> list[str]:
     """RFC 6901 pointer -> unescaped reference tokens; raises PatchRejected when malformed."""
+    return list(_split_pointer(path))
+
+
+@functools.lru_cache(maxsize=8192)
+def _split_pointer(path: str) -> tuple[str, ...]:
     if path == "":
-        return []
+        return ()
     if not path.startswith("/"):
         raise PatchRejected(path, "a JSON Pointer must start with '/'")
-    return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
+    if _BAD_ESCAPE.search(path):
+        raise PatchRejected(path, "a JSON Pointer may use '~' only as '~0' or '~1'")
+    return tuple(t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/"))
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ def check_shape(raw: Any) -> list[PatchOperation]:
             raise PatchRejected(path, f"{where}: '{op}' needs a value")
         # The value's depth counts from where it lands, so no sequence of operations can build a
         # Pod nested deeper than MAX_DEPTH (and no later walk of the Pod can exhaust the stack).
-        room = MAX_DEPTH - len(split_pointer(path))
+        room = MAX_DEPTH - len(_split_pointer(path))
         if room < 0:
             raise PatchRejected(path, f"{where}: the path is more than {MAX_DEPTH} levels deep")
         problem = json_problem(item["value"], room) if "value" in item else None
@@ -141,15 +148,20 @@ class PatchValidator:
     def apply_patch(
         self, pod: Mapping[str, Any], raw_ops: Any
     ) -> tuple[dict[str, Any], list[PatchOperation]]:
-        """The patched copy of ``pod`` and the validated operations (copies, safe to keep)."""
+        """The patched Pod and the validated operations (copies, safe to keep).
+
+        ``pod`` is never changed. The patched Pod is built copy-on-write: only the maps and lists
+        on the path of an operation are new, everything else is shared with ``pod``, so treat
+        both as read-only (or copy the part you change).
+        """
         ops = check_shape(raw_ops)
         return self._apply_checked(pod, ops), ops
 
     def _apply_checked(self, pod: Mapping[str, Any], ops: list[PatchOperation]) -> dict[str, Any]:
         if not ops:
-            return json_copy(pod)  # type: ignore[no-any-return]
+            return dict(pod)
         self.check_paths(ops)
-        after: Any = json_copy(pod)
+        after: Any = pod
         for op in ops:  # one by one, so that an 'add' is judged by what it does to this Pod
             if (
                 op["op"] == "add"
@@ -164,10 +176,18 @@ class PatchValidator:
             after = _apply_one(after, op)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
-        self.check_invariants(pod, after)
+        self.check_invariants(pod, after, ops)
         return after
 
-    def check_invariants(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+    def check_invariants(
+        self,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        ops: Sequence[PatchOperation] | None = None,
+    ) -> None:
+        """Identity, protected labels and annotations, container names and privileges. With the
+        ``ops`` that led from ``before`` to ``after``, the container and privilege checks are
+        skipped when no operation can affect them."""
         meta_b, meta_a = _meta(before), _meta(after)
         for key in _IDENTITY:
             if meta_b.get(key) != meta_a.get(key):
@@ -186,8 +206,10 @@ class PatchValidator:
             "kind"
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
-        _check_unique_container_names(after)
-        self.check_privileges(before, after)
+        if ops is None or any(_touches_container_names(op) for op in ops):
+            _check_unique_container_names(after)
+        if ops is None or any(_may_grant(op) for op in ops):
+            self.check_privileges(before, after)
 
     def check_privileges(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         had = privileges(before)
@@ -235,20 +257,115 @@ def _camel(snake: str) -> str:
     return head + "".join(word.title() for word in rest)
 
 
+def _shallow(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
 def _apply_one(doc: Any, op: PatchOperation) -> Any:
-    try:
-        return jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
-    except jsonpatch.JsonPatchTestFailed as exc:
-        raise PatchRejected(op["path"], f"test operation failed: {exc}") from None
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
-        raise PatchRejected(op["path"], f"patch does not apply to the Pod: {exc}") from None
-    except (TypeError, ValueError, KeyError, IndexError) as exc:
-        raise PatchRejected(op["path"], f"patch does not apply to the Pod: {exc}") from None
+    """Apply one RFC 6902 operation to a copy-on-write copy of ``doc``: only the maps and lists on
+    the operation's path are new, so nothing shared with ``doc`` changes. (The tests check this
+    against the jsonpatch library.)"""
+    path, name = op["path"], op["op"]
+    tokens = _split_pointer(path)
+    if name == "test":
+        target = _resolve(doc, tokens, path)
+        if not _json_equal(target, op["value"]):
+            raise PatchRejected(path, "test operation failed: the value differs")
+        return doc
+    if not tokens:
+        if name == "remove":
+            raise PatchRejected(path, "patch does not apply to the Pod: cannot remove the Pod")
+        return op["value"]
+    root = _shallow(doc)
+    parent = root
+    for token in tokens[:-1]:
+        key = _member(parent, token, path)
+        child = _shallow(parent[key])
+        parent[key] = child
+        parent = child
+    _change(parent, tokens[-1], op)
+    return root
+
+
+def _change(parent: Any, last: str, op: PatchOperation) -> None:
+    path, name = op["path"], op["op"]
+    if isinstance(parent, dict):
+        if name == "add":
+            parent[last] = op["value"]
+        elif last not in parent:
+            raise PatchRejected(path, f"patch does not apply to the Pod: no member '{last}'")
+        elif name == "remove":
+            del parent[last]
+        else:
+            parent[last] = op["value"]
+        return
+    if not isinstance(parent, list):
+        raise PatchRejected(
+            path, f"patch does not apply to the Pod: a {type(parent).__name__} has no members"
+        )
+    if name == "add" and last == "-":
+        parent.append(op["value"])
+        return
+    index = _index(last)
+    limit = len(parent) + (1 if name == "add" else 0)
+    if index is None or index >= limit:
+        raise PatchRejected(path, f"patch does not apply to the Pod: no index '{last}'")
+    if name == "add":
+        parent.insert(index, op["value"])
+    elif name == "remove":
+        del parent[index]
+    else:
+        parent[index] = op["value"]
+
+
+def _index(token: str) -> int | None:
+    """An array index token: digits without leading zeros (RFC 6901)."""
+    if not token.isascii() or not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        return None
+    return int(token)
+
+
+def _member(parent: Any, token: str, path: str) -> Any:
+    """The key or index ``token`` names in ``parent``, which must exist."""
+    if isinstance(parent, dict):
+        if token in parent:
+            return token
+    elif isinstance(parent, list):
+        index = _index(token)
+        if index is not None and index < len(parent):
+            return index
+    raise PatchRejected(path, f"patch does not apply to the Pod: '{token}' does not exist")
+
+
+def _resolve(doc: Any, tokens: Sequence[str], path: str) -> Any:
+    for token in tokens:
+        doc = doc[_member(doc, token, path)]
+    return doc
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: unlike ``==``, true is not 1 and 1 is not 1.0... except that JSON has one
+    number type, so 1 and 1.0 are equal; true and 1 are not."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict) and a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_json_equal, a, b))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
 
 
 def _replaces_member(doc: Any, path: str) -> bool:
     """Whether an 'add' at ``path`` would overwrite a non-null object member (RFC 6902 4.1)."""
-    tokens = split_pointer(path)
+    tokens = _split_pointer(path)
     if not tokens:
         return True
     parent = doc
@@ -260,6 +377,77 @@ def _replaces_member(doc: Any, path: str) -> bool:
         else:
             return False  # it will not apply at all
     return isinstance(parent, Mapping) and parent.get(tokens[-1]) is not None
+
+
+_NEUTRAL_SPEC_FIELDS = frozenset(
+    {
+        "runtimeClassName",
+        "nodeSelector",
+        "affinity",
+        "tolerations",
+        "topologySpreadConstraints",
+        "schedulerName",
+        "priorityClassName",
+        "priority",
+        "preemptionPolicy",
+        "terminationGracePeriodSeconds",
+        "activeDeadlineSeconds",
+        "dnsPolicy",
+        "dnsConfig",
+        "readinessGates",
+    }
+)
+_NEUTRAL_CONTAINER_FIELDS = frozenset(
+    {
+        "env",
+        "envFrom",
+        "args",
+        "command",
+        "image",
+        "imagePullPolicy",
+        "resources",
+        "workingDir",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+    }
+)
+
+
+def _may_grant(op: PatchOperation) -> bool:
+    """Whether ``op`` can change what ``privileges`` finds. False only for paths that no
+    privilege is read from (labels, plain annotations, scheduling fields, a container's env,
+    args, image or resources); a property test checks this."""
+    if op["op"] == "test":
+        return False
+    tokens = _split_pointer(op["path"])
+    if len(tokens) < 2:
+        return True
+    head, field = tokens[0], tokens[1]
+    if head == "metadata":
+        if field != "annotations" or op["op"] == "remove":
+            return False
+        if len(tokens) == 2:  # the whole map: only an AppArmor key in it can grant anything
+            value = op.get("value")
+            keys = value.keys() if isinstance(value, dict) else [_APPARMOR_ANNOTATION]
+            return any(str(k).startswith(_APPARMOR_ANNOTATION) for k in keys)
+        return tokens[2].startswith(_APPARMOR_ANNOTATION)
+    if head != "spec":
+        return True
+    if field in _NEUTRAL_SPEC_FIELDS:
+        return False
+    if field in _CONTAINER_KINDS and len(tokens) >= 4:
+        return tokens[3] not in _NEUTRAL_CONTAINER_FIELDS
+    return True
+
+
+def _touches_container_names(op: PatchOperation) -> bool:
+    """Whether ``op`` can add, remove or rename a container."""
+    tokens = _split_pointer(op["path"])
+    if op["op"] == "test" or len(tokens) < 2 or tokens[0] != "spec":
+        return len(tokens) < 2 and op["op"] != "test"
+    if tokens[1] not in _CONTAINER_KINDS:
+        return False
+    return len(tokens) <= 3 or tokens[3] == "name"
 
 
 def _check_unique_container_names(pod: Mapping[str, Any]) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from modelserving import __version__
 from modelserving.api.errors import ModelServingError
-from modelserving.cli import crd_cmd, render_cmd
+from modelserving.cli import crd_cmd, plugin_cmd, render_cmd
 from modelserving.cli.manifests import ManifestError
 
 
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     render_cmd.add_parser(sub)
     crd_cmd.add_parser(sub)
+    plugin_cmd.add_parser(sub)
     return parser
 
 

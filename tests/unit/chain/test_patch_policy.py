@@ -161,12 +161,10 @@ def test_lists_and_maps_may_be_created_when_absent(pod: dict[str, Any]) -> None:
     assert PatchValidator().apply(pod, ops) == expected(pod, ops)
 
 
-def test_empty_patch_returns_an_equal_copy(pod: dict[str, Any]) -> None:
-    before = copy.deepcopy(pod)
+def test_empty_patch_returns_an_equal_pod(pod: dict[str, Any]) -> None:
     result = PatchValidator().apply(pod, [])
     assert result == pod
-    result["spec"]["containers"][0]["env"].append({"name": "Z"})
-    assert pod == before
+    assert result is not pod
 
 
 # --- forbidden paths -------------------------------------------------------------------------
@@ -814,12 +812,35 @@ def test_the_input_pod_is_never_mutated(pod: dict[str, Any], ops: Ops) -> None:
     assert pod == before
 
 
-def test_the_result_shares_nothing_with_the_input(pod: dict[str, Any]) -> None:
-    result = PatchValidator().apply(pod, [op("add", "/spec/runtimeClassName", "x")])
-    result["metadata"]["labels"]["changed"] = "yes"
-    result["spec"]["volumes"][0]["emptyDir"]["medium"] = "Memory"
-    assert "changed" not in pod["metadata"]["labels"]
-    assert pod["spec"]["volumes"][0]["emptyDir"] == {}
+def test_the_result_is_built_copy_on_write(pod: dict[str, Any]) -> None:
+    """Only what lies on an operation's path is new; the rest is shared, and the input Pod is
+    never changed, whichever operations run (including several on the same list)."""
+    before = copy.deepcopy(pod)
+    ops = [
+        op("add", "/spec/runtimeClassName", "x"),
+        op("add", "/spec/containers/0/env/-", {"name": "A", "value": "1"}),
+        op("replace", "/spec/containers/0/env/0", {"name": "B", "value": "2"}),
+        op("remove", "/spec/containers/0/env/0"),
+    ]
+    result = PatchValidator().apply(pod, ops)
+    assert pod == before
+    assert result["metadata"] is pod["metadata"]
+    assert result["spec"]["volumes"] is pod["spec"]["volumes"]
+    assert result["spec"] is not pod["spec"]
+    assert result["spec"]["containers"][0]["env"] is not pod["spec"]["containers"][0]["env"]
+    assert result["spec"]["containers"][0]["env"][-1] == {"name": "A", "value": "1"}
+
+
+def test_a_value_added_by_one_operation_is_copied_before_a_later_one_changes_it(
+    pod: dict[str, Any],
+) -> None:
+    ops = [
+        op("add", "/spec/nodeSelector", {"a": "1"}),
+        op("add", "/spec/nodeSelector/b", "2"),
+    ]
+    result, validated = PatchValidator().apply_patch(pod, ops)
+    assert validated[0]["value"] == {"a": "1"}
+    assert result["spec"]["nodeSelector"] == {"a": "1", "b": "2"}
 
 
 # --- the operator's own policy ---------------------------------------------------------------

@@ -1,0 +1,783 @@
+"""``modelserving plugin``: run, inspect and benchmark one plugin offline, as the controller would.
+
+  run      call one hook of a module on a request file; print the patched Pod, the patch, the
+           fuel and time used and the guest's log lines as one JSON object
+  inspect  describe a module: ABI version, flavour, hooks, imports, exports, size, sha256
+  bench    time one hook call through the controller's path (WebAssembly or native)
+
+MODULE is a .wasm file, a .wat text file (assembled first), or the name of a built-in plugin
+(its compiled module from the package). A file of that name wins over a built-in.
+
+Exit codes: 0 success; 1 the plugin failed (the first line on stderr starts with the failure
+class, e.g. "FuelExhausted: plugin 'x' OnPodCreate: ...", followed by the guest's log lines);
+2 usage error ("error: ...": bad arguments, unreadable or malformed files, unknown built-in).
+See docs/plugin-cli.md for the request file format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+from pydantic import ValidationError
+
+from modelserving.abi.codec import PodContext, RequestEncoder, decode_response
+from modelserving.abi.contract import HOOK_EXPORTS, ResponseError
+from modelserving.api.errors import FailureClass, InvalidManifest, PatchRejected, PluginFailure
+from modelserving.api.hook import Hook, HookRequest, PatchOperation
+from modelserving.api.jsondata import json_copy
+from modelserving.api.labels import (
+    API_VERSION,
+    ENTRY_LABEL,
+    GROUP_NAME_LABEL,
+    KIND,
+    ROLE_ID_LABEL,
+    ROLE_LABEL,
+)
+from modelserving.api.modelserving import ModelServing
+from modelserving.api.validation import parse_model_serving, pydantic_errors
+from modelserving.chain.policy import PatchValidator
+from modelserving.cli.manifests import ManifestError, read_documents
+from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
+from modelserving.plugins.base import Builtin, HookError
+from modelserving.plugins.registry import default_registry
+from modelserving.plugins.wasm import WasmPlugin
+from modelserving.sandbox import (
+    CallFailure,
+    CompiledModule,
+    Limits,
+    LogRecord,
+    Sandbox,
+    SandboxError,
+    default_sandbox,
+)
+
+HOOKS: dict[str, Hook] = {
+    "on-pod-create": Hook.ON_POD_CREATE,
+    "on-pod-ready": Hook.ON_POD_READY,
+    "validate-config": Hook.VALIDATE_CONFIG,
+}
+NATIVE_METHODS = {Hook.ON_POD_CREATE: "on_pod_create", Hook.ON_POD_READY: "on_pod_ready"}
+REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "roleName", "roleId", "isEntry", "pod")
+IGNORED_KEYS = ("abiVersion", "hook")  # set by the host and --hook; tolerated in the file
+PLUGIN_KEYS = ("name", "config")
+MINIMAL_NAME = "plugin-test"
+MINIMAL_ROLE = "server"
+WARMUP = 10
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad arguments or input files: printed as ``error: ...``, exit 2."""
+
+
+class Failed(Exception):
+    """The plugin failed (one failure class), with the guest's log lines up to the failure."""
+
+    def __init__(self, failure: PluginFailure, logs: Sequence[LogRecord] = ()) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.logs = list(logs)
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _module_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "module",
+        metavar="MODULE",
+        help="a .wasm file, a .wat text file, or a built-in plugin's name (e.g. demo-pod-tweaks)",
+    )
+
+
+def _request_args(p: argparse.ArgumentParser, default_hook: str | None) -> None:
+    hooks = ", ".join(HOOKS)
+    p.add_argument(
+        "--hook",
+        choices=list(HOOKS),
+        required=default_hook is None,
+        default=default_hook,
+        metavar="HOOK",
+        help=f"the hook to call: {hooks}" + (f" (default: {default_hook})" if default_hook else ""),
+    )
+    p.add_argument(
+        "--request",
+        required=True,
+        metavar="FILE",
+        help="YAML or JSON request fields: plugin {name, config}, modelServing, servingGroup, "
+        "roleName, roleId, isEntry, pod ('-' for stdin; see docs/plugin-cli.md)",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="YAML or JSON file whose map replaces plugin.config of the request",
+    )
+    p.add_argument(
+        "--name",
+        help="the plugin name in the request (default: the request's plugin.name, "
+        "else the module's file stem or the built-in's name)",
+    )
+    p.add_argument("--fuel", type=_positive, metavar="N", help="fuel per call (default: sandbox)")
+    p.add_argument("--memory-mib", type=_positive, metavar="N", help="memory cap per call in MiB")
+    p.add_argument("--timeout-ms", type=_positive, metavar="N", help="deadline per call in ms")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "plugin",
+        help="run, inspect or benchmark a plugin module offline",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = p.add_subparsers(dest="plugin_command", required=True, metavar="SUBCOMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="call one hook on a request file and print the result as JSON",
+        description="Encode the request (ABI v1), call the hook in a fresh sandboxed instance, "
+        "decode the response and, for on-pod-create, validate and apply the patch with the "
+        "default patch policy. Prints one JSON object: hook, plugin, sha256, patch, pod, "
+        "fuelConsumed, durationUs, logs. Exit 1 with the failure class on stderr when the "
+        "plugin fails; exit 2 on usage errors.",
+    )
+    _module_arg(run)
+    _request_args(run, None)
+    run.set_defaults(func=run_cmd)
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="describe a module (ABI version, hooks, imports, exports, size, sha256)",
+        description="Load and check a module as the controller does and print what it is as "
+        "JSON. Exit 1 with 'InvalidModule: ...' on stderr when the module is refused.",
+    )
+    _module_arg(inspect)
+    inspect.set_defaults(func=inspect_cmd)
+
+    bench = commands.add_parser(
+        "bench",
+        help="time one hook call through the controller's path",
+        description="Time one hook call as the controller makes it. wasm: encode (the parts "
+        "shared by every Pod encoded once), fresh instance, call, decode, validate and apply the "
+        "patch. native (built-ins only): the native hook on a copy of the Pod, validate and "
+        f"apply. After {WARMUP} warm-up calls, prints p50Us, p99Us, meanUs, meanFuel "
+        "(null for native), iterations and runtime as JSON.",
+    )
+    _module_arg(bench)
+    _request_args(bench, "on-pod-create")
+    bench.add_argument(
+        "--runtime",
+        choices=["wasm", "native"],
+        default="wasm",
+        help="wasm (default) or native (a built-in's Python implementation)",
+    )
+    bench.add_argument(
+        "--iterations", type=_positive, default=1000, metavar="N", help="timed calls (default 1000)"
+    )
+    bench.set_defaults(func=bench_cmd)
+
+
+def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def wrapped(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except UsageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except Failed as exc:
+            print(exc.failure, file=sys.stderr)
+            for record in exc.logs:
+                print(
+                    f"  guest {record.level} ({record.source}): {record.message}", file=sys.stderr
+                )
+            return EXIT_FAILED
+
+    return wrapped
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2) + "\n")
+
+
+# --- the module ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What MODULE names: a file, or a built-in plugin."""
+
+    spec: str
+    path: Path | None = None
+    builtin: Builtin | None = None
+
+    @property
+    def default_name(self) -> str:
+        if self.builtin is not None:
+            return self.builtin.name
+        assert self.path is not None
+        return self.path.stem
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path) if self.path is not None else None,
+            "builtin": self.builtin.name if self.builtin is not None else None,
+        }
+
+
+def resolve_target(spec: str) -> Target:
+    path = Path(spec)
+    if path.is_file():
+        return Target(spec, path=path)
+    registry = default_registry()
+    builtin = registry.get(spec)
+    if builtin is not None:
+        return Target(spec, builtin=builtin)
+    if path.exists():
+        raise UsageError(f"{spec}: not a file")
+    known = ", ".join(registry.names()) or "none"
+    raise UsageError(
+        f"{spec}: no such file, and no built-in plugin has this name (built-ins: {known})"
+    )
+
+
+def module_bytes(target: Target, name: str) -> bytes:
+    """The module's bytes; a .wat file is assembled (InvalidModule when it does not)."""
+    if target.builtin is not None:
+        builtin = target.builtin
+        if builtin.wasm_module is None:
+            raise UsageError(
+                f"the built-in '{builtin.name}' has no WebAssembly build "
+                "(bench it with --runtime native)"
+            )
+        try:
+            return builtin_wasm(builtin.wasm_module)
+        except (ArtifactMissing, OSError) as exc:
+            raise UsageError(str(exc)) from None
+    assert target.path is not None
+    try:
+        data = target.path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{target.path}: cannot read: {exc.strerror or exc}") from None
+    if target.path.suffix.lower() != ".wat":
+        return data
+    try:
+        return bytes(wasmtime.wat2wasm(data.decode("utf-8")))
+    except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
+        raise _load_failure(name, f"{target.path}: not valid WAT: {_first_line(exc)}") from None
+
+
+def load(sandbox: Sandbox, target: Target, name: str) -> CompiledModule:
+    data = module_bytes(target, name)
+    try:
+        return sandbox.load(data)
+    except SandboxError as exc:
+        raise _load_failure(name, exc.message) from None
+
+
+def _load_failure(name: str, message: str) -> Failed:
+    return Failed(PluginFailure(FailureClass.INVALID_MODULE, name, "load", message))
+
+
+def _check_exported(compiled: CompiledModule, hook: Hook) -> None:
+    if hook not in compiled.info.hooks:
+        has = ", ".join(h.value for h in compiled.info.hooks) or "none"
+        raise UsageError(
+            f"the module does not export {HOOK_EXPORTS[hook]} (its hooks: {has}); "
+            "the controller skips this hook for it"
+        )
+
+
+# --- the request -----------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """The request fields of a file, defaults filled in."""
+
+    name: str
+    config: Any
+    model_serving: dict[str, Any] | None  # as written (None: not given)
+    where: PodContext | None
+    pod: dict[str, Any] | None
+
+    @property
+    def pod_name(self) -> str | None:
+        if self.pod is None:
+            return None
+        meta = self.pod.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        return name if isinstance(name, str) and name else None
+
+    def model_serving_api(self) -> dict[str, Any]:
+        """modelServing as sent to a WebAssembly module: as written, else the minimal one."""
+        if self.model_serving is not None:
+            return self.model_serving
+        return minimal_model_serving(self._namespace()).to_api()
+
+    def parsed_model_serving(self) -> ModelServing:
+        """modelServing parsed (for HookRequest); the minimal one when absent or invalid."""
+        if self.model_serving is not None:
+            try:
+                return parse_model_serving(self.model_serving)
+            except InvalidManifest as exc:
+                first = str(exc).splitlines()
+                detail = "; ".join(line.strip(" -") for line in first[1:4]) or first[0]
+                print(
+                    f"note: the request's modelServing does not parse ({detail}); "
+                    "using a minimal ModelServing instead",
+                    file=sys.stderr,
+                )
+        return minimal_model_serving(self._namespace())
+
+    def _namespace(self) -> str:
+        meta = (self.pod or {}).get("metadata")
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
+        return namespace if isinstance(namespace, str) and namespace else "default"
+
+
+def minimal_model_serving(namespace: str = "default") -> ModelServing:
+    """A minimal valid ModelServing: ``plugin-test`` with one role ``server`` of one entry Pod.
+
+    Used when the request file gives no modelServing (or, for bench, one that does not parse).
+    """
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": MINIMAL_NAME, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "roles": [
+                    {
+                        "name": MINIMAL_ROLE,
+                        "replicas": 1,
+                        "entryTemplate": {
+                            "spec": {"containers": [{"name": "main", "image": "busybox"}]}
+                        },
+                        "workerReplicas": 0,
+                    }
+                ]
+            },
+        },
+    }
+    try:
+        return parse_model_serving(manifest)
+    except InvalidManifest:
+        if namespace == "default":
+            raise
+        return minimal_model_serving("default")
+
+
+def read_map(path: str, what: str) -> dict[str, Any]:
+    """The one map of a YAML or JSON file, read with the safe manifest reader."""
+    try:
+        docs = list(read_documents(path))
+    except ManifestError as exc:
+        raise UsageError(str(exc)) from None
+    if len(docs) != 1:
+        raise UsageError(f"{path}: the {what} file must hold exactly one map, found {len(docs)}")
+    return docs[0]
+
+
+def read_request(
+    path: str, hook: Hook, default_name: str, name: str | None, config_path: str | None
+) -> Request:
+    doc = read_map(path, "request")
+    unknown = sorted(set(doc) - set(REQUEST_KEYS) - set(IGNORED_KEYS))
+    if unknown:
+        raise UsageError(
+            f"{path}: unknown request field(s) {', '.join(unknown)} "
+            f"(known: {', '.join(REQUEST_KEYS)})"
+        )
+    plugin = doc.get("plugin")
+    if plugin is None:
+        plugin = {}
+    if not isinstance(plugin, dict):
+        raise UsageError(f"{path}: plugin must be a map with name and config")
+    extra = sorted(set(plugin) - set(PLUGIN_KEYS))
+    if extra:
+        raise UsageError(
+            f"{path}: unknown field(s) of plugin: {', '.join(extra)} (known: name, config)"
+        )
+    given_name = plugin.get("name")
+    if given_name is not None and (not isinstance(given_name, str) or not given_name):
+        raise UsageError(f"{path}: plugin.name must be a non-empty string")
+    config = read_map(config_path, "config") if config_path else plugin.get("config")
+    request = Request(
+        name=name or given_name or default_name,
+        config=config,
+        model_serving=None,
+        where=None,
+        pod=None,
+    )
+    if hook is Hook.VALIDATE_CONFIG:
+        return request
+    pod = doc.get("pod")
+    if pod is None:
+        raise UsageError(f"{path}: pod is missing: {hook} needs the Pod")
+    if not isinstance(pod, dict):
+        raise UsageError(f"{path}: pod must be a map (a Pod object)")
+    ms = doc.get("modelServing")
+    if ms is not None and not isinstance(ms, dict):
+        raise UsageError(f"{path}: modelServing must be a map (a ModelServing object)")
+    request.pod = pod
+    request.model_serving = ms
+    request.where = _where(path, doc, pod, ms)
+    return request
+
+
+def _where(
+    path: str, doc: dict[str, Any], pod: dict[str, Any], ms: dict[str, Any] | None
+) -> PodContext:
+    """servingGroup, roleName, roleId and isEntry: as given, else from the Pod's labels (as the
+    controller sets them), else from the ModelServing's name and first role."""
+    for key in ("servingGroup", "roleName", "roleId"):
+        if key in doc and not isinstance(doc[key], str):
+            raise UsageError(f"{path}: {key} must be a string")
+    if "isEntry" in doc and not isinstance(doc["isEntry"], bool):
+        raise UsageError(f"{path}: isEntry must be true or false")
+    meta = pod.get("metadata")
+    raw_labels = meta.get("labels") if isinstance(meta, dict) else None
+    labels = (
+        {k: v for k, v in raw_labels.items() if isinstance(v, str)}
+        if isinstance(raw_labels, dict)
+        else {}
+    )
+    ms_meta = (ms or {}).get("metadata")
+    ms_name = ms_meta.get("name") if isinstance(ms_meta, dict) else None
+    ms_name = ms_name if isinstance(ms_name, str) and ms_name else MINIMAL_NAME
+    role = doc.get("roleName") or labels.get(ROLE_LABEL) or _first_role(ms) or MINIMAL_ROLE
+    group = doc.get("servingGroup") or labels.get(GROUP_NAME_LABEL) or f"{ms_name}-0"
+    role_id = doc.get("roleId") or labels.get(ROLE_ID_LABEL) or f"{role}-0"
+    if "isEntry" in doc:
+        entry = bool(doc["isEntry"])
+    elif GROUP_NAME_LABEL in labels:
+        entry = labels.get(ENTRY_LABEL) == "true"
+    else:
+        entry = True
+    return PodContext(group, role, role_id, entry)
+
+
+def _first_role(ms: dict[str, Any] | None) -> str | None:
+    try:
+        name = (ms or {})["spec"]["template"]["roles"][0]["name"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return name if isinstance(name, str) and name else None
+
+
+def _request_for(args: argparse.Namespace, target: Target) -> tuple[Hook, Request]:
+    hook = HOOKS[args.hook]
+    return hook, read_request(args.request, hook, target.default_name, args.name, args.config)
+
+
+def _limits(sandbox: Sandbox, args: argparse.Namespace) -> Limits:
+    return sandbox.limits(args.fuel, args.memory_mib, args.timeout_ms)
+
+
+# --- run -------------------------------------------------------------------------------------
+
+
+def apply_patch(
+    validator: PatchValidator, name: str, pod: dict[str, Any], raw: Any, pod_name: str | None
+) -> tuple[dict[str, Any], list[PatchOperation]]:
+    """Validate and apply as the chain does; a refusal is a ForbiddenPatch failure."""
+    try:
+        return validator.apply_patch(pod, [] if raw is None else raw)
+    except PatchRejected as exc:
+        message = str(exc)
+    except Exception as exc:  # as the chain: a validator bug is still the patch's failure
+        message = f"the patch could not be validated: {type(exc).__name__}: {exc}"
+    raise Failed(
+        PluginFailure(FailureClass.FORBIDDEN_PATCH, name, Hook.ON_POD_CREATE, message, pod_name)
+    )
+
+
+@_guarded
+def run_cmd(args: argparse.Namespace) -> int:
+    target = resolve_target(args.module)
+    hook, request = _request_for(args, target)
+    sandbox = default_sandbox()
+    compiled = load(sandbox, target, request.name)
+    _check_exported(compiled, hook)
+    limits = _limits(sandbox, args)
+
+    encoder = RequestEncoder(
+        request.name,
+        request.config,
+        None if hook is Hook.VALIDATE_CONFIG else request.model_serving_api(),
+    )
+    if hook is Hook.VALIDATE_CONFIG:
+        payload = encoder.validate_config()
+    else:
+        assert request.where is not None and request.pod is not None
+        payload = encoder.pod_hook(hook, request.where, request.pod)
+
+    def failure(cls: FailureClass, message: str) -> PluginFailure:
+        return PluginFailure(cls, request.name, hook, message, request.pod_name)
+
+    try:
+        call = sandbox.call(compiled, hook, payload, limits)
+    except CallFailure as exc:
+        raise Failed(failure(exc.failure_class, exc.message), exc.logs) from None
+    try:
+        response = decode_response(call.response, hook)
+    except ResponseError as exc:
+        raise Failed(failure(FailureClass.INVALID_RESPONSE, str(exc)), call.logs) from None
+    if response.error:
+        raise Failed(failure(FailureClass.PLUGIN_ERROR, response.error), call.logs)
+
+    pod = request.pod
+    patch: list[PatchOperation] = []
+    if hook is Hook.ON_POD_CREATE:
+        assert pod is not None
+        try:
+            pod, patch = apply_patch(
+                PatchValidator(), request.name, pod, response.patch, request.pod_name
+            )
+        except Failed as exc:
+            exc.logs = list(call.logs)
+            raise
+    _print_json(
+        {
+            "hook": hook.value,
+            "plugin": {"name": request.name, "config": request.config},
+            "module": target.describe(),
+            "sha256": compiled.info.sha256,
+            "limits": {
+                "fuel": limits.fuel,
+                "memoryBytes": limits.memory_bytes,
+                "timeoutMs": limits.timeout_ms,
+            },
+            "patch": patch,
+            "pod": pod,
+            "fuelConsumed": call.fuel_consumed,
+            "durationUs": round(call.duration_us, 1),
+            "logs": [r.to_json() for r in call.logs],
+        }
+    )
+    return 0
+
+
+# --- inspect ---------------------------------------------------------------------------------
+
+
+@_guarded
+def inspect_cmd(args: argparse.Namespace) -> int:
+    target = resolve_target(args.module)
+    compiled = load(default_sandbox(), target, target.default_name)
+    _print_json({**target.describe(), **compiled.info.to_json()})
+    return 0
+
+
+# --- bench -----------------------------------------------------------------------------------
+
+Step = Callable[[], int | None]
+"""One timed call; returns the fuel it used (None for native)."""
+
+
+@contextlib.contextmanager
+def _quiet_plugin_log() -> Iterator[None]:
+    """Guest log lines of benchmarked calls are dropped (not printed once per iteration)."""
+    logger = logging.getLogger("modelserving.plugin")
+    handler = logging.NullHandler()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def _hook_request(
+    hook: Hook, ms: ModelServing, request: Request, pod: dict[str, Any]
+) -> HookRequest:
+    where = request.where
+    assert where is not None
+    return HookRequest(
+        hook, ms, where.serving_group, where.role_name, where.role_id, where.is_entry, pod
+    )
+
+
+def wasm_step(
+    args: argparse.Namespace, target: Target, hook: Hook, request: Request
+) -> tuple[Step, str]:
+    """The controller's WebAssembly path: one WasmPlugin (its encoder holding the shared parts),
+    a fresh instance per call, decode, then validate and apply the patch."""
+    sandbox = default_sandbox()
+    compiled = load(sandbox, target, request.name)
+    _check_exported(compiled, hook)
+    ms = request.parsed_model_serving() if hook is not Hook.VALIDATE_CONFIG else None
+    plugin = WasmPlugin(request.name, request.config, compiled, sandbox, _limits(sandbox, args), ms)
+    if hook is not Hook.VALIDATE_CONFIG:
+        plugin.validate_config()  # once, as the controller does when it builds the chain
+
+    def fuel() -> int:
+        return plugin.last.call.fuel_consumed if plugin.last is not None else 0
+
+    if hook is Hook.VALIDATE_CONFIG:
+
+        def validate() -> int:
+            plugin.validate_config()
+            return fuel()
+
+        return validate, compiled.info.sha256
+
+    assert ms is not None and request.pod is not None
+    pod, name = request.pod, request.pod_name
+    validator = PatchValidator()
+    if hook is Hook.ON_POD_READY:
+
+        def ready() -> int:
+            plugin.on_pod_ready(_hook_request(hook, ms, request, json_copy(pod)))
+            return fuel()
+
+        return ready, compiled.info.sha256
+
+    def create() -> int:
+        ops = plugin.on_pod_create(_hook_request(hook, ms, request, pod))
+        apply_patch(validator, request.name, pod, ops, name)
+        return fuel()
+
+    return create, compiled.info.sha256
+
+
+def native_step(target: Target, hook: Hook, request: Request) -> Step:
+    """The controller's native path: the hook on a private copy of the Pod, then validate and
+    apply the patch. A config the built-in refuses is a PluginError of ValidateConfig."""
+    builtin = target.builtin
+    assert builtin is not None
+    raw = request.config if request.config is not None else {}
+
+    def config_failure(message: str) -> Failed:
+        return Failed(
+            PluginFailure(FailureClass.PLUGIN_ERROR, request.name, Hook.VALIDATE_CONFIG, message)
+        )
+
+    if not isinstance(raw, dict):
+        raise config_failure(f"config must be a map, not {type(raw).__name__}")
+    try:
+        config = builtin.config_model.model_validate(raw)
+    except ValidationError as exc:
+        errors = pydantic_errors(exc)
+        raise config_failure(
+            "; ".join(f"config.{e.path}: {e.message}" if e.path else e.message for e in errors)
+        ) from None
+    if hook is Hook.VALIDATE_CONFIG:
+
+        def validate() -> None:
+            builtin.config_model.model_validate(raw)
+
+        return validate
+    method_name = NATIVE_METHODS[hook]
+    if method_name not in builtin.hooks:
+        raise UsageError(f"the built-in '{builtin.name}' has no {hook} hook")
+    method = getattr(builtin.factory(request.name, config), method_name)
+    ms = request.parsed_model_serving()
+    assert request.pod is not None
+    pod, name = request.pod, request.pod_name
+    validator = PatchValidator()
+
+    def call(given: dict[str, Any]) -> Any:
+        try:
+            return method(_hook_request(hook, ms, request, given))
+        except HookError as exc:
+            message = str(exc)
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}"
+        raise Failed(PluginFailure(FailureClass.PLUGIN_ERROR, request.name, hook, message, name))
+
+    if hook is Hook.ON_POD_READY:
+
+        def ready() -> None:
+            call(json_copy(pod))
+
+        return ready
+
+    def create() -> None:
+        apply_patch(validator, request.name, pod, call(json_copy(pod)), name)
+
+    return create
+
+
+def measure(step: Step, iterations: int, warmup: int = WARMUP) -> tuple[list[float], list[int]]:
+    """Per-call times in microseconds (sorted) and the fuel of each timed call."""
+    for _ in range(warmup):
+        step()
+    times: list[float] = []
+    fuels: list[int] = []
+    clock = time.perf_counter_ns
+    for _ in range(iterations):
+        start = clock()
+        used = step()
+        times.append((clock() - start) / 1000)
+        if used is not None:
+            fuels.append(used)
+    times.sort()
+    return times, fuels
+
+
+@_guarded
+def bench_cmd(args: argparse.Namespace) -> int:
+    target = resolve_target(args.module)
+    if args.runtime == "native" and target.builtin is None:
+        raise UsageError(
+            f"--runtime native needs a built-in plugin's name; {args.module} is a module file"
+        )
+    hook, request = _request_for(args, target)
+    sha256: str | None = None
+    with _quiet_plugin_log():
+        try:
+            if args.runtime == "native":
+                step = native_step(target, hook, request)
+            else:
+                step, sha256 = wasm_step(args, target, hook, request)
+            times, fuels = measure(step, args.iterations)
+        except PluginFailure as failure:
+            raise Failed(failure) from None
+    n = len(times)
+    _print_json(
+        {
+            "hook": hook.value,
+            "plugin": request.name,
+            "module": target.describe(),
+            "runtime": args.runtime,
+            "sha256": sha256,
+            "iterations": n,
+            "warmup": WARMUP,
+            "p50Us": round(times[n // 2], 1),
+            "p99Us": round(times[min(n - 1, int(n * 0.99))], 1),
+            "meanUs": round(statistics.fmean(times), 1),
+            "minUs": round(times[0], 1),
+            "meanFuel": round(statistics.fmean(fuels), 1) if fuels else None,
+        }
+    )
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,155 @@
+"""The validator's own RFC 6902 applier (copy-on-write) against the jsonpatch library."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelserving.api.errors import PatchRejected
+from modelserving.chain.policy import _apply_one, _may_grant, privileges
+
+scalars = st.none() | st.integers(-5, 5) | st.text(alphabet="ab~/", max_size=3)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(alphabet="ab~/", max_size=2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+tokens = st.sampled_from(["a", "b", "0", "1", "2", "-", "00", "01", "~0", "~1", "", "a~1b"])
+paths = st.lists(tokens, max_size=3).map(lambda ts: "".join("/" + t for t in ts))
+
+
+def oracle(doc: Any, op: dict[str, Any]) -> Any:
+    try:
+        return jsonpatch.apply_patch(copy.deepcopy(doc), [op])
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException):
+        return PatchRejected
+    except (TypeError, KeyError, IndexError, ValueError):
+        return PatchRejected
+
+
+def ours(doc: Any, op: dict[str, Any]) -> Any:
+    try:
+        return _apply_one(doc, op)  # type: ignore[arg-type]
+    except PatchRejected:
+        return PatchRejected
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    doc=st.dictionaries(st.sampled_from(["a", "b", "0", "a/b"]), values, max_size=3),
+    name=st.sampled_from(["add", "remove", "replace", "test"]),
+    path=paths,
+    value=values,
+)
+def test_same_result_as_jsonpatch_and_the_input_unchanged(
+    doc: dict[str, Any], name: str, path: str, value: Any
+) -> None:
+    op: dict[str, Any] = {"op": name, "path": path}
+    if name != "remove":
+        op["value"] = value
+    before = copy.deepcopy(doc)
+    assert ours(doc, op) == oracle(doc, op)
+    assert doc == before
+
+
+def test_test_operation_tells_true_from_one() -> None:
+    """JSON's true is not the number 1 (jsonpatch, using ==, says they are equal)."""
+    assert ours({"a": True}, {"op": "test", "path": "/a", "value": 1}) is PatchRejected
+    assert ours({"a": 1}, {"op": "test", "path": "/a", "value": 1.0}) == {"a": 1}
+
+
+SEGMENTS = st.sampled_from(
+    [
+        "metadata",
+        "annotations",
+        "labels",
+        "spec",
+        "containers",
+        "initContainers",
+        "ephemeralContainers",
+        "0",
+        "1",
+        "-",
+        "env",
+        "args",
+        "image",
+        "resources",
+        "securityContext",
+        "privileged",
+        "capabilities",
+        "add",
+        "ports",
+        "hostPort",
+        "volumes",
+        "hostPath",
+        "volumeMounts",
+        "hostNetwork",
+        "runtimeClassName",
+        "nodeSelector",
+        "tolerations",
+        "livenessProbe",
+        "httpGet",
+        "host",
+        "container.apparmor.security.beta.kubernetes.io/main",
+        "runAsUser",
+        "name",
+    ]
+)
+PRIVILEGED_POD: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p", "labels": {"a": "b"}, "annotations": {"x": "y"}},
+    "spec": {
+        "securityContext": {"runAsNonRoot": True},
+        "volumes": [{"name": "v", "emptyDir": {}}],
+        "containers": [
+            {"name": "main", "image": "i", "env": [{"name": "A"}], "ports": [{"containerPort": 80}]}
+        ],
+    },
+}
+grant_values = (
+    st.sampled_from(
+        [
+            True,
+            0,
+            "unconfined",
+            {"privileged": True},
+            {"add": ["SYS_ADMIN"]},
+            {"path": "/"},
+            [{"hostPort": 80}],
+            {"host": "1.2.3.4"},
+            {"hostPath": {"path": "/"}, "name": "w"},
+            {"name": "side", "image": "i", "securityContext": {"privileged": True}},
+        ]
+    )
+    | values
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    name=st.sampled_from(["add", "remove", "replace"]),
+    segments=st.lists(SEGMENTS, min_size=1, max_size=5),
+    value=grant_values,
+)
+def test_operations_judged_neutral_never_change_privileges(
+    name: str, segments: list[str], value: Any
+) -> None:
+    """The validator skips the privilege check for operations ``_may_grant`` calls neutral;
+    for any operation whatsoever, a change in privileges implies it was not called neutral."""
+    op: dict[str, Any] = {"op": name, "path": "".join("/" + s.replace("/", "~1") for s in segments)}
+    if name != "remove":
+        op["value"] = value
+    after = ours(PRIVILEGED_POD, op)
+    if after is PatchRejected or not isinstance(after, dict):
+        return
+    if privileges(after).keys() - privileges(PRIVILEGED_POD).keys():
+        assert _may_grant(op)  # type: ignore[arg-type]
