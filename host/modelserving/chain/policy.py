@@ -1,9 +1,10 @@
 """Enforces the operator's PatchPolicy on a plugin's JSON Patch: the one path for native and WASM.
 
 ``PatchValidator.apply`` checks each operation's shape and path against the allow-list, applies
-the patch to a copy of the Pod (RFC 6902 via ``jsonpatch``, one operation at a time so that an
-``add`` over an existing member is judged as the ``replace`` it is), then checks what may never
-change: identity fields, the controller's own labels and annotations, and the Pod's privileges.
+the patch copy-on-write (RFC 6902, one operation at a time so that an ``add`` over an existing
+member is judged as the ``replace`` it is; only the maps and lists on an operation's path are
+copied), then checks what may never change: identity fields, the controller's own labels and
+annotations, and the Pod's privileges (skipped for operations that cannot grant any).
 Any violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
@@ -103,8 +104,8 @@ def check_shape(raw: Any) -> list[PatchOperation]:
         problem = json_problem(item["value"], room) if "value" in item else None
         if problem:
             raise PatchRejected(path, f"{where}: the value {problem}")
-        # A copy: older jsonpatch versions insert values by reference, which would let the Pod
-        # and the recorded patch (and the plugin's own objects) share mutable values.
+        # A copy: the value lands in the Pod by reference, and must not be shared with the
+        # plugin's own objects.
         ops.append(json_copy(dict(item)))
     return ops
 
