@@ -69,3 +69,49 @@ MIRROR = guest(
 )
 """Answers with its request minus the first byte; or, when that byte is zero, returns the
 little-endian i64 of bytes 1-8 as its (pointer, length) result: the test controls both."""
+
+
+EXTISM_IMPORTS = """
+  (import "extism:host/env" "alloc" (func $alloc (param i64) (result i64)))
+  (import "extism:host/env" "store_u8" (func $store_u8 (param i64 i32)))
+  (import "extism:host/env" "output_set" (func $output_set (param i64 i64)))
+  (import "extism:host/env" "error_set" (func $error_set (param i64)))
+"""
+
+
+def extism_copy_out(offset: int, length: int) -> str:
+    """WAT that copies memory[offset:offset+length] into an Extism block; leaves its offset in
+    the local $out."""
+    return f"""
+    (local.set $out (call $alloc (i64.const {length})))
+    (block $done (loop $copy
+      (br_if $done (i32.ge_u (local.get $i) (i32.const {length})))
+      (call $store_u8 (i64.add (local.get $out) (i64.extend_i32_u (local.get $i)))
+                      (i32.load8_u (i32.add (i32.const {offset}) (local.get $i))))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $copy)))"""
+
+
+def extism_guest(*functions: str, data: bytes = b"", extra: str = "") -> bytes:
+    """An Extism-flavoured module: the marker, Extism's kernel imports, ``data`` at 1024."""
+    parts = [
+        EXTISM_IMPORTS,
+        extra,
+        '(memory (export "memory") 1)',
+        f'(data (i32.const 1024) "{wat_bytes(data)}")',
+        MARKER,
+        *functions,
+    ]
+    return bytes(wasmtime.wat2wasm("(module\n" + "\n".join(parts) + "\n)"))
+
+
+def extism_function(name: str, body: str) -> str:
+    return f'(func (export "{name}") (result i32) (local $out i64) (local $i i32) {body})'
+
+
+def extism_responding(data: bytes, name: str = "on_pod_create") -> bytes:
+    """An Extism guest whose ``name`` outputs ``data``."""
+    body = extism_copy_out(1024, len(data)) + (
+        f"(call $output_set (local.get $out) (i64.const {len(data)})) i32.const 0"
+    )
+    return extism_guest(extism_function(name, body), data=data)

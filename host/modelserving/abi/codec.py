@@ -163,7 +163,7 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
         if unknown:
             raise ResponseError(f"patch[{i}] has unknown key(s) {', '.join(map(repr, unknown))}")
         name = op.get("op")
-        if name not in OPS:
+        if not isinstance(name, str) or name not in OPS:
             raise ResponseError(
                 f"patch[{i}].op must be one of add, remove, replace, test, not {name!r}"
             )

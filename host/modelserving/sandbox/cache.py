@@ -22,7 +22,8 @@ import wasmtime
 
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import invalid_module
-from modelserving.sandbox.module import ModuleInfo, check_module
+from modelserving.sandbox.extism_call import ExtismModule
+from modelserving.sandbox.module import FLAVOUR_EXTISM, ModuleInfo, check_module
 
 WASM_MAGIC = b"\0asm"
 ARTIFACT_MAGIC = b"MSCWASM1"
@@ -36,7 +37,8 @@ class CompiledModule:
 
     info: ModuleInfo
     module: wasmtime.Module
-    pre: wasmtime.InstancePre
+    pre: wasmtime.InstancePre | None
+    extism: ExtismModule | None = None
 
 
 @dataclass
@@ -101,6 +103,9 @@ class ModuleCache:
             self.stats.compiled += 1
             self._to_disk(digest, module)
         info = check_module(module, digest, len(data))
+        if info.flavour == FLAVOUR_EXTISM:
+            # Extism links its own kernel; it compiles the module itself per set of limits.
+            return CompiledModule(info=info, module=module, pre=None, extism=ExtismModule(data))
         try:
             pre = self._engine.linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:

@@ -12,18 +12,20 @@ from __future__ import annotations
 import ctypes
 import time
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import wasmtime
 from wasmtime import _ffi as ffi
 
 from modelserving.abi.contract import ALLOC, INITIALIZE, MEMORY
 from modelserving.api.errors import FailureClass
-from modelserving.sandbox.cache import CompiledModule
 from modelserving.sandbox.engine import SandboxEngine, set_current_sink
 from modelserving.sandbox.errors import SandboxError
 from modelserving.sandbox.logs import LogRecord, LogSink
 from modelserving.sandbox.settings import WASM_PAGE, Limits
+
+if TYPE_CHECKING:
+    from modelserving.sandbox.cache import CompiledModule
 
 _NAMES = {name: name.encode() for name in (ALLOC, INITIALIZE, MEMORY)}
 _MAX_TABLES = 4
@@ -93,6 +95,7 @@ class _Instance:
     def start(self, wasi: wasmtime.WasiConfig | None) -> None:
         if wasi is not None:
             self.store.set_wasi(wasi)
+        assert self._compiled.pre is not None
         error = ffi.wasmtime_instance_pre_instantiate(
             self._compiled.pre.ptr(), self.ctx, ctypes.byref(self.instance), ctypes.byref(self.trap)
         )

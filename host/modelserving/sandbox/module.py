@@ -90,12 +90,20 @@ def check_module(module: wasmtime.Module, sha256: str, size: int) -> ModuleInfo:
     imports, wasi, extism = _check_imports(module)
     exports = {e.name: e.type for e in module.exports}
     version = _abi_version(exports)
-    memory_min = _check_memory(exports.get(MEMORY))
     flavour = FLAVOUR_EXTISM if extism else FLAVOUR_NATIVE
     if extism:
+        # Extism's kernel owns the request and response buffers, so the module's own memory
+        # (if it exports one) is not part of the contract; modelserving.log is not linked.
+        memory_min = _check_memory(exports[MEMORY]) if MEMORY in exports else 0
+        if f"{LOG_MODULE}.{LOG_FUNC}" in imports:
+            raise invalid_module(
+                f"an Extism plugin logs through {EXTISM_MODULE}; it may not import "
+                f"{LOG_MODULE}.{LOG_FUNC}"
+            )
         hooks = _extism_hooks(exports)
         initialize = False
     else:
+        memory_min = _check_memory(exports.get(MEMORY))
         _check_signatures(exports)
         if ALLOC not in exports:
             raise invalid_module(f"missing required export '{ALLOC}' {SIGNATURES[ALLOC]}")

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import threading
 
-from modelserving.abi.contract import HOOK_EXPORTS
+from modelserving.abi.contract import EXTISM_FUNCS, HOOK_EXPORTS
 from modelserving.api.errors import FailureClass
 from modelserving.api.hook import Hook
 from modelserving.sandbox.cache import CompiledModule, ModuleCache
 from modelserving.sandbox.call import CallFailure, CallResult, call_hook
 from modelserving.sandbox.engine import SandboxEngine
+from modelserving.sandbox.extism_call import call_extism
 from modelserving.sandbox.module import FLAVOUR_EXTISM
 from modelserving.sandbox.settings import Limits, SandboxSettings, default_cache_dir, resolve_limits
 
@@ -39,16 +40,14 @@ class Sandbox:
         self, compiled: CompiledModule, hook: Hook, request: bytes, limits: Limits
     ) -> CallResult:
         """Run one hook on ``request``; CallFailure (a SandboxError) when the call fails."""
-        if compiled.info.flavour == FLAVOUR_EXTISM:
-            raise CallFailure(
-                FailureClass.INVALID_MODULE,
-                "Extism-flavoured modules are recognised but this host cannot run them yet",
-            )
+        extism = compiled.info.flavour == FLAVOUR_EXTISM
+        export = (EXTISM_FUNCS if extism else HOOK_EXPORTS)[hook]
         if hook not in compiled.info.hooks:
-            raise CallFailure(
-                FailureClass.INVALID_MODULE, f"the module does not export {HOOK_EXPORTS[hook]}"
-            )
-        return call_hook(self.engine, compiled, HOOK_EXPORTS[hook], request, limits)
+            raise CallFailure(FailureClass.INVALID_MODULE, f"the module does not export {export}")
+        if extism:
+            assert compiled.extism is not None
+            return call_extism(self.settings, compiled.extism, export, request, limits)
+        return call_hook(self.engine, compiled, export, request, limits)
 
 
 _default: Sandbox | None = None

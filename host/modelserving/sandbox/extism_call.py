@@ -1,0 +1,112 @@
+"""Hook calls of Extism-flavoured modules (they import ``extism:host/env``), through Extism.
+
+The module's ``on_pod_create`` / ``on_pod_ready`` / ``validate_config`` take the same request
+bytes as Extism input and give the same response bytes as Extism output. Each call gets a fresh
+Extism plugin instance from a compiled plugin kept per (module, limits), with the same fuel,
+memory (``max_pages``) and deadline (``timeout_ms``) limits as native-flavour modules. Extism
+does not report the fuel used (reported as 0), nor does it pass the guest's WASI output on (it is
+dropped); an error the guest sets is a PluginError, Extism's own fuel, time and memory errors map
+to their classes, any other failure is a Trap.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from typing import Any
+
+from extism.extism import _ffi, _lib
+
+from modelserving.api.errors import FailureClass
+from modelserving.sandbox.call import CallFailure, CallResult
+from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings
+
+
+class ExtismModule:
+    """One Extism-flavoured module: its bytes and its compiled plugins by limits."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._compiled: dict[Limits, Any] = {}
+        self._lock = threading.Lock()
+
+    def compiled(self, limits: Limits) -> Any:
+        with self._lock:
+            found = self._compiled.get(limits)
+            if found is None:
+                found = self._compile(limits)
+                self._compiled[limits] = found
+            return found
+
+    def _compile(self, limits: Limits) -> Any:
+        manifest = json.dumps(
+            {
+                "wasm": [{"data": base64.b64encode(self._data).decode()}],
+                "memory": {"max_pages": max(1, limits.memory_bytes // WASM_PAGE)},
+                "timeout_ms": limits.timeout_ms,
+            }
+        ).encode()
+        errmsg = _ffi.new("char**")
+        wasi = b"wasi_snapshot_preview1" in self._data
+        pointer = _lib.extism_compiled_plugin_new_with_fuel_limit(
+            manifest, len(manifest), _ffi.NULL, 0, wasi, limits.fuel, errmsg
+        )
+        if pointer == _ffi.NULL:
+            message = _ffi.string(errmsg[0]).decode(errors="replace")
+            _lib.extism_plugin_new_error_free(errmsg[0])
+            raise CallFailure(FailureClass.INVALID_MODULE, f"Extism refused the module: {message}")
+        return _ffi.gc(pointer, _lib.extism_compiled_plugin_free)
+
+
+def call_extism(
+    settings: SandboxSettings, module: ExtismModule, function: str, request: bytes, limits: Limits
+) -> CallResult:
+    """Run ``function`` on ``request`` in a fresh Extism instance; CallFailure on any failure."""
+    compiled = module.compiled(limits)
+    start = time.perf_counter()
+    errmsg = _ffi.new("char**")
+    plugin = _lib.extism_plugin_new_from_compiled(compiled, errmsg)
+    if plugin == _ffi.NULL:
+        message = _ffi.string(errmsg[0]).decode(errors="replace")
+        _lib.extism_plugin_new_error_free(errmsg[0])
+        raise CallFailure(FailureClass.TRAP, f"the Extism instance could not start: {message}")
+    try:
+        status = _lib.extism_plugin_call(plugin, function.encode(), request, len(request))
+        error = _lib.extism_plugin_error(plugin)
+        elapsed = (time.perf_counter() - start) * 1e6
+        if error != _ffi.NULL or status != 0:
+            text = _ffi.string(error).decode(errors="replace") if error != _ffi.NULL else ""
+            cls, message = _classify(text, status, limits)
+            raise CallFailure(cls, message, 0, elapsed)
+        size = _lib.extism_plugin_output_length(plugin)
+        if size > settings.max_response_bytes:
+            raise CallFailure(
+                FailureClass.INVALID_RESPONSE,
+                f"the response is {size} bytes; the limit is {settings.max_response_bytes}",
+                0,
+                elapsed,
+            )
+        output = bytes(_ffi.buffer(_lib.extism_plugin_output_data(plugin), size))
+        return CallResult(output, 0, elapsed, [])
+    finally:
+        _lib.extism_plugin_free(plugin)
+
+
+def _classify(text: str, status: int, limits: Limits) -> tuple[FailureClass, str]:
+    lowered = text.lower()
+    if "out of fuel" in lowered:
+        return FailureClass.FUEL_EXHAUSTED, f"the call ran out of fuel ({limits.fuel} units)"
+    if lowered == "timeout" or ("timeout" in lowered and "wasm" not in lowered):
+        return FailureClass.TIMEOUT, f"the call passed its deadline ({limits.timeout_ms} ms)"
+    if lowered == "oom" or "memory limit" in lowered:
+        return (
+            FailureClass.MEMORY_LIMIT,
+            f"the call hit its memory limit ({limits.memory_bytes} bytes)",
+        )
+    if "wasm trap" in lowered or "wasm backtrace" in lowered or "unreachable" in lowered:
+        return FailureClass.TRAP, text.strip().splitlines()[0]
+    if text:
+        return FailureClass.PLUGIN_ERROR, text
+    return FailureClass.PLUGIN_ERROR, f"the Extism function returned status {status}"
