@@ -4,6 +4,10 @@ instance, before the hook."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import msgpack
 
 from modelserving.api.hook import Hook
@@ -89,3 +93,53 @@ def test_initialize_runs_once_before_the_hook(sandbox: Sandbox, request_bytes: b
     for _ in range(2):
         result = sandbox.call(compiled, Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
         assert msgpack.unpackb(result.response) == {"error": "1"}
+
+
+def test_writing_to_a_file_descriptor_other_than_stdout_or_stderr_fails(
+    sandbox: Sandbox, request_bytes: bytes
+) -> None:
+    """fd_write on fd 3 answers EBADF (8): the guest has no files."""
+    module = guest(
+        '(data (i32.const 2048) "\\81\\a5error\\a10")',
+        hook(
+            "(i32.store (i32.const 3000) (i32.const 2048))"
+            "(i32.store (i32.const 3004) (i32.const 1))"
+            "(i32.store8 (i32.const 2056) (i32.add (i32.const 48) "
+            "  (call $fd_write (i32.const 3) (i32.const 3000) (i32.const 1) (i32.const 3008))))"
+            + returns(2048, 9)
+        ),
+        imports=WASI,
+    )
+    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    assert msgpack.unpackb(result.response) == {"error": "8"}
+    assert result.logs == []
+
+
+EXIT_SCRIPT = """
+from modelserving.api.hook import Hook
+from modelserving.sandbox import Sandbox, SandboxSettings
+from tests.wasm.guests import guest, hook, returns
+from tests.wasm.test_wasi import WASI, write
+
+module = guest('(data (i32.const 2048) "hi\\\\0a")', hook(write(1, 2048, 3) + returns(0, 0)),
+               imports=WASI)
+sandbox = Sandbox(SandboxSettings())
+compiled = sandbox.load(module)
+for _ in range(20):
+    sandbox.call(compiled, Hook.ON_POD_CREATE, b"\\x80", sandbox.limits())
+"""
+
+
+def test_a_process_whose_guests_wrote_output_exits_cleanly() -> None:
+    """Guest output must not reach back into Python while the interpreter shuts down."""
+    root = Path(__file__).resolve().parents[2]
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_SCRIPT],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, "panic" in done.stderr) == (0, False), done.stderr

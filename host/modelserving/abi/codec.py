@@ -128,7 +128,8 @@ def decode_response(data: bytes, hook: Hook) -> Response:
     except msgpack.ExtraData:
         raise ResponseError("trailing bytes after the msgpack response") from None
     except Exception as exc:
-        raise ResponseError(f"not a msgpack value: {type(exc).__name__}: {exc}") from None
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise ResponseError(f"not a msgpack value: {detail}") from None
     if not isinstance(value, dict):
         raise ResponseError(f"the response must be a msgpack map, not {_kind(value)}")
     problem = json_problem(value, MAX_RESPONSE_DEPTH)
@@ -154,7 +155,7 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
     if not isinstance(raw, list):
         raise ResponseError(f"patch must be an array, not {_kind(raw)}")
     if raw and hook is not Hook.ON_POD_CREATE:
-        raise ResponseError(f"a {hook} response may not carry a patch (only OnPodCreate may)")
+        raise ResponseError(f"{hook} responses may not carry a patch (only OnPodCreate may)")
     ops: list[PatchOperation] = []
     for i, op in enumerate(raw):
         if not isinstance(op, dict):

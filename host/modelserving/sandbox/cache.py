@@ -21,8 +21,8 @@ from pathlib import Path
 import wasmtime
 
 from modelserving.sandbox.engine import SandboxEngine
-from modelserving.sandbox.errors import invalid_module
-from modelserving.sandbox.extism_call import ExtismModule
+from modelserving.sandbox.errors import SandboxError, invalid_module
+from modelserving.sandbox.extism_call import ExtismModule, check_links
 from modelserving.sandbox.module import FLAVOUR_EXTISM, ModuleInfo, check_module
 
 WASM_MAGIC = b"\0asm"
@@ -105,7 +105,12 @@ class ModuleCache:
         info = check_module(module, digest, len(data))
         if info.flavour == FLAVOUR_EXTISM:
             # Extism links its own kernel; it compiles the module itself per set of limits.
-            return CompiledModule(info=info, module=module, pre=None, extism=ExtismModule(data))
+            extism = ExtismModule(data, info.wasi)
+            try:
+                check_links(extism, self._engine.settings.default_limits())
+            except SandboxError as exc:
+                raise invalid_module(exc.message) from None
+            return CompiledModule(info=info, module=module, pre=None, extism=extism)
         try:
             pre = self._engine.linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:

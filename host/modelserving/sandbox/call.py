@@ -187,7 +187,7 @@ def call_hook(
     inst = _Instance(engine, compiled, limits)
     set_current_sink(sink)
     try:
-        inst.start(_wasi_config(sink) if compiled.info.wasi else None)
+        inst.start(_wasi_config() if compiled.info.wasi else None)
         response = _round_trip(inst, export.encode(), request, settings.max_response_bytes)
     except _Failed as exc:
         raise _failure(inst, limits, start, sink, exc.failure_class, exc.message) from None
@@ -276,14 +276,23 @@ def _failure(
     )
 
 
-def _wasi_config(sink: LogSink) -> wasmtime.WasiConfig:
-    """WASI with nothing: no preopened directories, environment or arguments; empty stdin."""
-    config = wasmtime.WasiConfig()
-    config.stdout_custom = lambda data: sink.write_stream("stdout", bytes(data))
-    config.stderr_custom = lambda data: sink.write_stream("stderr", bytes(data))
-    return config
+def _wasi_config() -> wasmtime.WasiConfig:
+    """WASI with nothing: no preopened directories, environment or arguments; empty stdin.
+    Standard output and error are served by the engine's own ``fd_write`` (log lines)."""
+    return wasmtime.WasiConfig()
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """What a wasmtime error says, in one line: the cause when it names one (``wasm trap:
+    integer divide by zero``), otherwise its first line."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    for line in lines:
+        if line.startswith("wasm trap:"):
+            return line
+    if "Caused by:" in lines:
+        cause = lines[lines.index("Caused by:") + 1 :]
+        if cause:
+            return cause[-1]
+    return lines[0]

@@ -18,7 +18,7 @@ from typing import Any
 import wasmtime
 from wasmtime import _ffi as ffi
 
-from modelserving.abi.contract import LOG_FUNC, LOG_MODULE
+from modelserving.abi.contract import LOG_FUNC, LOG_MODULE, WASI_MODULE
 from modelserving.sandbox.logs import LogSink, level_name
 from modelserving.sandbox.settings import SandboxSettings
 
@@ -75,6 +75,45 @@ def _log_import(caller: wasmtime.Caller, level: int, ptr: int, length: int) -> N
     sink.add(level_name(level), raw)
 
 
+_EBADF = 8
+_EFAULT = 21
+_STD_STREAMS = {1: "stdout", 2: "stderr"}
+_MAX_STREAM_WRITE = 64 * 1024
+
+
+def _fd_write(caller: wasmtime.Caller, fd: int, iovs: int, count: int, written: int) -> int:
+    """WASI ``fd_write``, served by the host: stdout and stderr become log lines of the current
+    call (what exceeds the log bounds is counted as written and dropped); every other file
+    descriptor is EBADF, as the guest has no files."""
+    source = _STD_STREAMS.get(fd)
+    if source is None:
+        return _EBADF
+    memory = caller.get("memory")
+    if not isinstance(memory, wasmtime.Memory):
+        return _EFAULT
+    size = memory.data_len(caller)
+    iovs, count, written = iovs & 0xFFFFFFFF, count & 0xFFFFFFFF, written & 0xFFFFFFFF
+    if iovs + 8 * count > size or written + 4 > size:
+        return _EFAULT
+    base = ctypes.addressof(memory.data_ptr(caller).contents)
+    vectors = ctypes.string_at(base + iovs, 8 * count)
+    total, chunks, budget = 0, [], _MAX_STREAM_WRITE
+    for i in range(count):
+        ptr = int.from_bytes(vectors[8 * i : 8 * i + 4], "little")
+        length = int.from_bytes(vectors[8 * i + 4 : 8 * i + 8], "little")
+        if ptr + length > size:
+            return _EFAULT
+        total += length
+        if budget > 0:
+            chunks.append(ctypes.string_at(base + ptr, min(length, budget)))
+            budget -= length
+    ctypes.memmove(base + written, (total & 0xFFFFFFFF).to_bytes(4, "little"), 4)
+    sink = current_sink()
+    if sink is not None:
+        sink.write_stream(source, b"".join(chunks))
+    return 0
+
+
 class SandboxEngine:
     """The engine, its linker and its epoch ticker, shared by every module of one sandbox."""
 
@@ -93,6 +132,17 @@ class SandboxEngine:
         self.linker = wasmtime.Linker(self.engine)
         self.linker.define_wasi()
         i32 = wasmtime.ValType.i32()
+        # stdout and stderr become log lines through our own fd_write (wasmtime's custom output
+        # callbacks can fire from its own threads, even while the interpreter exits).
+        self.linker.allow_shadowing = True
+        self.linker.define_func(
+            WASI_MODULE,
+            "fd_write",
+            wasmtime.FuncType([i32, i32, i32, i32], [i32]),
+            _fd_write,
+            access_caller=True,
+        )
+        self.linker.allow_shadowing = False
         self.linker.define_func(
             LOG_MODULE,
             LOG_FUNC,

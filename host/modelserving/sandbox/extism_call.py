@@ -27,8 +27,9 @@ from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings
 class ExtismModule:
     """One Extism-flavoured module: its bytes and its compiled plugins by limits."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, wasi: bool) -> None:
         self._data = data
+        self._wasi = wasi
         self._compiled: dict[Limits, Any] = {}
         self._lock = threading.Lock()
 
@@ -49,15 +50,36 @@ class ExtismModule:
             }
         ).encode()
         errmsg = _ffi.new("char**")
-        wasi = b"wasi_snapshot_preview1" in self._data
         pointer = _lib.extism_compiled_plugin_new_with_fuel_limit(
-            manifest, len(manifest), _ffi.NULL, 0, wasi, limits.fuel, errmsg
+            manifest, len(manifest), _ffi.NULL, 0, self._wasi, limits.fuel, errmsg
         )
         if pointer == _ffi.NULL:
             message = _ffi.string(errmsg[0]).decode(errors="replace")
             _lib.extism_plugin_new_error_free(errmsg[0])
-            raise CallFailure(FailureClass.INVALID_MODULE, f"Extism refused the module: {message}")
+            raise CallFailure(
+                FailureClass.INVALID_MODULE, f"Extism refused the module: {_one_line(message)}"
+            )
         return _ffi.gc(pointer, _lib.extism_compiled_plugin_free)
+
+
+def check_links(module: ExtismModule, limits: Limits) -> None:
+    """Compile and instantiate once, so a module Extism cannot link (an ``extism:host/env``
+    function Extism does not have) is refused at load, not at its first call."""
+    compiled = module.compiled(limits)
+    errmsg = _ffi.new("char**")
+    plugin = _lib.extism_plugin_new_from_compiled(compiled, errmsg)
+    if plugin == _ffi.NULL:
+        message = _ffi.string(errmsg[0]).decode(errors="replace")
+        _lib.extism_plugin_new_error_free(errmsg[0])
+        raise CallFailure(
+            FailureClass.INVALID_MODULE, f"Extism cannot link the module: {_one_line(message)}"
+        )
+    _lib.extism_plugin_free(plugin)
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else text
 
 
 def call_extism(
@@ -71,7 +93,9 @@ def call_extism(
     if plugin == _ffi.NULL:
         message = _ffi.string(errmsg[0]).decode(errors="replace")
         _lib.extism_plugin_new_error_free(errmsg[0])
-        raise CallFailure(FailureClass.TRAP, f"the Extism instance could not start: {message}")
+        raise CallFailure(
+            FailureClass.TRAP, f"the Extism instance could not start: {_one_line(message)}"
+        )
     try:
         status = _lib.extism_plugin_call(plugin, function.encode(), request, len(request))
         error = _lib.extism_plugin_error(plugin)

@@ -153,14 +153,14 @@ def _check_imports(module: wasmtime.Module) -> tuple[tuple[str, ...], bool, bool
 def _abi_version(exports: dict[str, Any]) -> int:
     supported = ", ".join(sorted(MARKERS))
     found = sorted(n for n in exports if n.startswith(MARKER_PREFIX))
-    for name in found:
-        if name in MARKERS:
-            if _sig(exports[name]) != MARKER_SIGNATURE:
-                raise invalid_module(
-                    f"ABI marker '{name}' has type {_sig(exports[name])}; it must be "
-                    f"{MARKER_SIGNATURE}"
-                )
-            return MARKERS[name]
+    # The newest version the host and the module share wins.
+    shared = sorted((n for n in found if n in MARKERS), key=MARKERS.__getitem__, reverse=True)
+    for name in shared:
+        if _sig(exports[name]) != MARKER_SIGNATURE:
+            raise invalid_module(
+                f"ABI marker '{name}' has type {_sig(exports[name])}; it must be {MARKER_SIGNATURE}"
+            )
+        return MARKERS[name]
     if found:
         raise invalid_module(
             f"unsupported ABI: the module exports {', '.join(found)}; "
