@@ -39,6 +39,7 @@ class LogSink:
         self._max_lines = max_lines
         self._max_line = max_line_bytes
         self._budget = max_bytes
+        self._max_bytes = max_bytes
         self._partial: dict[str, bytearray] = {}
 
     def add(self, level: str, data: bytes, source: str = "log") -> None:
@@ -73,7 +74,8 @@ class LogSink:
         self._partial.clear()
         if self.dropped:
             note = (
-                f"{self.dropped} more log line(s) dropped (limit {self._max_lines} lines per call)"
+                f"{self.dropped} more log line(s) dropped (limits per call: {self._max_lines} "
+                f"lines, {self._max_bytes} bytes)"
             )
             self.records.append(LogRecord("warn", note, "host"))
             self.dropped = 0
