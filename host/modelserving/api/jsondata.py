@@ -33,12 +33,44 @@ class JsonProblem:
     offender: Any
 
 
+def _plain(value: Any, depth_left: int) -> bool:
+    """Whether ``value`` is plain JSON nested at most ``depth_left`` deep (the fast check; the
+    recursion is bounded by ``depth_left``, at most a few hundred)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if depth_left <= 0:
+        return False
+    if kind is dict:
+        for key, child in value.items():
+            if type(key) is not str:
+                return False
+            ckind = type(child)
+            scalar = ckind is str or ckind is int or ckind is bool or child is None
+            if not scalar and not _plain(child, depth_left - 1):
+                return False
+        return True
+    if kind is list:
+        for child in value:
+            ckind = type(child)
+            scalar = ckind is str or ckind is int or ckind is bool or child is None
+            if not scalar and not _plain(child, depth_left - 1):
+                return False
+        return True
+    return False
+
+
 def find_json_problem(value: Any, max_depth: int = MAX_DEPTH) -> JsonProblem | None:
     """The first place, in document order, where ``value`` is not plain JSON nested at most
     ``max_depth`` deep; None when there is none.
 
-    Iterative, so hostile depth cannot exhaust the interpreter's stack.
+    A fast recursive check first (bounded by ``max_depth``); only when it fails does an
+    iterative walk find where, so hostile depth cannot exhaust the interpreter's stack.
     """
+    if max_depth <= 500 and _plain(value, max_depth):
+        return None
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         item, path = stack.pop()

@@ -165,7 +165,9 @@ class Chain:
     ) -> tuple[dict[str, Any], list[PatchOperation]]:
         """The patched Pod and the validated operations; ForbiddenPatch on any problem."""
         try:
-            return self.validator.apply_patch(pod, [] if raw is None else raw)
+            # Operations decoded from a WebAssembly response belong to no one: no copy needed.
+            fresh = entry.runtime == "Wasm"
+            return self.validator.apply_patch(pod, [] if raw is None else raw, not fresh)
         except PatchRejected as exc:
             message = str(exc)
         except Exception as exc:  # a validator bug must not escape the failure policy

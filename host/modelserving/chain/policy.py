@@ -73,9 +73,9 @@ def _compile(policy: PatchPolicy) -> tuple[_Rule, ...]:
     return tuple(rules)
 
 
-def check_shape(raw: Any) -> list[PatchOperation]:
+def check_shape(raw: Any, copy_values: bool = True) -> list[PatchOperation]:
     """A patch must be a list (or tuple) of ``{op, path[, value]}`` maps with known ops and no
-    other keys."""
+    other keys. ``copy_values=False`` is for operations nobody else holds (freshly decoded)."""
     if not isinstance(raw, list | tuple):
         raise PatchRejected("", f"a patch is a list of operations, not {type(raw).__name__}")
     ops: list[PatchOperation] = []
@@ -106,7 +106,7 @@ def check_shape(raw: Any) -> list[PatchOperation]:
             raise PatchRejected(path, f"{where}: the value {problem}")
         # A copy: the value lands in the Pod by reference, and must not be shared with the
         # plugin's own objects.
-        ops.append(json_copy(dict(item)))
+        ops.append(json_copy(dict(item)) if copy_values else item)  # type: ignore[arg-type]
     return ops
 
 
@@ -147,15 +147,16 @@ class PatchValidator:
         return self.apply_patch(pod, raw_ops)[0]
 
     def apply_patch(
-        self, pod: Mapping[str, Any], raw_ops: Any
+        self, pod: Mapping[str, Any], raw_ops: Any, copy_values: bool = True
     ) -> tuple[dict[str, Any], list[PatchOperation]]:
         """The patched Pod and the validated operations (copies, safe to keep).
 
         ``pod`` is never changed. The patched Pod is built copy-on-write: only the maps and lists
         on the path of an operation are new, everything else is shared with ``pod``, so treat
-        both as read-only (or copy the part you change).
+        both as read-only (or copy the part you change). ``copy_values=False`` puts the
+        operations' values into the Pod as they are: only for operations no one else holds.
         """
-        ops = check_shape(raw_ops)
+        ops = check_shape(raw_ops, copy_values)
         return self._apply_checked(pod, ops), ops
 
     def _apply_checked(self, pod: Mapping[str, Any], ops: list[PatchOperation]) -> dict[str, Any]:
@@ -190,10 +191,12 @@ class PatchValidator:
         ``ops`` that led from ``before`` to ``after``, the container and privilege checks are
         skipped when no operation can affect them."""
         meta_b, meta_a = _meta(before), _meta(after)
-        for key in _IDENTITY:
+        for key in _IDENTITY if meta_a is not meta_b else ():
             if meta_b.get(key) != meta_a.get(key):
                 raise PatchRejected(f"/metadata/{key}", "plugins may never change a Pod's identity")
         for field in ("labels", "annotations"):
+            if meta_b.get(field) is meta_a.get(field):
+                continue  # untouched (the patched Pod is built copy-on-write)
             old = _owned(meta_b.get(field), self._prefixes)
             new = _owned(meta_a.get(field), self._prefixes)
             if old != new:

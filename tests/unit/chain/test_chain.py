@@ -654,7 +654,7 @@ class Both(Declares):
 class ExplodingValidator(PatchValidator):
     """A validator with a bug: it raises something other than PatchRejected."""
 
-    def apply_patch(self, pod: Any, raw_ops: Any) -> Any:
+    def apply_patch(self, pod: Any, raw_ops: Any, copy_values: bool = True) -> Any:
         raise TypeError("unhashable type: 'dict'")
 
 
