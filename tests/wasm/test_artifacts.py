@@ -30,5 +30,5 @@ def test_the_package_data_rule_covers_the_artifacts() -> None:
 
 
 def test_a_missing_artifact_is_a_clear_error() -> None:
-    with pytest.raises(ArtifactMissing, match="nope.wasm is not installed"):
+    with pytest.raises(ArtifactMissing, match=r"nope\.wasm is not installed"):
         builtin_wasm("nope.wasm")
