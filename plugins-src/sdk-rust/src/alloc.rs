@@ -10,6 +10,11 @@ use core::ptr;
 
 const PAGE: usize = 65536;
 
+extern "C" {
+    /// Defined by wasm-ld: the first byte after the stack and the static data.
+    static __heap_base: u8;
+}
+
 pub struct Bump {
     next: Cell<usize>,
     end: Cell<usize>,
@@ -19,7 +24,8 @@ pub struct Bump {
 unsafe impl Sync for Bump {}
 
 impl Bump {
-    /// Make `[.., new_next)` usable, growing memory when needed.
+    /// Make `[.., new_next)` usable, growing memory when needed (by what is missing, rounded
+    /// up to whole pages: a call's memory stays as small as it can, and the host resets less).
     fn reserve(&self, new_next: usize) -> bool {
         if new_next <= self.end.get() {
             return true;
@@ -36,10 +42,12 @@ impl Bump {
 unsafe impl GlobalAlloc for Bump {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if self.end.get() == 0 {
-            // First use: the heap starts where the linked-in data and stack end.
-            let end = wasm32::memory_size(0) * PAGE;
-            self.next.set(end);
-            self.end.set(end);
+            // First use: the heap starts where the linker put the end of the stack and the
+            // data (`__heap_base`), so the rest of the initial memory is used before growing.
+            // Only the symbol's address is taken (this is an unsafe fn).
+            let base = &__heap_base as *const u8 as usize;
+            self.next.set(base);
+            self.end.set(wasm32::memory_size(0) * PAGE);
         }
         let align = layout.align();
         let start = match self.next.get().checked_add(align - 1) {

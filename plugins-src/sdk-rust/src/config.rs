@@ -66,18 +66,47 @@ impl<'a> Fields<'a> {
 
     /// The location of field `name` (e.g. `config.runtimeClassName`).
     pub fn loc_of(&self, name: &str) -> String {
-        format!("{}.{name}", self.loc)
+        // Not format!: this runs on the success path too, and formatting is slow in a module.
+        let mut loc = String::with_capacity(self.loc.len() + 1 + name.len());
+        loc.push_str(&self.loc);
+        loc.push('.');
+        loc.push_str(name);
+        loc
+    }
+
+    /// The location of item `index` of field `name` (e.g. `config.env.0`).
+    pub fn loc_of_item(&self, name: &str, index: usize) -> String {
+        let mut loc = self.loc_of(name);
+        loc.push('.');
+        let mut digits = [0u8; 20];
+        let (mut i, mut n) = (digits.len(), index);
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        digits[i..].iter().for_each(|&d| loc.push(d as char));
+        loc
     }
 
     /// The (non-nil) value of field `name` (camelCase; the snake_case spelling is accepted
     /// too), marked as read.
     pub fn get(&mut self, name: &str) -> Option<&'a Value> {
-        let snake = snake_case(name);
         let pos = self
             .entries
             .iter()
             .position(|(k, _, _)| *k == name)
-            .or_else(|| self.entries.iter().position(|(k, _, _)| *k == snake));
+            .or_else(|| {
+                if !name.bytes().any(|c| c.is_ascii_uppercase()) {
+                    return None; // the snake_case spelling is the same
+                }
+                self.entries
+                    .iter()
+                    .position(|(k, _, _)| is_snake_case_of(k, name))
+            });
         pos.map(|i| {
             self.entries[i].2 = true;
             self.entries[i].1
@@ -171,6 +200,21 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// Whether `key == snake_case(camel)`, without building it.
+fn is_snake_case_of(key: &str, camel: &str) -> bool {
+    let mut key = key.bytes();
+    for c in camel.bytes() {
+        if c.is_ascii_uppercase() {
+            if key.next() != Some(b'_') || key.next() != Some(c.to_ascii_lowercase()) {
+                return false;
+            }
+        } else if key.next() != Some(c) {
+            return false;
+        }
+    }
+    key.next().is_none()
+}
+
 /// `runtimeClassName` -> `runtime_class_name` (the inverse of pydantic's `to_camel` for plain
 /// field names).
 pub fn snake_case(camel: &str) -> String {
@@ -250,5 +294,22 @@ mod tests {
         f.finish().unwrap();
         assert_eq!(snake_case("runtimeClassName"), "runtime_class_name");
         assert_eq!(snake_case("env"), "env");
+        for (key, camel, same) in [
+            ("runtime_class_name", "runtimeClassName", true),
+            ("runtime_class_nam", "runtimeClassName", false),
+            ("runtime_class_namex", "runtimeClassName", false),
+            ("runtimeClassName", "runtimeClassName", false),
+            ("runtime_Class_name", "runtimeClassName", false),
+            ("env", "env", true),
+            ("", "", true),
+        ] {
+            assert_eq!(is_snake_case_of(key, camel), same, "{key} {camel}");
+            assert_eq!(snake_case(camel) == key, same, "{key} {camel}");
+        }
+        let v = Value::map([("a", 1)]);
+        let mut f = Fields::new(&v, "config.x").unwrap();
+        assert_eq!(f.loc_of_item("env", 0), "config.x.env.0");
+        assert_eq!(f.loc_of_item("env", 1207), "config.x.env.1207");
+        assert!(f.get("a").is_some());
     }
 }

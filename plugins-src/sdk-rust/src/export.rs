@@ -13,7 +13,7 @@ pub trait IntoPatch {
     fn into_patch(self) -> Result<Vec<Op>, String>;
 }
 
-impl IntoPatch for PodPatch<'_> {
+impl IntoPatch for PodPatch {
     fn into_patch(self) -> Result<Vec<Op>, String> {
         self.into_ops()
     }

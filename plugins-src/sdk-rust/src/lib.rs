@@ -7,7 +7,7 @@
 //! ```ignore
 //! use modelserving_plugin::{export_plugin, PodPatch, Request};
 //!
-//! fn on_pod_create(req: &Request) -> Result<PodPatch<'_>, String> {
+//! fn on_pod_create(req: &Request) -> Result<PodPatch, String> {
 //!     if req.role_name == "forbidden" {
 //!         return Err("this role may not be labelled".into()); // {"error": ...}
 //!     }
@@ -23,7 +23,10 @@
 //!
 //! * [`Value`] and the [`msgpack`] codec: JSON-shaped data, encoded byte-for-byte as the
 //!   host's Python `msgpack.packb(obj, use_bin_type=True)` encodes it;
-//! * [`Request`]: the decoded, type-checked request of one hook call;
+//! * [`Request`]: the request of one hook call, checked and read lazily: the Pod and the
+//!   ModelServing stay undecoded [`RawValue`]s borrowed from the request bytes;
+//! * [`RawValue`] ([`raw`]): a zero-copy msgpack view: navigate (`get`, `iter_array`,
+//!   `iter_map`, `as_str`, ...) without decoding, or materialize a subtree with `to_value`;
 //! * [`PodPatch`] and [`Op`]: JSON Patch operations with the same semantics as the host's
 //!   Python `PodPatch`, so a plugin gives identical patches in either runtime;
 //! * [`config::Fields`]: strict config reading with the host's conventions (unknown fields
@@ -46,12 +49,14 @@ pub mod log;
 pub mod msgpack;
 pub mod names;
 pub mod patch;
+pub mod raw;
 pub mod request;
 pub mod response;
 pub mod value;
 
 pub use export::IntoPatch;
 pub use patch::{escape, Op, OpKind, PodPatch};
+pub use raw::{Kind, RawValue};
 pub use request::{Hook, Request, ABI_VERSION};
 pub use response::{error_response, patch_response, Response};
 pub use value::Value;

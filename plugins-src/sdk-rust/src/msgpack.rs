@@ -39,8 +39,14 @@ impl std::error::Error for DecodeError {}
 
 /// Decode exactly one value filling all of `bytes`.
 pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
+    decode_nested(bytes, 0)
+}
+
+/// [`decode`] for a value that sits `outer` containers deep in a larger document, so the
+/// nesting limit counts from the document's root.
+pub(crate) fn decode_nested(bytes: &[u8], outer: usize) -> Result<Value, DecodeError> {
     let mut d = Decoder { buf: bytes, pos: 0 };
-    let v = d.value(0)?;
+    let v = d.value(outer)?;
     if d.pos != bytes.len() {
         return Err(d.err(format!(
             "{} trailing bytes after the value",
@@ -176,9 +182,9 @@ impl<'a> Decoder<'a> {
     fn str(&mut self, n: usize) -> Result<Value, DecodeError> {
         let start = self.pos;
         let bytes = self.take(n)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Value::Str(s.to_owned())),
-            Err(_) => Err(self.at(start, "string is not valid UTF-8")),
+        match crate::raw::utf8(bytes) {
+            Some(s) => Ok(Value::Str(s.to_owned())),
+            None => Err(self.at(start, "string is not valid UTF-8")),
         }
     }
 
@@ -231,6 +237,13 @@ fn dedupe(entries: Vec<(String, Value)>) -> Vec<(String, Value)> {
     let n = entries.len();
     if n < 2 {
         return entries;
+    }
+    if n <= 16 {
+        // Small maps (nearly all): compare pairs, no allocation.
+        let repeated = (1..n).any(|j| entries[..j].iter().any(|(k, _)| *k == entries[j].0));
+        if !repeated {
+            return entries;
+        }
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));

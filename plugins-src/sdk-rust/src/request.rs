@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::raw::{Kind, RawValue};
 use crate::value::Value;
 
 /// The ABI version this SDK speaks (`abiVersion` in every request).
@@ -56,101 +57,134 @@ impl fmt::Display for Hook {
     }
 }
 
-/// One hook call's context.
+/// One hook call's context, read lazily from the request bytes it borrows.
+///
+/// [`Request::decode`] makes one pass over the request that checks its framing (see
+/// [`crate::raw`]) and indexes the top-level keys; the small fields are read from it, `config`
+/// is materialized into a [`Value`], and `model_serving` / `pod` stay undecoded
+/// [`RawValue`]s: navigate them with [`RawValue::get`] and friends, or materialize them with
+/// [`Request::pod_value`] / [`Request::model_serving_value`] when the whole object is needed.
 ///
 /// For `OnPodCreate` and `OnPodReady` every field is present (`model_serving` and `pod` are
 /// `Some` maps); for `ValidateConfig` only `hook`, `plugin_name` and `config` are meaningful,
 /// the strings are empty, `is_entry` is false and `model_serving` / `pod` are `None`.
 /// Keys of the request map this SDK does not know are ignored.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Request {
+pub struct Request<'a> {
     pub hook: Hook,
     /// The plugin's name in the ModelServing's plugin list.
-    pub plugin_name: String,
-    /// The plugin's config exactly as written in the ModelServing (`Value::Nil` when absent).
+    pub plugin_name: &'a str,
+    /// The plugin's config exactly as written in the ModelServing (`Value::Nil` when absent),
+    /// decoded with every check of [`crate::msgpack::decode`].
     pub config: Value,
-    /// The ModelServing object (a map), for the Pod hooks.
-    pub model_serving: Option<Value>,
-    pub serving_group: String,
-    pub role_name: String,
-    pub role_id: String,
+    /// The ModelServing object (a map), for the Pod hooks; undecoded.
+    pub model_serving: Option<RawValue<'a>>,
+    pub serving_group: &'a str,
+    pub role_name: &'a str,
+    pub role_id: &'a str,
     /// Whether the Pod is its role's entry Pod.
     pub is_entry: bool,
-    /// The Pod (a map; with `status` for OnPodReady), for the Pod hooks. Never changed by the
-    /// host after the call: a plugin returns a patch instead.
-    pub pod: Option<Value>,
+    /// The Pod (a map; with `status` for OnPodReady), for the Pod hooks; undecoded. Never
+    /// changed by the host after the call: a plugin returns a patch instead.
+    pub pod: Option<RawValue<'a>>,
 }
 
-static NIL: Value = Value::Nil;
-
-impl Request {
-    /// Decode and check a request; the error says what is wrong, e.g.
+impl<'a> Request<'a> {
+    /// Check and index a request, borrowing `bytes`; the error says what is wrong, e.g.
     /// `request: 'roleName' must be a str, got int`.
-    pub fn decode(bytes: &[u8]) -> Result<Request, String> {
-        let root = crate::msgpack::decode(bytes).map_err(|e| format!("request: {e}"))?;
-        Request::from_value(root)
-    }
-
-    /// Check an already decoded request map (takes it apart without copying).
-    pub fn from_value(root: Value) -> Result<Request, String> {
-        let mut fields = match root {
-            Value::Map(m) => m,
-            other => return Err(format!("request: must be a map, got {}", other.type_name())),
+    pub fn decode(bytes: &'a [u8]) -> Result<Request<'a>, String> {
+        let mut fields: [Option<RawValue<'a>>; FIELDS.len()] = [None; FIELDS.len()];
+        let root = crate::raw::check_root(bytes, |key, value| {
+            let key = key.str_bytes().unwrap_or_default();
+            if let Some(i) = field_index(key) {
+                // Request maps never repeat a key; if one did, the first would count.
+                if fields[i].is_none() {
+                    fields[i] = Some(value);
+                }
+            }
+        })
+        .map_err(|e| format!("request: {e}"))?;
+        if root.kind() != Kind::Map {
+            return Err(format!("request: must be a map, got {}", root.type_name()));
+        }
+        let [abi, hook, plugin, model_serving, serving_group, role_name, role_id, is_entry, pod] =
+            fields;
+        let text = |v: RawValue<'a>| -> Result<&'a str, String> {
+            v.as_str().ok_or_else(|| invalid_utf8(bytes, v))
         };
-        let mut take = |key: &str| -> Option<Value> {
-            fields
-                .iter()
-                .position(|(k, _)| k == key)
-                .map(|i| fields.swap_remove(i).1)
-        };
 
-        match take("abiVersion") {
+        match abi {
             Some(v) if v.as_i64() == Some(ABI_VERSION) => {}
-            Some(Value::Int(v)) => {
+            Some(v) if v.kind() == Kind::Int => {
+                // Only integers are formatted (a RawValue's Display would pull in the float
+                // formatting code).
+                let v = match v.as_i64() {
+                    Some(i) => i.to_string(),
+                    None => v.as_u64().unwrap_or_default().to_string(),
+                };
                 return Err(format!(
                     "request: abiVersion {v} is not supported (this plugin speaks {ABI_VERSION})"
-                ))
+                ));
             }
-            Some(v) => return Err(wrong("abiVersion", "int", Some(&v))),
-            None => return Err("request: 'abiVersion' is missing".to_owned()),
+            other => return Err(wrong("abiVersion", "int", other)),
         }
-        let hook = match take("hook") {
-            Some(Value::Str(s)) => match Hook::from_name(&s) {
-                Some(h) => h,
-                None => return Err(format!("request: unknown hook '{s}'")),
-            },
-            other => return Err(wrong("hook", "str", other.as_ref())),
+        let hook = match hook {
+            Some(v) if v.kind() == Kind::Str => {
+                let name = text(v)?;
+                match Hook::from_name(name) {
+                    Some(h) => h,
+                    None => return Err(format!("request: unknown hook '{name}'")),
+                }
+            }
+            other => return Err(wrong("hook", "str", other)),
         };
-        let (plugin_name, config) = match take("plugin") {
-            Some(Value::Map(p)) => {
-                let mut p = Value::Map(p);
+        let (plugin_name, config) = match plugin {
+            Some(p) if p.kind() == Kind::Map => {
                 let name = match p.get("name") {
-                    Some(Value::Str(s)) => s.clone(),
+                    Some(v) if v.kind() == Kind::Str => text(v)?,
                     other => return Err(wrong("plugin.name", "str", other)),
                 };
-                let config = match &mut p {
-                    Value::Map(m) => m
-                        .iter()
-                        .position(|(k, _)| k == "config")
-                        .map(|i| m.swap_remove(i).1)
-                        .unwrap_or(Value::Nil),
-                    _ => Value::Nil,
+                let config = match p.get("config") {
+                    // Nested in the request and the plugin map: the nesting limit counts from
+                    // the request, as when the whole request was decoded.
+                    Some(c) => {
+                        crate::msgpack::decode_nested(c.as_bytes(), 2).map_err(|mut e| {
+                            e.offset += offset_of(bytes, c);
+                            format!("request: {e}")
+                        })?
+                    }
+                    None => Value::Nil,
                 };
                 (name, config)
             }
-            other => return Err(wrong("plugin", "map", other.as_ref())),
+            other => return Err(wrong("plugin", "map", other)),
         };
         let required = hook.has_pod();
-        let model_serving = map_field("modelServing", take("modelServing"), required)?;
-        let serving_group = str_field("servingGroup", take("servingGroup"), required)?;
-        let role_name = str_field("roleName", take("roleName"), required)?;
-        let role_id = str_field("roleId", take("roleId"), required)?;
-        let is_entry = match take("isEntry") {
-            Some(Value::Bool(b)) => b,
-            None if !required => false,
-            other => return Err(wrong("isEntry", "bool", other.as_ref())),
+        let str_field = |key: &str, v: Option<RawValue<'a>>| -> Result<&'a str, String> {
+            match v {
+                Some(v) if v.kind() == Kind::Str => text(v),
+                None if !required => Ok(""),
+                other => Err(wrong(key, "str", other)),
+            }
         };
-        let pod = map_field("pod", take("pod"), required)?;
+        let map_field =
+            |key: &str, v: Option<RawValue<'a>>| -> Result<Option<RawValue<'a>>, String> {
+                match v {
+                    Some(m) if m.kind() == Kind::Map => Ok(Some(m)),
+                    None if !required => Ok(None),
+                    other => Err(wrong(key, "map", other)),
+                }
+            };
+        let model_serving = map_field("modelServing", model_serving)?;
+        let serving_group = str_field("servingGroup", serving_group)?;
+        let role_name = str_field("roleName", role_name)?;
+        let role_id = str_field("roleId", role_id)?;
+        let is_entry = match is_entry {
+            Some(v) if v.kind() == Kind::Bool => v.as_bool() == Some(true),
+            None if !required => false,
+            other => return Err(wrong("isEntry", "bool", other)),
+        };
+        let pod = map_field("pod", pod)?;
         Ok(Request {
             hook,
             plugin_name,
@@ -164,75 +198,131 @@ impl Request {
         })
     }
 
-    /// The Pod, or `Value::Nil` when the request has none (ValidateConfig).
-    pub fn pod(&self) -> &Value {
-        self.pod.as_ref().unwrap_or(&NIL)
+    /// The Pod, undecoded, or nil when the request has none (ValidateConfig).
+    pub fn pod(&self) -> RawValue<'a> {
+        self.pod.unwrap_or(RawValue::NIL)
     }
 
-    /// The ModelServing, or `Value::Nil` when the request has none (ValidateConfig).
-    pub fn model_serving(&self) -> &Value {
-        self.model_serving.as_ref().unwrap_or(&NIL)
+    /// The ModelServing, undecoded, or nil when the request has none (ValidateConfig).
+    pub fn model_serving(&self) -> RawValue<'a> {
+        self.model_serving.unwrap_or(RawValue::NIL)
+    }
+
+    /// The whole Pod as an owned [`Value`] (`Value::Nil` when none): decodes every byte of it,
+    /// with every check of [`crate::msgpack::decode`]. Prefer navigating [`Request::pod`].
+    pub fn pod_value(&self) -> Result<Value, String> {
+        self.pod()
+            .to_value()
+            .map_err(|e| format!("request: pod: {e}"))
+    }
+
+    /// The whole ModelServing as an owned [`Value`] (`Value::Nil` when none); see
+    /// [`Request::pod_value`].
+    pub fn model_serving_value(&self) -> Result<Value, String> {
+        self.model_serving()
+            .to_value()
+            .map_err(|e| format!("request: modelServing: {e}"))
     }
 
     /// `pod.metadata.name`, or "" when unset (a Pod may get its name from generateName).
-    pub fn pod_name(&self) -> &str {
+    pub fn pod_name(&self) -> &'a str {
         self.pod()
             .get("metadata")
             .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
+            .and_then(RawValue::as_str)
             .unwrap_or("")
     }
 
     /// Encode back to the request bytes the host would send (useful to build test requests).
     /// Key order: abiVersion, hook, plugin {name, config}, then for the Pod hooks modelServing,
-    /// servingGroup, roleName, roleId, isEntry, pod.
+    /// servingGroup, roleName, roleId, isEntry, pod. The Pod and the ModelServing are copied
+    /// as they are.
     pub fn to_msgpack(&self) -> Vec<u8> {
-        let mut m = vec![
-            ("abiVersion".to_owned(), Value::Int(ABI_VERSION)),
-            ("hook".to_owned(), Value::from(self.hook.as_str())),
-            (
-                "plugin".to_owned(),
-                Value::map([
-                    ("name", Value::from(self.plugin_name.as_str())),
-                    ("config", self.config.clone()),
-                ]),
-            ),
-        ];
-        if self.hook.has_pod() {
-            m.push(("modelServing".to_owned(), self.model_serving().clone()));
-            m.push((
-                "servingGroup".to_owned(),
-                Value::from(self.serving_group.as_str()),
-            ));
-            m.push(("roleName".to_owned(), Value::from(self.role_name.as_str())));
-            m.push(("roleId".to_owned(), Value::from(self.role_id.as_str())));
-            m.push(("isEntry".to_owned(), Value::Bool(self.is_entry)));
-            m.push(("pod".to_owned(), self.pod().clone()));
+        use crate::msgpack::{encode_into, write_int, write_map_len, write_str};
+        let mut out = Vec::with_capacity(
+            128 + self.pod().as_bytes().len() + self.model_serving().as_bytes().len(),
+        );
+        let pod_hook = self.hook.has_pod();
+        write_map_len(if pod_hook { 9 } else { 3 }, &mut out);
+        write_str("abiVersion", &mut out);
+        write_int(ABI_VERSION, &mut out);
+        write_str("hook", &mut out);
+        write_str(self.hook.as_str(), &mut out);
+        write_str("plugin", &mut out);
+        write_map_len(2, &mut out);
+        write_str("name", &mut out);
+        write_str(self.plugin_name, &mut out);
+        write_str("config", &mut out);
+        encode_into(&self.config, &mut out);
+        if pod_hook {
+            write_str("modelServing", &mut out);
+            out.extend_from_slice(self.model_serving().as_bytes());
+            for (key, value) in [
+                ("servingGroup", self.serving_group),
+                ("roleName", self.role_name),
+                ("roleId", self.role_id),
+            ] {
+                write_str(key, &mut out);
+                write_str(value, &mut out);
+            }
+            write_str("isEntry", &mut out);
+            out.push(if self.is_entry { 0xc3 } else { 0xc2 });
+            write_str("pod", &mut out);
+            out.extend_from_slice(self.pod().as_bytes());
         }
-        Value::Map(m).to_msgpack()
+        out
     }
 }
 
-fn wrong(key: &str, want: &str, got: Option<&Value>) -> String {
+/// The request keys this SDK reads, in the order `Request::decode` destructures them (and
+/// [`field_index`] numbers them).
+const FIELDS: [&str; 9] = [
+    "abiVersion",
+    "hook",
+    "plugin",
+    "modelServing",
+    "servingGroup",
+    "roleName",
+    "roleId",
+    "isEntry",
+    "pod",
+];
+
+/// The index in [`FIELDS`] of a request key.
+fn field_index(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"abiVersion" => 0,
+        b"hook" => 1,
+        b"plugin" => 2,
+        b"modelServing" => 3,
+        b"servingGroup" => 4,
+        b"roleName" => 5,
+        b"roleId" => 6,
+        b"isEntry" => 7,
+        b"pod" => 8,
+        _ => return None,
+    })
+}
+
+/// Where `v` starts in `bytes` (it is a sub-slice of them).
+fn offset_of(bytes: &[u8], v: RawValue<'_>) -> usize {
+    (v.as_bytes().as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize)
+}
+
+fn invalid_utf8(bytes: &[u8], v: RawValue<'_>) -> String {
+    format!(
+        "request: {}",
+        crate::msgpack::DecodeError {
+            offset: offset_of(bytes, v),
+            message: "string is not valid UTF-8".to_owned(),
+        }
+    )
+}
+
+fn wrong(key: &str, want: &str, got: Option<RawValue<'_>>) -> String {
     match got {
         None => format!("request: '{key}' is missing"),
         Some(v) => format!("request: '{key}' must be a {want}, got {}", v.type_name()),
-    }
-}
-
-fn str_field(key: &str, v: Option<Value>, required: bool) -> Result<String, String> {
-    match v {
-        Some(Value::Str(s)) => Ok(s),
-        None if !required => Ok(String::new()),
-        other => Err(wrong(key, "str", other.as_ref())),
-    }
-}
-
-fn map_field(key: &str, v: Option<Value>, required: bool) -> Result<Option<Value>, String> {
-    match v {
-        Some(m @ Value::Map(_)) => Ok(Some(m)),
-        None if !required => Ok(None),
-        other => Err(wrong(key, "map", other.as_ref())),
     }
 }
 
@@ -265,7 +355,8 @@ mod tests {
 
     #[test]
     fn decodes_a_pod_hook_request() {
-        let r = Request::decode(&pod_request().to_msgpack()).unwrap();
+        let bytes = pod_request().to_msgpack();
+        let r = Request::decode(&bytes).unwrap();
         assert_eq!(r.hook, Hook::OnPodCreate);
         assert_eq!(r.plugin_name, "p");
         assert_eq!(r.config, Value::map([("a", 1)]));
@@ -274,7 +365,125 @@ mod tests {
         assert_eq!(r.role_id, "prefill-0");
         assert!(r.is_entry);
         assert_eq!(r.pod_name(), "pod-a");
-        assert_eq!(r.to_msgpack(), pod_request().to_msgpack());
+        assert_eq!(r.to_msgpack(), bytes);
+        assert_eq!(
+            r.pod_value().unwrap(),
+            pod_request().get("pod").unwrap().clone()
+        );
+        assert_eq!(
+            r.model_serving_value().unwrap(),
+            Value::map([("kind", "ModelServing")])
+        );
+        assert_eq!(
+            r.model_serving().get("kind").unwrap().as_str(),
+            Some("ModelServing")
+        );
+        // The Pod is borrowed from the request bytes, never copied.
+        let pod = r.pod().as_bytes();
+        let at = pod.as_ptr() as usize - bytes.as_ptr() as usize;
+        assert_eq!(&bytes[at..at + pod.len()], pod);
+        assert_eq!(at + pod.len(), bytes.len());
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored_and_repeated_keys_take_the_first_value() {
+        let mut v = pod_request();
+        if let Value::Map(m) = &mut v {
+            m.push(("roleName".to_owned(), Value::Int(5)));
+            m.push((
+                "future".to_owned(),
+                Value::map([("x", Value::array([1, 2]))]),
+            ));
+        }
+        let bytes = v.to_msgpack();
+        let r = Request::decode(&bytes).unwrap();
+        assert_eq!(r.role_name, "prefill");
+    }
+
+    #[test]
+    fn framing_is_checked_everywhere_the_rest_where_read() {
+        let with = |key: &str, raw: &[u8]| {
+            let mut v = pod_request();
+            if let Value::Map(m) = &mut v {
+                m.retain(|(k, _)| k != key);
+            }
+            let mut bytes = v.to_msgpack();
+            bytes[0] += 1; // one more entry
+            crate::msgpack::write_str(key, &mut bytes);
+            bytes.extend_from_slice(raw);
+            Request::decode(&bytes).map(|_| ())
+        };
+        assert_eq!(with("x", &[0xc0]), Ok(()));
+        // bin, ext, bad lengths anywhere (even under a key nobody reads) are refused up front ...
+        assert!(with("x", &[0x91, 0xc4, 0x01, 0x00])
+            .unwrap_err()
+            .contains("bin"));
+        assert!(with("x", &[0x81, 0xa1, b'a', 0xd4, 0, 0])
+            .unwrap_err()
+            .contains("ext"));
+        assert!(with("x", &[0x92, 0xc0]).unwrap_err().contains("truncated"));
+        assert!(with("x", &[0xda, 0xff, 0xff, b'a'])
+            .unwrap_err()
+            .contains("truncated"));
+        assert!(with("x", &[0xc1]).unwrap_err().contains("never used"));
+        let err = with("x", &[]).unwrap_err();
+        assert!(err.contains("truncated"), "{err}");
+        // ... UTF-8, key types and depth only where they are read.
+        let deep = [vec![0x91u8; 200], vec![0x90]].concat();
+        assert_eq!(with("x", &deep), Ok(()));
+        assert_eq!(with("x", &[0xa2, 0xc3, 0x28]), Ok(()));
+        assert_eq!(with("x", &[0x81, 0x01, 0xc0]), Ok(()));
+        let err = with("roleName", &[0xa2, 0xc3, 0x28]).unwrap_err();
+        assert!(err.contains("string is not valid UTF-8"), "{err}");
+        // The config is decoded whole, with every check.
+        let plugin = |config: &[u8]| {
+            let mut p = vec![0x82, 0xa4, b'n', b'a', b'm', b'e', 0xa1, b'p'];
+            p.extend_from_slice(&[0xa6, b'c', b'o', b'n', b'f', b'i', b'g']);
+            p.extend_from_slice(config);
+            let mut v = pod_request();
+            if let Value::Map(m) = &mut v {
+                m.retain(|(k, _)| k != "plugin");
+            }
+            let mut bytes = v.to_msgpack();
+            bytes[0] += 1;
+            crate::msgpack::write_str("plugin", &mut bytes);
+            bytes.extend_from_slice(&p);
+            Request::decode(&bytes).map(|r| r.config)
+        };
+        assert_eq!(
+            plugin(&[0x81, 0xa1, b'a', 0x01]),
+            Ok(Value::map([("a", 1)]))
+        );
+        let err = plugin(&[0xa2, 0xc3, 0x28]).unwrap_err();
+        assert!(err.contains("UTF-8"), "{err}");
+        assert!(plugin(&[0x81, 0x01, 0xc0])
+            .unwrap_err()
+            .contains("not a string"));
+        // The nesting limit counts from the request: 2 levels above the config.
+        let deep = |levels: usize| [vec![0x91u8; levels - 1], vec![0x90]].concat();
+        assert!(plugin(&deep(crate::msgpack::MAX_DEPTH - 2)).is_ok());
+        let err = plugin(&deep(crate::msgpack::MAX_DEPTH - 1)).unwrap_err();
+        assert!(err.contains("nested more than 128"), "{err}");
+        // A top-level key that is not a string is refused.
+        let mut bytes = pod_request().to_msgpack();
+        bytes[0] += 1;
+        bytes.extend_from_slice(&[0x01, 0xc0]);
+        assert!(Request::decode(&bytes)
+            .unwrap_err()
+            .contains("not a string"));
+        let mut bytes = pod_request().to_msgpack();
+        bytes.push(0xc0);
+        assert!(Request::decode(&bytes)
+            .unwrap_err()
+            .contains("1 trailing bytes"));
+    }
+
+    #[test]
+    fn field_index_numbers_fields() {
+        for (i, f) in FIELDS.iter().enumerate() {
+            assert_eq!(field_index(f.as_bytes()), Some(i));
+        }
+        assert_eq!(field_index(b"podx"), None);
     }
 
     #[test]
@@ -284,11 +493,13 @@ mod tests {
             ("hook", Value::from("ValidateConfig")),
             ("plugin", Value::map([("name", "p")])),
         ]);
-        let r = Request::decode(&v.to_msgpack()).unwrap();
+        let bytes = v.to_msgpack();
+        let r = Request::decode(&bytes).unwrap();
         assert_eq!(r.hook, Hook::ValidateConfig);
         assert_eq!(r.config, Value::Nil);
         assert_eq!(r.pod, None);
-        assert_eq!(r.pod(), &Value::Nil);
+        assert!(r.pod().is_nil());
+        assert_eq!(r.pod_value().unwrap(), Value::Nil);
         assert_eq!(r.pod_name(), "");
     }
 

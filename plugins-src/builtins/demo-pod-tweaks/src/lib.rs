@@ -15,7 +15,7 @@
 
 use modelserving_plugin::config::Fields;
 use modelserving_plugin::names::{is_dns1123_subdomain, is_env_var_name, is_qualified_name};
-use modelserving_plugin::{export_plugin, PodPatch, Request, Value};
+use modelserving_plugin::{export_plugin, PodPatch, RawValue, Request, Value};
 
 pub const NAME: &str = "demo-pod-tweaks";
 
@@ -49,13 +49,12 @@ impl Config {
                 f.loc_of("annotations")
             ));
         }
-        let env_loc = f.loc_of("env");
         let env = f
             .array("env")?
             .unwrap_or_default()
             .iter()
             .enumerate()
-            .map(|(i, item)| env_var(item, format!("{env_loc}.{i}")))
+            .map(|(i, item)| env_var(item, f.loc_of_item("env", i)))
             .collect::<Result<Vec<_>, _>>()?;
         f.finish()?;
         Ok(Config {
@@ -96,8 +95,8 @@ fn env_var(item: &Value, loc: String) -> Result<Value, String> {
     Ok(Value::Map(out))
 }
 
-/// The patch for one Pod under `config`.
-pub fn patch_pod<'a>(config: &Config, pod: &'a Value) -> PodPatch<'a> {
+/// The patch for one Pod under `config` (reads only the Pod's annotations and env names).
+pub fn patch_pod(config: &Config, pod: RawValue<'_>) -> PodPatch {
     let mut patch = PodPatch::new(pod);
     if let Some(name) = config
         .runtime_class_name
@@ -116,7 +115,7 @@ pub fn patch_pod<'a>(config: &Config, pod: &'a Value) -> PodPatch<'a> {
     patch
 }
 
-pub fn on_pod_create(req: &Request) -> Result<PodPatch<'_>, String> {
+pub fn on_pod_create(req: &Request) -> Result<PodPatch, String> {
     let config = Config::parse(&req.config)?;
     Ok(patch_pod(&config, req.pod()))
 }
@@ -277,7 +276,9 @@ mod tests {
             "spec",
             Value::map([("containers", Value::array([Value::map([("name", "c")])]))]),
         )]);
-        let ops = patch_pod(&config, &pod).into_ops().unwrap();
+        let bytes = pod.to_msgpack();
+        let pod = RawValue::new(&bytes).unwrap();
+        let ops = patch_pod(&config, pod).into_ops().unwrap();
         let paths: Vec<&str> = ops.iter().map(|o| o.path.as_str()).collect();
         assert_eq!(
             paths,
@@ -287,7 +288,7 @@ mod tests {
                 "/spec/containers/0/env"
             ]
         );
-        assert!(patch_pod(&Config::default(), &pod)
+        assert!(patch_pod(&Config::default(), pod)
             .into_ops()
             .unwrap()
             .is_empty());
