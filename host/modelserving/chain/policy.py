@@ -81,7 +81,7 @@ def check_shape(raw: Any, copy_values: bool = True) -> list[PatchOperation]:
     ops: list[PatchOperation] = []
     for i, item in enumerate(raw):
         where = f"operation {i}"
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict | Mapping):
             raise PatchRejected("", f"{where} is not a map")
         op, path = item.get("op"), item.get("path")
         if not isinstance(op, str) or op not in PATCH_OPS:
@@ -164,6 +164,7 @@ class PatchValidator:
             return dict(pod)
         self.check_paths(ops)
         after: Any = pod
+        owned: set[int] = set()  # containers this patch copied: changed in place from then on
         for op in ops:  # one by one, so that an 'add' is judged by what it does to this Pod
             if (
                 op["op"] == "add"
@@ -175,7 +176,7 @@ class PatchValidator:
                     "'add' over an existing value replaces it, and 'replace' is not allowed here "
                     "(patchPolicy.allowedPaths)",
                 )
-            after = _apply_one(after, op)
+            after = _apply_one(after, op, owned)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
         self.check_invariants(pod, after, ops)
@@ -269,10 +270,13 @@ def _shallow(value: Any) -> Any:
     return value
 
 
-def _apply_one(doc: Any, op: PatchOperation) -> Any:
+def _apply_one(doc: Any, op: PatchOperation, owned: set[int] | None = None) -> Any:
     """Apply one RFC 6902 operation to a copy-on-write copy of ``doc``: only the maps and lists on
-    the operation's path are new, so nothing shared with ``doc`` changes. (The tests check this
-    against the jsonpatch library.)"""
+    the operation's path are new, so nothing shared with ``doc`` changes. ``owned`` holds the ids
+    of containers made by earlier operations of the same patch, which are changed in place
+    instead of being copied again. (The tests check this against the jsonpatch library.)"""
+    if owned is None:
+        owned = set()
     path, name = op["path"], op["op"]
     tokens = _split_pointer(path)
     if name == "test":
@@ -284,15 +288,24 @@ def _apply_one(doc: Any, op: PatchOperation) -> Any:
         if name == "remove":
             raise PatchRejected(path, "patch does not apply to the Pod: cannot remove the Pod")
         return op["value"]
-    root = _shallow(doc)
+    root = _owned_copy(doc, owned)
     parent = root
     for token in tokens[:-1]:
         key = _member(parent, token, path)
-        child = _shallow(parent[key])
+        child = _owned_copy(parent[key], owned)
         parent[key] = child
         parent = child
     _change(parent, tokens[-1], op)
     return root
+
+
+def _owned_copy(value: Any, owned: set[int]) -> Any:
+    """``value`` itself when this patch made it, else a shallow copy that this patch now owns."""
+    if id(value) in owned:
+        return value
+    copy = _shallow(value)
+    owned.add(id(copy))
+    return copy
 
 
 def _change(parent: Any, last: str, op: PatchOperation) -> None:
@@ -374,13 +387,13 @@ def _replaces_member(doc: Any, path: str) -> bool:
         return True
     parent = doc
     for token in tokens[:-1]:
-        if isinstance(parent, Mapping) and token in parent:
+        if isinstance(parent, dict | Mapping) and token in parent:
             parent = parent[token]
         elif isinstance(parent, list) and token.isdigit() and int(token) < len(parent):
             parent = parent[int(token)]
         else:
             return False  # it will not apply at all
-    return isinstance(parent, Mapping) and parent.get(tokens[-1]) is not None
+    return isinstance(parent, dict | Mapping) and parent.get(tokens[-1]) is not None
 
 
 _NEUTRAL_SPEC_FIELDS = frozenset(
@@ -473,13 +486,13 @@ def _check_unique_container_names(pod: Mapping[str, Any]) -> None:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if isinstance(meta, dict | Mapping) else {}
 
 
 def _owned(values: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
-    if not isinstance(values, Mapping):
+    if not isinstance(values, dict | Mapping):
         return {}
-    return {k: v for k, v in values.items() if any(str(k).startswith(p) for p in prefixes)}
+    return {k: v for k, v in values.items() if str(k).startswith(prefixes)}
 
 
 def _differs(old: Mapping[str, Any], new: Mapping[str, Any], key: str) -> bool:
