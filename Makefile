@@ -43,7 +43,7 @@ crds: setup ## regenerate crds/ from the API models
 crds-check: setup ## fail when crds/ does not match the API models
 	$(BIN)/modelserving crd --output-dir crds --check
 
-test: system-deps lint crds-check wasm-check ## lint, generated-file checks (crds, wasm), then every test
+test: system-deps lint crds-check wasm-check wasm-sdk-test ## lint, generated-file checks (crds, wasm), Rust SDK tests, then every test
 	$(BIN)/pytest
 
 test-unit: setup ## only the fast tests that need no cluster or toolchain
