@@ -36,6 +36,12 @@ class HookOutcome:
     call: CallResult
 
 
+def _request_view(ms: ModelServing) -> dict[str, Any]:
+    """The ModelServing as a request carries it: apiVersion, kind, metadata and spec (no status)."""
+    full = ms.to_api()
+    return {key: full[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in full}
+
+
 class WasmPlugin:
     """One PluginSpec entry backed by a compiled module; serves every Pod of a chain."""
 
@@ -55,7 +61,7 @@ class WasmPlugin:
         self.limits = limits
         self._ms = model_serving
         self._encoder = RequestEncoder(
-            name, config, model_serving.to_api() if model_serving is not None else None
+            name, config, _request_view(model_serving) if model_serving is not None else None
         )
         self.last: HookOutcome | None = None
 
@@ -71,7 +77,7 @@ class WasmPlugin:
         """The encoder of ``ms``: the cached one unless the caller passes a newer object."""
         if ms is not self._ms:
             self._ms = ms
-            self._encoder = RequestEncoder(self.name, self.config, ms.to_api())
+            self._encoder = RequestEncoder(self.name, self.config, _request_view(ms))
         return self._encoder
 
     def encode(self, request: HookRequest) -> bytes:

@@ -1,0 +1,88 @@
+"""The WebAssembly plugin adapter: what a request carries, how a call's logs are attributed."""
+
+from __future__ import annotations
+
+import logging
+
+import msgpack
+import pytest
+
+from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.validation import parse_model_serving
+from modelserving.plugins.wasm import WasmPlugin
+from modelserving.sandbox import Sandbox
+from tests.vectors import MODEL_SERVING
+from tests.wasm.conftest import sample_pod
+from tests.wasm.guests import LOG_IMPORT, guest, hook, returns
+
+NO_CHANGE = guest(hook(returns(0, 0)))
+
+
+def pod_request(status: bool) -> HookRequest:
+    doc = {**MODEL_SERVING, "status": {"replicas": 1}} if status else MODEL_SERVING
+    return HookRequest(
+        hook=Hook.ON_POD_CREATE,
+        model_serving=parse_model_serving(doc),
+        serving_group="llama-0",
+        role_name="prefill",
+        role_id="prefill-0",
+        is_entry=False,
+        pod=sample_pod(),
+    )
+
+
+def test_a_request_carries_the_model_serving_without_its_status(sandbox: Sandbox) -> None:
+    request = pod_request(status=True)
+    plugin = WasmPlugin("p", {"k": 1}, sandbox.load(NO_CHANGE), sandbox, sandbox.limits())
+    decoded = msgpack.unpackb(plugin.encode(request))
+    assert sorted(decoded["modelServing"]) == ["apiVersion", "kind", "metadata", "spec"]
+    assert decoded["modelServing"]["metadata"]["name"] == "llama"
+    assert (decoded["plugin"], decoded["isEntry"], decoded["pod"]) == (
+        {"name": "p", "config": {"k": 1}},
+        False,
+        sample_pod(),
+    )
+
+
+def test_a_newer_model_serving_object_is_encoded_afresh(sandbox: Sandbox) -> None:
+    first, second = pod_request(status=False), pod_request(status=False)
+    renamed = second.model_serving.model_copy(
+        update={"metadata": second.model_serving.metadata.model_copy(update={"name": "other"})}
+    )
+    plugin = WasmPlugin(
+        "p", None, sandbox.load(NO_CHANGE), sandbox, sandbox.limits(), first.model_serving
+    )
+    plugin.encode(first)
+    newer = HookRequest(
+        hook=second.hook,
+        model_serving=renamed,
+        serving_group=second.serving_group,
+        role_name=second.role_name,
+        role_id=second.role_id,
+        is_entry=second.is_entry,
+        pod=second.pod,
+    )
+    assert msgpack.unpackb(plugin.encode(newer))["modelServing"]["metadata"]["name"] == "other"
+
+
+def test_guest_logs_are_attributed_to_the_plugin_hook_and_pod(
+    sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    module = guest(
+        '(data (i32.const 2048) "ready")',
+        hook("(call $log (i32.const 2) (i32.const 2048) (i32.const 5)) " + returns(0, 0)),
+        imports=LOG_IMPORT,
+    )
+    plugin = WasmPlugin("gpu-check", None, sandbox.load(module), sandbox, sandbox.limits())
+    with caplog.at_level(logging.DEBUG, logger="modelserving.plugin"):
+        plugin.on_pod_create(pod_request(status=False))
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == (
+        "plugin 'gpu-check' OnPodCreate on Pod sample-0-server-0-0: ready"
+    )
+    assert (record.plugin, record.pod, record.source) == (  # type: ignore[attr-defined]
+        "gpu-check",
+        "sample-0-server-0-0",
+        "log",
+    )
