@@ -51,10 +51,13 @@ def hook(body: str, name: str = "ms_on_pod_create") -> str:
 
 
 def responding(data: bytes, hooks: tuple[str, ...] = ("ms_on_pod_create",)) -> bytes:
-    """A guest whose hooks all return ``data`` (from a data segment at offset 1024)."""
-    fields = [f'(data (i32.const 1024) "{wat_bytes(data)}")']
-    fields += [hook(returns(1024, len(data)), name) for name in hooks]
-    return guest(*fields)
+    """A guest whose hooks all return ``data`` (a data segment at 1024, or at 1 MiB when it
+    would not fit below the allocator's start at 4096)."""
+    offset = 1024 if len(data) <= 3000 else 1 << 20
+    pages = max(2, (offset + len(data)) // 65536 + 1)
+    fields = [f'(data (i32.const {offset}) "{wat_bytes(data)}")']
+    fields += [hook(returns(offset, len(data)), name) for name in hooks]
+    return guest(*fields, memory=f'(memory (export "memory") {pages})')
 
 
 MIRROR = guest(

@@ -8,9 +8,9 @@ import msgpack
 import pytest
 
 from modelserving.api.hook import Hook
-from modelserving.sandbox import Sandbox, SandboxSettings
+from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import ARTIFACT_MAGIC
-from tests.wasm.guests import responding
+from tests.wasm.guests import guest, hook, responding, returns
 
 ANSWER: bytes = msgpack.packb({"patch": []})
 
@@ -109,3 +109,36 @@ def test_an_unwritable_cache_does_not_fail_a_load(tmp_path: Path, request_bytes:
 def test_no_disk_cache_when_none_is_configured(request_bytes: bytes) -> None:
     sandbox = Sandbox(SandboxSettings(cache_dir=None))
     assert works(sandbox, responding(ANSWER), request_bytes)
+
+
+def test_a_cache_directory_others_can_write_is_not_used(
+    tmp_path: Path, request_bytes: bytes
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    sandbox = fresh(shared)
+    assert works(sandbox, responding(ANSWER), request_bytes)
+    assert artifacts(shared) == []
+    assert "writable by others" in sandbox.modules.stats.disk_errors[0]
+
+
+def test_an_artifact_reached_through_a_symlink_is_not_read(
+    tmp_path: Path, request_bytes: bytes
+) -> None:
+    module = responding(ANSWER)
+    fresh(tmp_path).load(module)
+    (path,) = artifacts(tmp_path)
+    target = tmp_path / "elsewhere.bin"
+    path.rename(target)
+    path.symlink_to(target)
+    restarted = fresh(tmp_path)
+    assert works(restarted, module, request_bytes)
+    assert (restarted.modules.stats.disk_hits, restarted.modules.stats.compiled) == (0, 1)
+
+
+def test_a_refused_module_leaves_no_artifact(tmp_path: Path) -> None:
+    sandbox = fresh(tmp_path)
+    with pytest.raises(SandboxError):
+        sandbox.load(guest(hook(returns(0, 0)), marker=False))
+    assert artifacts(tmp_path) == []

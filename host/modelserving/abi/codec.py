@@ -15,6 +15,8 @@ import msgpack
 
 from modelserving.abi.contract import (
     ABI_VERSION,
+    MAX_ERROR_TEXT,
+    MAX_PATCH_OPS,
     MAX_RESPONSE_DEPTH,
     OP_KEYS,
     OPS,
@@ -145,6 +147,8 @@ def decode_response(data: bytes, hook: Hook) -> Response:
         raise ResponseError(f"error must be a string, not {_kind(error)}")
     patch = _patch(value.get("patch"), hook)
     if error:
+        if len(error) > MAX_ERROR_TEXT:
+            error = error[:MAX_ERROR_TEXT] + "...[cut]"
         return Response(error=error)
     return Response(patch=patch)
 
@@ -154,6 +158,8 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
         return []
     if not isinstance(raw, list):
         raise ResponseError(f"patch must be an array, not {_kind(raw)}")
+    if len(raw) > MAX_PATCH_OPS:
+        raise ResponseError(f"the patch has {len(raw)} operations; the limit is {MAX_PATCH_OPS}")
     if raw and hook is not Hook.ON_POD_CREATE:
         raise ResponseError(f"{hook} responses may not carry a patch (only OnPodCreate may)")
     ops: list[PatchOperation] = []

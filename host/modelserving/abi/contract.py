@@ -41,6 +41,12 @@ OP_KEYS = frozenset({"op", "path", "value"})
 OPS_WITH_VALUE = frozenset({"add", "replace", "test"})
 OPS = frozenset({"add", "remove", "replace", "test"})
 
+MAX_PATCH_OPS = 1024
+"""Most operations one response may carry."""
+
+MAX_ERROR_TEXT = 1024
+"""A guest's error message is cut to this many characters (marked ``...[cut]``)."""
+
 MAX_RESPONSE_DEPTH = 100
 """Deepest nesting a response may have; the patch policy then bounds the patched Pod."""
 

@@ -33,8 +33,22 @@ def split_pointer(path: str) -> list[str]:
     return list(_split_pointer(path))
 
 
-@functools.lru_cache(maxsize=8192)
+MAX_POINTER_LENGTH = 1024
+"""Longest JSON Pointer a patch may use; real Pod paths stay under 200 characters."""
+
+
 def _split_pointer(path: str) -> tuple[str, ...]:
+    if len(path) > MAX_POINTER_LENGTH:
+        raise PatchRejected(
+            path[:80] + "...", f"a JSON Pointer may have at most {MAX_POINTER_LENGTH} characters"
+        )
+    if path.count("/") > MAX_DEPTH:
+        raise PatchRejected(path[:80] + "...", f"the path is more than {MAX_DEPTH} levels deep")
+    return _split_short_pointer(path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_short_pointer(path: str) -> tuple[str, ...]:
     if path == "":
         return ()
     if not path.startswith("/"):
@@ -566,7 +580,8 @@ def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     for i, volume in enumerate(_as_list(spec.get("volumes"))):
         volume = _as_map(volume)
         if "hostPath" in volume:
-            host_volumes.add(volume.get("name"))
+            if isinstance(volume.get("name"), str):
+                host_volumes.add(volume.get("name"))
             found["hostPath", f"volume {volume.get('name')!r}"] = f"/spec/volumes/{i}"
     pod_sc = _as_map(spec.get("securityContext"))
     if _is_zero(pod_sc.get("runAsUser")):

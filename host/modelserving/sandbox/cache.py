@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import tempfile
 import threading
 from collections import OrderedDict
@@ -28,6 +29,7 @@ from modelserving.sandbox.module import FLAVOUR_EXTISM, ModuleInfo, check_module
 WASM_MAGIC = b"\0asm"
 ARTIFACT_MAGIC = b"MSCWASM1"
 _KEY_BYTES = 8  # the engine key: 16 hex digits
+_MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
 _HEADER_LEN = len(ARTIFACT_MAGIC) + _KEY_BYTES + 32 + 8 + 32
 
 
@@ -63,6 +65,7 @@ class ModuleCache:
         self._size = size
         self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
         self._lock = threading.Lock()
+        self._private: bool | None = None
         self.stats = CacheStats()
 
     def load(self, data: bytes, expected_sha256: str | None = None) -> CompiledModule:
@@ -95,14 +98,16 @@ class ModuleCache:
                 f"not a WebAssembly module (it starts with {data[:4]!r}, not {WASM_MAGIC!r})"
             )
         module = self._from_disk(digest)
+        fresh = module is None
         if module is None:
             try:
                 module = wasmtime.Module(self._engine.engine, data)
             except wasmtime.WasmtimeError as exc:
                 raise invalid_module(f"the module does not compile: {_first_line(exc)}") from None
             self.stats.compiled += 1
-            self._to_disk(digest, module)
         info = check_module(module, digest, len(data))
+        if fresh:  # only modules that pass the checks are kept on disk
+            self._to_disk(digest, module)
         if info.flavour == FLAVOUR_EXTISM:
             # Extism links its own kernel; it compiles the module itself per set of limits.
             extism = ExtismModule(data, info.wasi)
@@ -120,9 +125,45 @@ class ModuleCache:
         return CompiledModule(info=info, module=module, pre=pre)
 
     def _path(self, digest: str) -> Path | None:
-        if self._dir is None:
+        if self._dir is None or not self._dir_is_private():
             return None
         return self._dir / f"{digest}.{self._engine.key}.cwasm"
+
+    def _dir_is_private(self) -> bool:
+        """The directory is created 0700; an existing one must belong to this user and be
+        writable by no one else (a precompiled artifact is native code), or the disk cache is
+        not used at all."""
+        assert self._dir is not None
+        if self._private is None:
+            try:
+                self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                st = os.stat(self._dir, follow_symlinks=False)
+                problem = None
+                if not stat.S_ISDIR(st.st_mode):
+                    problem = "not a directory"
+                elif st.st_uid != os.geteuid():
+                    problem = f"owned by uid {st.st_uid}, not this process's {os.geteuid()}"
+                elif st.st_mode & 0o022:
+                    problem = f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+            except OSError as exc:
+                problem = str(exc)
+            self._private = problem is None
+            if problem is not None:
+                self.stats.disk_errors.append(f"{self._dir}: disk cache not used: {problem}")
+        return self._private
+
+    def _read(self, path: Path) -> bytes | None:
+        """The artifact's bytes: a regular file (never through a symlink) of bounded size."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as file:
+            st = os.fstat(file.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_ARTIFACT_BYTES:
+                self._reject(path, "not a regular file of a plausible size")
+                return None
+            return file.read()
 
     def _header(self, digest: str, payload: bytes) -> bytes:
         return b"".join(
@@ -139,9 +180,8 @@ class ModuleCache:
         path = self._path(digest)
         if path is None:
             return None
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        blob = self._read(path)
+        if blob is None:
             return None
         payload = blob[_HEADER_LEN:]
         if blob[:_HEADER_LEN] != self._header(digest, payload):

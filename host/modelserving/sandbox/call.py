@@ -184,6 +184,30 @@ def call_hook(
             f"memory limit ({limits.memory_bytes} bytes)",
         )
     start = time.perf_counter()
+    # A slot of the instance pool, waited for at most the call's own deadline: when every slot
+    # is busy the call times out instead of failing inside wasmtime.
+    if not engine.slots.acquire(timeout=limits.timeout_ms / 1000):
+        raise CallFailure(
+            FailureClass.TIMEOUT,
+            f"no instance slot became free within the deadline ({limits.timeout_ms} ms): "
+            f"all {settings.pool_slots} are busy",
+        )
+    try:
+        return _run(engine, compiled, export, request, limits, sink, start)
+    finally:
+        engine.slots.release()
+
+
+def _run(
+    engine: SandboxEngine,
+    compiled: CompiledModule,
+    export: str,
+    request: bytes,
+    limits: Limits,
+    sink: LogSink,
+    start: float,
+) -> CallResult:
+    settings = engine.settings
     inst = _Instance(engine, compiled, limits)
     set_current_sink(sink)
     try:

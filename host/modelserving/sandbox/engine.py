@@ -66,25 +66,33 @@ def _log_import(caller: wasmtime.Caller, level: int, ptr: int, length: int) -> N
     if not isinstance(memory, wasmtime.Memory):
         sink.add("warn", b"log call from a module without an exported memory", "host")
         return
+    if sink.full:
+        sink.dropped += 1
+        return
     size = memory.data_len(caller)
     start, count = ptr & 0xFFFFFFFF, length & 0xFFFFFFFF
     if start + count > size:
         sink.add("warn", f"log call with out-of-range text ({start}+{count})".encode(), "host")
         return
-    raw = ctypes.string_at(ctypes.addressof(memory.data_ptr(caller).contents) + start, count)
-    sink.add(level_name(level), raw)
+    # At most one line's worth plus one byte is copied (enough for the sink to mark the cut).
+    take = min(count, sink.max_line_bytes + 1)
+    raw = ctypes.string_at(ctypes.addressof(memory.data_ptr(caller).contents) + start, take)
+    sink.add(level_name(level), raw, cut=count > take)
 
 
 _EBADF = 8
 _EFAULT = 21
 _STD_STREAMS = {1: "stdout", 2: "stderr"}
 _MAX_STREAM_WRITE = 64 * 1024
+_MAX_IOVECS = 1024
+_ENOTSUP = 58
 
 
 def _fd_write(caller: wasmtime.Caller, fd: int, iovs: int, count: int, written: int) -> int:
     """WASI ``fd_write``, served by the host: stdout and stderr become log lines of the current
-    call (what exceeds the log bounds is counted as written and dropped); every other file
-    descriptor is EBADF, as the guest has no files."""
+    call; every other file descriptor is EBADF, as the guest has no files. The work per call is
+    bounded (at most ``_MAX_IOVECS`` vectors and ``_MAX_STREAM_WRITE`` bytes are taken, and
+    nothing once the call's log budget is spent); a partial count is reported, as WASI allows."""
     source = _STD_STREAMS.get(fd)
     if source is None:
         return _EBADF
@@ -92,26 +100,34 @@ def _fd_write(caller: wasmtime.Caller, fd: int, iovs: int, count: int, written: 
     if not isinstance(memory, wasmtime.Memory):
         return _EFAULT
     size = memory.data_len(caller)
-    iovs, count, written = iovs & 0xFFFFFFFF, count & 0xFFFFFFFF, written & 0xFFFFFFFF
+    iovs, written = iovs & 0xFFFFFFFF, written & 0xFFFFFFFF
+    count = min(count & 0xFFFFFFFF, _MAX_IOVECS)
     if iovs + 8 * count > size or written + 4 > size:
         return _EFAULT
     base = ctypes.addressof(memory.data_ptr(caller).contents)
-    vectors = ctypes.string_at(base + iovs, 8 * count)
+    vectors = memoryview(ctypes.string_at(base + iovs, 8 * count)).cast("I")
+    sink = current_sink()
     total, chunks, budget = 0, [], _MAX_STREAM_WRITE
     for i in range(count):
-        ptr = int.from_bytes(vectors[8 * i : 8 * i + 4], "little")
-        length = int.from_bytes(vectors[8 * i + 4 : 8 * i + 8], "little")
+        ptr, length = vectors[2 * i], vectors[2 * i + 1]
         if ptr + length > size:
             return _EFAULT
-        total += length
-        if budget > 0:
-            chunks.append(ctypes.string_at(base + ptr, min(length, budget)))
-            budget -= length
-    ctypes.memmove(base + written, (total & 0xFFFFFFFF).to_bytes(4, "little"), 4)
-    sink = current_sink()
-    if sink is not None:
+        take = min(length, budget)
+        if sink is not None and not sink.full and take:
+            chunks.append(ctypes.string_at(base + ptr, take))
+        total += take
+        budget -= take
+        if budget <= 0:
+            break
+    ctypes.memmove(base + written, total.to_bytes(4, "little"), 4)
+    if sink is not None and chunks:
         sink.write_stream(source, b"".join(chunks))
     return 0
+
+
+def _no_sleep(caller: wasmtime.Caller, subs: int, events: int, count: int, nevents: int) -> int:
+    """WASI ``poll_oneoff``, refused: a sleep in native code would outlast every deadline."""
+    return _ENOTSUP
 
 
 class SandboxEngine:
@@ -126,6 +142,7 @@ class SandboxEngine:
         config.cranelift_opt_level = "speed"
         config.wasm_threads = False
         config.wasm_component_model = False
+        config.wasm_gc = False  # a GC heap would not count against the plugin's memory limit
         _pooling(config, settings)
         self.engine = wasmtime.Engine(config)
         self.key = engine_key(settings)
@@ -142,6 +159,13 @@ class SandboxEngine:
             _fd_write,
             access_caller=True,
         )
+        self.linker.define_func(
+            WASI_MODULE,
+            "poll_oneoff",
+            wasmtime.FuncType([i32, i32, i32, i32], [i32]),
+            _no_sleep,
+            access_caller=True,
+        )
         self.linker.allow_shadowing = False
         self.linker.define_func(
             LOG_MODULE,
@@ -150,6 +174,7 @@ class SandboxEngine:
             _log_import,
             access_caller=True,
         )
+        self.slots = threading.BoundedSemaphore(settings.pool_slots)
         self._ticker = _Ticker(self.engine, settings.epoch_tick_ms / 1000)
         self._ticker.start()
         weakref.finalize(self, self._ticker.stop)
@@ -198,6 +223,7 @@ def engine_key(settings: SandboxSettings) -> str:
             "opt=speed",
             "threads=0",
             "component=0",
+            "gc=0",
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

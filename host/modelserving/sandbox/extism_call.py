@@ -23,6 +23,8 @@ from modelserving.api.errors import FailureClass
 from modelserving.sandbox.call import CallFailure, CallResult
 from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings
 
+_MAX_ERROR_READ = 1024
+
 
 class ExtismModule:
     """One Extism-flavoured module: its bytes and its compiled plugins by limits."""
@@ -101,8 +103,13 @@ def call_extism(
         error = _lib.extism_plugin_error(plugin)
         elapsed = (time.perf_counter() - start) * 1e6
         if error != _ffi.NULL or status != 0:
-            text = _ffi.string(error).decode(errors="replace") if error != _ffi.NULL else ""
-            cls, message = _classify(text, status, limits)
+            # bounded: the guest sets this text (error_set) and may make it huge
+            raw = _ffi.string(error, _MAX_ERROR_READ) if error != _ffi.NULL else b""
+            text = raw.decode(errors="replace")
+            if len(raw) == _MAX_ERROR_READ:
+                text += "...[cut]"
+            elapsed_ms = (time.perf_counter() - start) * 1000
+            cls, message = _classify(text, status, limits, elapsed_ms)
             raise CallFailure(cls, message, 0, elapsed)
         size = _lib.extism_plugin_output_length(plugin)
         if size > settings.max_response_bytes:
@@ -118,19 +125,23 @@ def call_extism(
         _lib.extism_plugin_free(plugin)
 
 
-def _classify(text: str, status: int, limits: Limits) -> tuple[FailureClass, str]:
-    lowered = text.lower()
-    if "out of fuel" in lowered:
+def _classify(
+    text: str, status: int, limits: Limits, elapsed_ms: float
+) -> tuple[FailureClass, str]:
+    """Extism reports its own limits with fixed texts, which a guest could also set with
+    error_set; the deadline is believed only when the time has really passed."""
+    lowered = text.strip().lower()
+    if lowered == "plugin ran out of fuel":
         return FailureClass.FUEL_EXHAUSTED, f"the call ran out of fuel ({limits.fuel} units)"
-    if lowered == "timeout" or ("timeout" in lowered and "wasm" not in lowered):
+    if lowered == "timeout" and elapsed_ms >= limits.timeout_ms * 0.9:
         return FailureClass.TIMEOUT, f"the call passed its deadline ({limits.timeout_ms} ms)"
-    if lowered == "oom" or "memory limit" in lowered:
+    if lowered == "oom":
         return (
             FailureClass.MEMORY_LIMIT,
             f"the call hit its memory limit ({limits.memory_bytes} bytes)",
         )
-    if "wasm trap" in lowered or "wasm backtrace" in lowered or "unreachable" in lowered:
-        return FailureClass.TRAP, text.strip().splitlines()[0]
+    if "wasm backtrace" in lowered or lowered.startswith("wasm trap"):
+        return FailureClass.TRAP, _one_line(text)
     if text:
         return FailureClass.PLUGIN_ERROR, text
     return FailureClass.PLUGIN_ERROR, f"the Extism function returned status {status}"

@@ -42,28 +42,47 @@ class LogSink:
         self._max_bytes = max_bytes
         self._partial: dict[str, bytearray] = {}
 
-    def add(self, level: str, data: bytes, source: str = "log") -> None:
-        """One line of guest bytes."""
+    @property
+    def max_line_bytes(self) -> int:
+        return self._max_line
+
+    def add(self, level: str, data: bytes, source: str = "log", cut: bool = False) -> None:
+        """One line of guest bytes (``cut``: the guest's line was longer than ``data``)."""
         if len(self.records) >= self._max_lines or self._budget <= 0:
             self.dropped += 1
             return
-        cut = len(data) > self._max_line
+        cut = cut or len(data) > self._max_line
         text = data[: self._max_line].decode("utf-8", errors="replace")
         if cut:
             text += CUT_MARK
         self._budget -= min(len(data), self._max_line)
         self.records.append(LogRecord(level, text, source))
 
+    @property
+    def full(self) -> bool:
+        """Whether every further line would be dropped."""
+        return len(self.records) >= self._max_lines or self._budget <= 0
+
     def write_stream(self, source: str, data: bytes) -> None:
-        """Bytes written to WASI stdout or stderr: complete lines are logged as they arrive."""
+        """Bytes written to WASI stdout or stderr: complete lines are logged as they arrive
+        (linear in the data: lines are found by index, never by copying the rest)."""
         buf = self._partial.setdefault(source, bytearray())
         buf += data
-        while b"\n" in buf:
-            line, _, rest = bytes(buf).partition(b"\n")
-            self.add(_stream_level(source), line, source)
-            buf[:] = rest
+        start = 0
+        level = _stream_level(source)
+        while True:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            if self.full:
+                self.dropped += buf.count(b"\n", start)
+                start = len(buf)
+                break
+            self.add(level, bytes(buf[start : min(end, start + self._max_line + 1)]), source)
+            start = end + 1
+        del buf[:start]
         if len(buf) > self._max_line:
-            self.add(_stream_level(source), bytes(buf), source)
+            self.add(level, bytes(buf), source)
             buf.clear()
 
     def close(self) -> list[LogRecord]:

@@ -34,7 +34,7 @@ class SandboxSettings:
     max_memory_mib: int = 512
     default_timeout_ms: int = 250
     max_timeout_ms: int = 5_000
-    max_response_bytes: int = 4 * MIB
+    max_response_bytes: int = 1 * MIB
     max_module_bytes: int = 32 * MIB
     max_wasm_stack_bytes: int = 512 * 1024
     max_table_elements: int = 100_000
