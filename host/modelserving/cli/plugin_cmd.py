@@ -61,6 +61,7 @@ from modelserving.sandbox import (
     SandboxError,
     default_sandbox,
 )
+from modelserving.sandbox.errors import error_line
 
 HOOKS: dict[str, Hook] = {
     "on-pod-create": Hook.ON_POD_CREATE,
@@ -284,7 +285,7 @@ def module_bytes(target: Target, name: str) -> bytes:
     try:
         return bytes(wasmtime.wat2wasm(data.decode("utf-8")))
     except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
-        raise _load_failure(name, f"{target.path}: not valid WAT: {_first_line(exc)}") from None
+        raise _load_failure(name, f"{target.path}: not valid WAT: {error_line(exc)}") from None
 
 
 def load(sandbox: Sandbox, target: Target, name: str) -> CompiledModule:
@@ -776,8 +777,3 @@ def bench_cmd(args: argparse.Namespace) -> int:
         }
     )
     return 0
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -22,7 +22,7 @@ from pathlib import Path
 import wasmtime
 
 from modelserving.sandbox.engine import SandboxEngine
-from modelserving.sandbox.errors import SandboxError, invalid_module
+from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
 from modelserving.sandbox.extism_call import ExtismModule, check_links
 from modelserving.sandbox.module import FLAVOUR_EXTISM, ModuleInfo, check_module
 
@@ -103,7 +103,7 @@ class ModuleCache:
             try:
                 module = wasmtime.Module(self._engine.engine, data)
             except wasmtime.WasmtimeError as exc:
-                raise invalid_module(f"the module does not compile: {_first_line(exc)}") from None
+                raise invalid_module(f"the module does not compile: {error_line(exc)}") from None
             self.stats.compiled += 1
         info = check_module(module, digest, len(data))
         if fresh:  # only modules that pass the checks are kept on disk
@@ -120,7 +120,7 @@ class ModuleCache:
             pre = self._engine.linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:
             raise invalid_module(
-                f"the module's imports cannot be linked: {_first_line(exc)}"
+                f"the module's imports cannot be linked: {error_line(exc)}"
             ) from None
         return CompiledModule(info=info, module=module, pre=pre)
 
@@ -190,7 +190,7 @@ class ModuleCache:
         try:
             module = wasmtime.Module.deserialize(self._engine.engine, payload)
         except wasmtime.WasmtimeError as exc:
-            self._reject(path, f"wasmtime refused it: {_first_line(exc)}")
+            self._reject(path, f"wasmtime refused it: {error_line(exc)}")
             return None
         self.stats.disk_hits += 1
         return module
@@ -216,7 +216,3 @@ class ModuleCache:
         except (OSError, wasmtime.WasmtimeError) as exc:
             # The cache is an optimisation: a read-only or full disk must not fail a load.
             self.stats.disk_errors.append(f"{path.name}: not written: {exc}")
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -20,7 +20,7 @@ from wasmtime import _ffi as ffi
 from modelserving.abi.contract import ALLOC, INITIALIZE, MEMORY
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.engine import SandboxEngine, set_current_sink
-from modelserving.sandbox.errors import SandboxError
+from modelserving.sandbox.errors import SandboxError, error_line
 from modelserving.sandbox.logs import LogRecord, LogSink
 from modelserving.sandbox.settings import WASM_PAGE, Limits
 
@@ -223,7 +223,7 @@ def _run(
         raise _failure(inst, limits, start, sink, FailureClass.TRAP, message) from None
     except wasmtime.WasmtimeError as exc:
         cls = FailureClass.MEMORY_LIMIT if inst.near_memory_limit() else FailureClass.TRAP
-        raise _failure(inst, limits, start, sink, cls, _first_line(exc)) from None
+        raise _failure(inst, limits, start, sink, cls, error_line(exc)) from None
     finally:
         set_current_sink(None)
     fuel = limits.fuel - inst.fuel_left()
@@ -268,7 +268,7 @@ def _round_trip(inst: _Instance, hook: bytes, request: bytes, max_response: int)
 
 def _classify_trap(inst: _Instance, trap: wasmtime.Trap) -> tuple[FailureClass, str]:
     code = trap.trap_code
-    text = _first_line(trap)
+    text = error_line(trap)
     if code == wasmtime.TrapCode.OUT_OF_FUEL:
         return FailureClass.FUEL_EXHAUSTED, "the call ran out of fuel"
     if code == wasmtime.TrapCode.INTERRUPT:
@@ -304,19 +304,3 @@ def _wasi_config() -> wasmtime.WasiConfig:
     """WASI with nothing: no preopened directories, environment or arguments; empty stdin.
     Standard output and error are served by the engine's own ``fd_write`` (log lines)."""
     return wasmtime.WasiConfig()
-
-
-def _first_line(exc: BaseException) -> str:
-    """What a wasmtime error says, in one line: the cause when it names one (``wasm trap:
-    integer divide by zero``), otherwise its first line."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    for line in lines:
-        if line.startswith("wasm trap:"):
-            return line
-    if "Caused by:" in lines:
-        cause = lines[lines.index("Caused by:") + 1 :]
-        if cause:
-            return cause[-1]
-    return lines[0]

@@ -20,3 +20,24 @@ class SandboxError(Exception):
 
 def invalid_module(message: str) -> SandboxError:
     return SandboxError(FailureClass.INVALID_MODULE, message)
+
+
+def cause_line(text: str) -> str:
+    """An engine's multi-line report in one line: the ``wasm trap: ...`` line when there is one,
+    else the last line of a ``Caused by:`` section, else the first line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    for line in lines:
+        if line.startswith("wasm trap:"):
+            return line
+    if "Caused by:" in lines:
+        cause = lines[lines.index("Caused by:") + 1 :]
+        if cause:
+            return cause[-1]
+    return lines[0]
+
+
+def error_line(exc: BaseException) -> str:
+    """``cause_line`` of an exception, or its type's name when it says nothing."""
+    return cause_line(str(exc)) or type(exc).__name__

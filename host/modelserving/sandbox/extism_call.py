@@ -21,6 +21,7 @@ from extism.extism import _ffi, _lib
 
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.call import CallFailure, CallResult
+from modelserving.sandbox.errors import cause_line
 from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings
 
 _MAX_ERROR_READ = 1024
@@ -59,7 +60,7 @@ class ExtismModule:
             message = _ffi.string(errmsg[0]).decode(errors="replace")
             _lib.extism_plugin_new_error_free(errmsg[0])
             raise CallFailure(
-                FailureClass.INVALID_MODULE, f"Extism refused the module: {_one_line(message)}"
+                FailureClass.INVALID_MODULE, f"Extism refused the module: {cause_line(message)}"
             )
         return _ffi.gc(pointer, _lib.extism_compiled_plugin_free)
 
@@ -67,21 +68,21 @@ class ExtismModule:
 def check_links(module: ExtismModule, limits: Limits) -> None:
     """Compile and instantiate once, so a module Extism cannot link (an ``extism:host/env``
     function Extism does not have) is refused at load, not at its first call."""
-    compiled = module.compiled(limits)
+    plugin = _instance(
+        module.compiled(limits), FailureClass.INVALID_MODULE, "Extism cannot link the module"
+    )
+    _lib.extism_plugin_free(plugin)
+
+
+def _instance(compiled: Any, failure: FailureClass, what: str) -> Any:
+    """A new Extism instance of ``compiled``; CallFailure(``failure``) saying ``what`` failed."""
     errmsg = _ffi.new("char**")
     plugin = _lib.extism_plugin_new_from_compiled(compiled, errmsg)
     if plugin == _ffi.NULL:
         message = _ffi.string(errmsg[0]).decode(errors="replace")
         _lib.extism_plugin_new_error_free(errmsg[0])
-        raise CallFailure(
-            FailureClass.INVALID_MODULE, f"Extism cannot link the module: {_one_line(message)}"
-        )
-    _lib.extism_plugin_free(plugin)
-
-
-def _one_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else text
+        raise CallFailure(failure, f"{what}: {cause_line(message)}")
+    return plugin
 
 
 def call_extism(
@@ -90,14 +91,7 @@ def call_extism(
     """Run ``function`` on ``request`` in a fresh Extism instance; CallFailure on any failure."""
     compiled = module.compiled(limits)
     start = time.perf_counter()
-    errmsg = _ffi.new("char**")
-    plugin = _lib.extism_plugin_new_from_compiled(compiled, errmsg)
-    if plugin == _ffi.NULL:
-        message = _ffi.string(errmsg[0]).decode(errors="replace")
-        _lib.extism_plugin_new_error_free(errmsg[0])
-        raise CallFailure(
-            FailureClass.TRAP, f"the Extism instance could not start: {_one_line(message)}"
-        )
+    plugin = _instance(compiled, FailureClass.TRAP, "the Extism instance could not start")
     try:
         status = _lib.extism_plugin_call(plugin, function.encode(), request, len(request))
         error = _lib.extism_plugin_error(plugin)
@@ -141,7 +135,7 @@ def _classify(
             f"the call hit its memory limit ({limits.memory_bytes} bytes)",
         )
     if "wasm backtrace" in lowered or lowered.startswith("wasm trap"):
-        return FailureClass.TRAP, _one_line(text)
+        return FailureClass.TRAP, cause_line(text)
     if text:
         return FailureClass.PLUGIN_ERROR, text
     return FailureClass.PLUGIN_ERROR, f"the Extism function returned status {status}"
