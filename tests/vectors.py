@@ -201,28 +201,31 @@ CASES = [
 ]
 
 
-def native_response(case: Case) -> bytes | None:
-    """The reference implementation's response bytes; None when it refuses the config."""
-    builtin = default_registry().get(PLUGIN)
+def native_response(request: bytes) -> bytes | None:
+    """The native built-in's response to request bytes (the reference implementation); None
+    when it refuses the config. Used to make the vectors, to replay them and for the
+    differential tests."""
+    fields = msgpack.unpackb(request)
+    name = fields["plugin"]["name"]
+    builtin = default_registry().get(name)
     assert builtin is not None
     try:
-        config = builtin.config_model.model_validate(case.config or {})
+        config = builtin.config_model.model_validate(fields["plugin"]["config"] or {})
     except ValueError:
         return None
-    if case.hook is Hook.VALIDATE_CONFIG:
+    if fields["hook"] == Hook.VALIDATE_CONFIG:
         return b""
-    plugin: Any = builtin.factory(PLUGIN, config)
-    assert case.pod is not None
-    request = HookRequest(
-        hook=case.hook,
-        model_serving=parse_model_serving(MODEL_SERVING),
-        serving_group=WHERE.serving_group,
-        role_name=WHERE.role_name,
-        role_id=WHERE.role_id,
-        is_entry=WHERE.is_entry,
-        pod=case.pod,
+    plugin: Any = builtin.factory(name, config)
+    hook_request = HookRequest(
+        hook=Hook(fields["hook"]),
+        model_serving=parse_model_serving(fields["modelServing"]),
+        serving_group=fields["servingGroup"],
+        role_name=fields["roleName"],
+        role_id=fields["roleId"],
+        is_entry=fields["isEntry"],
+        pod=fields["pod"],
     )
-    ops = plugin.on_pod_create(request)
+    ops = plugin.on_pod_create(hook_request)
     return msgpack.packb({"patch": list(ops)}, use_bin_type=True) if ops else b""
 
 
@@ -248,7 +251,7 @@ def vector(case: Case) -> dict[str, Any]:
         WHERE if case.pod is not None else None,
         case.pod,
     )
-    response = native_response(case)
+    response = native_response(request)
     failure = host_failure(case, response)
     if failure != case.failure:
         raise AssertionError(

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modelserving.abi.codec import encode_request
 from modelserving.api.errors import PluginFailure
-from modelserving.api.hook import Hook, HookRequest
-from modelserving.api.validation import parse_model_serving
+from modelserving.api.hook import Hook
 from modelserving.plugins.artifacts import builtin_wasm
-from modelserving.plugins.registry import default_registry
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
-from tests.vectors import MODEL_SERVING, WHERE
+from tests.vectors import MODEL_SERVING, WHERE, native_response
 
 NAME = "demo-pod-tweaks"
 DIFF = settings(
@@ -78,26 +75,10 @@ pods = st.builds(
 
 def native(config: Any, pod: dict[str, Any] | None) -> bytes | None:
     """The native built-in's response bytes; None when it refuses the config."""
-    builtin = default_registry().get(NAME)
-    assert builtin is not None
-    try:
-        model = builtin.config_model.model_validate(config if config is not None else {})
-    except ValueError:
-        return None
     if pod is None:
-        return b""
-    plugin: Any = builtin.factory(NAME, model)
-    request = HookRequest(
-        hook=Hook.ON_POD_CREATE,
-        model_serving=parse_model_serving(MODEL_SERVING),
-        serving_group=WHERE.serving_group,
-        role_name=WHERE.role_name,
-        role_id=WHERE.role_id,
-        is_entry=WHERE.is_entry,
-        pod=pod,
-    )
-    ops = plugin.on_pod_create(request)
-    return msgpack.packb({"patch": list(ops)}) if ops else b""
+        return native_response(encode_request(Hook.VALIDATE_CONFIG, NAME, config))
+    request = encode_request(Hook.ON_POD_CREATE, NAME, config, MODEL_SERVING, WHERE, pod)
+    return native_response(request)
 
 
 def wasm(sandbox: Sandbox, config: Any, pod: dict[str, Any] | None) -> bytes | None:
