@@ -17,20 +17,9 @@ from modelserving.abi.codec import (
 )
 from modelserving.abi.contract import ResponseError
 from modelserving.api.hook import Hook, PatchOperation
+from tests.unit.abi.samples import MODEL_SERVING, WHERE, pod
 
-MODEL_SERVING: dict[str, Any] = {
-    "apiVersion": "workload.serving.volcano.sh/v1alpha1",
-    "kind": "ModelServing",
-    "metadata": {"name": "llama", "namespace": "serving"},
-    "spec": {"replicas": 1, "template": {"roles": []}},
-}
-WHERE = PodContext("llama-0", "prefill", "prefill-0", True)
-POD: dict[str, Any] = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "llama-0-prefill-0-0", "labels": {"a": "b"}},
-    "spec": {"containers": [{"name": "engine", "image": "vllm", "args": ["x"] * 20}]},
-}
+POD = pod(args=20)
 CONFIGS: list[Any] = [
     None,
     {},

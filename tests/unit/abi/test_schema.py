@@ -21,11 +21,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from modelserving.abi.codec import PodContext, decode_response, encode_request
+from modelserving.abi.codec import decode_response, encode_request
 from modelserving.abi.contract import ResponseError
 from modelserving.api.hook import Hook
 from modelserving.chain.policy import PatchValidator
 from modelserving.sandbox import Sandbox, SandboxSettings
+from tests.unit.abi.samples import MODEL_SERVING, WHERE, pod
 
 ABI = Path(__file__).resolve().parents[3] / "abi"
 README = ABI / "README.md"
@@ -47,19 +48,7 @@ def validator(name: str, definition: str | None = None) -> Draft202012Validator:
 
 # --- requests -------------------------------------------------------------------------------
 
-MODEL_SERVING: dict[str, Any] = {
-    "apiVersion": "workload.serving.volcano.sh/v1alpha1",
-    "kind": "ModelServing",
-    "metadata": {"name": "llama", "namespace": "serving"},
-    "spec": {"replicas": 1, "template": {"roles": []}},
-}
-WHERE = PodContext("llama-0", "prefill", "prefill-0", True)
-POD: dict[str, Any] = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "llama-0-prefill-0-0", "labels": {"a": "b"}},
-    "spec": {"containers": [{"name": "engine", "image": "vllm"}]},
-}
+POD = pod()
 READY_POD: dict[str, Any] = {**POD, "status": {"phase": "Running"}}
 
 
