@@ -247,10 +247,15 @@ class PluginScope(ApiModel):
 
 
 class ConfigMapKeyRef(ApiModel):
-    """A key of a ConfigMap holding a WebAssembly module (binaryData, optionally gzip)."""
+    """A key of a ConfigMap holding a WebAssembly module (binaryData, optionally gzip).
+
+    ``namespace`` defaults to the ModelServing's own; another namespace must be one the operator
+    allows (``pluginNamespaces`` in the controller's configuration).
+    """
 
     name: str = Field(min_length=1, max_length=253)
     key: str = Field(min_length=1, max_length=253)
+    namespace: str | None = Field(default=None, min_length=1, max_length=63)
 
 
 class ModuleSource(ApiModel):

@@ -2,6 +2,8 @@
 policy and patch validation."""
 
 from modelserving.chain.chain import (
+    CallObserver,
+    CallRecord,
     Chain,
     ChainCache,
     ChainEntry,
@@ -12,6 +14,8 @@ from modelserving.chain.chain import (
 from modelserving.chain.policy import PatchValidator
 
 __all__ = [
+    "CallObserver",
+    "CallRecord",
     "Chain",
     "ChainCache",
     "ChainEntry",

@@ -99,13 +99,50 @@ class CreateResult:
         return [o for o in self.outcomes if o.failure is not None]
 
 
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One hook call as metrics see it: ``result`` is "ok" or the failure class."""
+
+    plugin: str
+    hook: str
+    runtime: str
+    result: str
+    seconds: float
+    fuel: int | None = None
+
+
+CallObserver = Callable[[CallRecord], None]
+
+
+def _fuel(entry: ChainEntry) -> int | None:
+    """The fuel of the entry's last successful WebAssembly call (the chain runs one call at a
+    time per entry)."""
+    last = getattr(entry.plugin, "last", None)
+    call = getattr(last, "call", None)
+    fuel = getattr(call, "fuel_consumed", None)
+    return fuel if isinstance(fuel, int) else None
+
+
 class Chain:
-    """The plugins of one ModelServing generation, ready to run on its Pods."""
+    """The plugins of one ModelServing generation, ready to run on its Pods.
+
+    ``observer``, when set, is told about every hook call (the controller's metrics).
+    """
 
     def __init__(self, ms: ModelServing, entries: Sequence[ChainEntry], validator: PatchValidator):
         self.model_serving = ms
         self.entries = tuple(entries)
         self.validator = validator
+        self.observer: CallObserver | None = None
+
+    def _observe(
+        self, entry: ChainEntry, hook: Hook, failure: PluginFailure | None, seconds: float
+    ) -> None:
+        if self.observer is None:
+            return
+        result = "ok" if failure is None else str(failure.failure_class)
+        fuel = _fuel(entry) if failure is None and entry.runtime == "Wasm" else None
+        self.observer(CallRecord(entry.name, str(hook), entry.runtime, result, seconds, fuel))
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -149,11 +186,12 @@ class Chain:
                 raw = _call(entry, entry.on_create, request, desired.name)
                 pod, outcome.patch = self._validate(entry, pod, raw, desired.name)
             except PluginFailure as failure:
+                outcome.failure = failure
                 if entry.spec.failure_policy == "Fail":
                     raise
-                outcome.failure = failure
             finally:
                 outcome.duration_us = (time.perf_counter() - start) * 1e6
+                self._observe(entry, Hook.ON_POD_CREATE, outcome.failure, outcome.duration_us / 1e6)
             outcomes.append(outcome)
         if pod is desired.pod:
             pod = json_copy(pod)
@@ -184,12 +222,23 @@ class Chain:
         for entry in self.entries:
             if entry.on_ready is None or not entry.spec.applies_to(desired.role, desired.is_entry):
                 continue
+            start = time.perf_counter()
+            failed: PluginFailure | None = None
             try:
                 request = self.request(Hook.ON_POD_READY, desired, json_copy(pod), ms)
                 _call(entry, entry.on_ready, request, desired.name)
             except PluginFailure as failure:
+                failed = failure
                 failures.append(failure)
+            self._observe(entry, Hook.ON_POD_READY, failed, time.perf_counter() - start)
         return failures
+
+    def has_ready_hooks(self, desired: DesiredPod) -> bool:
+        """Whether any OnPodReady hook is in scope for this Pod."""
+        return any(
+            e.on_ready is not None and e.spec.applies_to(desired.role, desired.is_entry)
+            for e in self.entries
+        )
 
 
 def _ran(entry: ChainEntry, outcomes: list[PluginOutcome]) -> bool:
@@ -396,18 +445,32 @@ class ChainCache:
         self._sandbox = sandbox
         self._validator = validator or PatchValidator()
         self._size = size
-        self._chains: OrderedDict[tuple[str, str, str, int | None, str], Chain] = OrderedDict()
+        self._chains: OrderedDict[tuple[str | int | None, ...], Chain] = OrderedDict()
         self.builds = 0
 
-    def get(self, ms: ModelServing) -> Chain:
-        key = chain_key(ms)
+    def get(
+        self,
+        ms: ModelServing,
+        extra: tuple[str, ...] = (),
+        modules: ModuleResolver | None = None,
+    ) -> Chain:
+        """The chain of ``ms``, built when missing. ``extra`` joins the key (the controller passes
+        the resourceVersions of module ConfigMaps); ``modules`` overrides the resolver."""
+        key = (*chain_key(ms), *extra)
         chain = self._chains.get(key)
         if chain is not None:
             self._chains.move_to_end(key)
             return chain
-        chain = build_chain(ms, self._registry, self._validator, self._modules, self._sandbox)
+        chain = build_chain(
+            ms, self._registry, self._validator, modules or self._modules, self._sandbox
+        )
         self.builds += 1
         self._chains[key] = chain
         while len(self._chains) > self._size:
             self._chains.popitem(last=False)
         return chain
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop every chain of one ModelServing (it was deleted)."""
+        for key in [k for k in self._chains if k[0] == namespace and k[1] == name]:
+            del self._chains[key]

@@ -1,0 +1,135 @@
+"""What the controller sees of a ModelServing's existing Pods: the facts reconciliation needs.
+
+``observe_pod`` reads one Pod as the API returns it (a JSON dict) into an ``ObservedPod``: where it
+sits (group, role replica, index), its revision, readiness, failure and deletion cost. Pure; used
+by ``workload.sync``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from modelserving.api import labels
+
+DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+# Set by the controller once OnPodReady ran for a Pod (the Pod object is per UID, so is the mark).
+READY_HOOKS_ANNOTATION = labels.LABEL_PREFIX + "ready-hooks"
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedPod:
+    """One existing Pod of a ModelServing, reduced to what reconciliation decides on."""
+
+    name: str
+    uid: str
+    resource_version: str
+    group: str
+    group_index: int
+    role: str
+    role_id: str
+    role_index: int
+    pod_index: int
+    revision: str
+    template_hash: str
+    terminating: bool
+    running: bool
+    ready: bool
+    failed: bool
+    failed_at: float | None
+    deletion_cost: int
+    ready_hooks_done: bool
+    raw: Mapping[str, Any]
+
+
+def _timestamp(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _failure(status: Mapping[str, Any]) -> tuple[bool, float | None]:
+    """Kthena's rule: the Pod Failed, or any container restarted. Also when it happened."""
+    statuses = list(status.get("containerStatuses") or []) + list(
+        status.get("initContainerStatuses") or []
+    )
+    failed = status.get("phase") == "Failed" or any(
+        int(c.get("restartCount") or 0) > 0 for c in statuses
+    )
+    if not failed:
+        return False, None
+    times: list[float] = []
+    for c in statuses:
+        for state in (c.get("state") or {}, c.get("lastState") or {}):
+            stamp = _timestamp((state.get("terminated") or {}).get("finishedAt"))
+            if stamp is not None:
+                times.append(stamp)
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != "True":
+            stamp = _timestamp(cond.get("lastTransitionTime"))
+            if stamp is not None:
+                times.append(stamp)
+    return True, max(times) if times else None
+
+
+def _index_after(prefix: str, text: str) -> int | None:
+    if not text.startswith(prefix):
+        return None
+    rest = text[len(prefix) :]
+    return int(rest) if rest.isdigit() else None
+
+
+def observe_pod(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
+    """The facts of ``pod``, or None when its labels do not place it in ``ms_name``'s layout."""
+    meta = pod.get("metadata") or {}
+    lab = meta.get("labels") or {}
+    group = str(lab.get(labels.GROUP_NAME_LABEL, ""))
+    role = str(lab.get(labels.ROLE_LABEL, ""))
+    rid = str(lab.get(labels.ROLE_ID_LABEL, ""))
+    name = str(meta.get("name", ""))
+    group_index = _index_after(f"{ms_name}-", group)
+    role_index = _index_after(f"{role}-", rid)
+    pod_index = _index_after(f"{group}-{rid}-", name)
+    if group_index is None or role_index is None or pod_index is None:
+        return None
+    status = pod.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    failed, failed_at = _failure(status)
+    annotations = meta.get("annotations") or {}
+    try:
+        cost = int(annotations.get(DELETION_COST_ANNOTATION, 0))
+    except (TypeError, ValueError):
+        cost = 0
+    running = status.get("phase") == "Running"
+    return ObservedPod(
+        name=name,
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        group=group,
+        group_index=group_index,
+        role=role,
+        role_id=rid,
+        role_index=role_index,
+        pod_index=pod_index,
+        revision=str(lab.get(labels.REVISION_LABEL, "")),
+        template_hash=str(lab.get(labels.ROLE_TEMPLATE_HASH_LABEL, "")),
+        terminating=bool(meta.get("deletionTimestamp")),
+        running=running,
+        ready=running and conditions.get("Ready") == "True",
+        failed=failed,
+        failed_at=failed_at,
+        deletion_cost=cost,
+        ready_hooks_done=bool(annotations.get(READY_HOOKS_ANNOTATION)),
+        raw=pod,
+    )
+
+
+def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether ``obj``'s controller owner reference points at the object with ``uid``."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("controller") and r.get("uid") == uid for r in refs)

@@ -1,0 +1,528 @@
+"""Reconciliation decisions: a ModelServing and what exists in, what to create and delete out.
+
+``sync`` is pure. The controller lists the ModelServing's Pods, Services and PodGroups, calls it,
+and carries out the ``SyncPlan``: first the deletions, then the creations group by group (PodGroup,
+then per role replica the entry Pod, its Service and the workers). It decides, as Kthena does:
+
+- recovery: a failed Pod (phase Failed, or a container restarted) is handled after
+  ``restartGracePeriodSeconds`` by the recovery policy: ServingGroupRecreate deletes its whole
+  ServingGroup, RoleRecreate its role replica (Pods and Service), None leaves it;
+- rolling update: outdated ServingGroups (or role replicas, for RoleRollingUpdate) at or above
+  the partition are deleted, at most ``maxUnavailable`` unavailable at a time, and recreated at
+  the new revision;
+- scale: missing ServingGroups are created at the lowest free ordinals; surplus ones are deleted,
+  not-ready first, then the lowest summed pod-deletion-cost, then the highest ordinal;
+- membership: inside a kept ServingGroup, missing Pods and Services are created and those its
+  revision no longer describes are deleted;
+- OnPodReady: Ready Pods whose hooks have not run yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelserving.api import labels
+from modelserving.api.modelserving import ModelServing, Role
+from modelserving.workload.names import group_name, pod_name
+from modelserving.workload.observed import ObservedPod, observe_pod, owned_by
+from modelserving.workload.plan import DesiredPod, GroupPlan, plan_group, role_template_hashes
+from modelserving.workload.revision import revision as revision_of
+
+BUSY_RETRY_SECONDS = 1.0
+"""How soon to look again when a name is still held by a terminating object."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """A Pod to delete; the UID is a precondition so a newer Pod of the same name is safe."""
+
+    name: str
+    uid: str
+
+
+@dataclass
+class GroupWork:
+    """What to create in one ServingGroup, in creation order (Services are plain dicts)."""
+
+    name: str
+    index: int
+    pod_group: dict[str, Any] | None = None
+    steps: list[DesiredPod | dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def pods(self) -> list[DesiredPod]:
+        return [s for s in self.steps if isinstance(s, DesiredPod)]
+
+
+@dataclass
+class SyncStatus:
+    """The status counts and conditions Kthena reports (without PluginsReady)."""
+
+    replicas: int
+    current_replicas: int
+    updated_replicas: int
+    available_replicas: int
+    current_revision: str
+    update_revision: str
+    available: bool
+    progressing: bool
+    updating: bool
+
+
+@dataclass
+class SyncPlan:
+    """The actions of one reconcile pass and the status they are based on."""
+
+    revision: str
+    creates: list[GroupWork] = field(default_factory=list)
+    delete_pods: list[PodRef] = field(default_factory=list)
+    delete_services: list[str] = field(default_factory=list)
+    delete_pod_groups: list[str] = field(default_factory=list)
+    ready_hooks: list[DesiredPod] = field(default_factory=list)
+    requeue_after: float | None = None
+    notes: list[str] = field(default_factory=list)
+    status: SyncStatus | None = None
+
+    def requeue(self, seconds: float) -> None:
+        seconds = max(seconds, 0.0)
+        if self.requeue_after is None or seconds < self.requeue_after:
+            self.requeue_after = seconds
+
+    @property
+    def pods_to_create(self) -> int:
+        return sum(len(w.pods) for w in self.creates)
+
+
+def resolve_int_or_percent(value: int | str | None, total: int, default: int, up: bool) -> int:
+    """An IntOrString against ``total``: ``"25%"`` rounds up or down as asked."""
+    if value is None:
+        return default
+    if isinstance(value, int):
+        return value
+    text = value.strip()
+    if text.endswith("%"):
+        share = float(text[:-1]) * total / 100.0
+        return math.ceil(share) if up else math.floor(share)
+    return int(text)
+
+
+@dataclass
+class _Group:
+    index: int
+    pods: list[ObservedPod]
+
+    @property
+    def live(self) -> list[ObservedPod]:
+        return [p for p in self.pods if not p.terminating]
+
+    def revision(self) -> str:
+        """The revision all live Pods share; "" when they disagree."""
+        revs = {p.revision for p in self.live}
+        return revs.pop() if len(revs) == 1 else ""
+
+
+class _Sync:
+    """One pass; fields hold the inputs, ``out`` the decisions taken so far."""
+
+    def __init__(
+        self,
+        ms: ModelServing,
+        pods: Iterable[Mapping[str, Any]],
+        services: Iterable[Mapping[str, Any]],
+        pod_groups: Iterable[Mapping[str, Any]],
+        now: float,
+        gang: bool,
+        history: Mapping[str, Sequence[Mapping[str, Any]]],
+        seen_failed: Mapping[str, float],
+    ) -> None:
+        self.ms = ms
+        self.now = now
+        self.gang = gang
+        self.history = history
+        self.seen_failed = seen_failed
+        self.update_revision = revision_of(ms)
+        self.hashes = role_template_hashes(ms)
+        uid = ms.metadata.uid or ""
+        pods = list(pods)
+        mine = [p for p in pods if not uid or owned_by(p, uid)]
+        self.observed = [o for o in (observe_pod(p, ms.name) for p in mine) if o is not None]
+        # Every name in use blocks a create, including Pods this ModelServing does not control.
+        self.pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in pods}
+        self.groups: dict[int, _Group] = {}
+        for o in sorted(self.observed, key=lambda o: (o.group_index, o.role_id, o.pod_index)):
+            self.groups.setdefault(o.group_index, _Group(o.group_index, [])).pods.append(o)
+        self.services = {
+            str(s["metadata"]["name"]): s for s in services if not uid or owned_by(s, uid)
+        }
+        self.pod_group_names = {
+            str(g["metadata"]["name"]) for g in pod_groups if not uid or owned_by(g, uid)
+        }
+        self.out = SyncPlan(revision=self.update_revision)
+        self.deleted_groups: set[int] = set()
+        self.deleted_pods: set[str] = set()
+        self.replicas = ms.spec.replicas
+        strategy = ms.spec.rollout_strategy
+        self.role_rolling = strategy is not None and strategy.type == "RoleRollingUpdate"
+        config = strategy.rolling_update_configuration if strategy else None
+        self.max_unavailable_raw = config.max_unavailable if config else 1
+        self.partition = resolve_int_or_percent(
+            config.partition if config else None, self.replicas, 0, up=False
+        )
+        self._plans: dict[tuple[int, str], GroupPlan | None] = {}
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def ms_at(self, rev: str) -> ModelServing | None:
+        """The ModelServing as it was at ``rev`` (from the revision history), when known."""
+        if rev == self.update_revision:
+            return self.ms
+        roles = self.history.get(rev)
+        if roles is None:
+            return None
+        try:
+            old = [Role.model_validate(r) for r in roles]
+        except ValueError:
+            return None
+        template = self.ms.spec.template.model_copy(update={"roles": old})
+        spec = self.ms.spec.model_copy(update={"template": template})
+        return self.ms.model_copy(update={"spec": spec})
+
+    def plan_for(self, index: int, rev: str) -> GroupPlan | None:
+        key = (index, rev)
+        if key not in self._plans:
+            ms = self.ms_at(rev)
+            self._plans[key] = (
+                None if ms is None else plan_group(ms, index, revision=rev, gang=self.gang)
+            )
+        return self._plans[key]
+
+    def ready(self, group: _Group) -> bool:
+        """Every Pod its revision describes exists, is not terminating, and is Ready."""
+        live = group.live
+        if not live or any(not p.ready for p in live):
+            return False
+        plan = self.plan_for(group.index, group.revision())
+        if plan is None:
+            return True
+        return {d.name for d in plan.pods()} <= {p.name for p in live}
+
+    def delete_pod(self, pod: ObservedPod) -> None:
+        if pod.name not in self.deleted_pods and not pod.terminating:
+            self.deleted_pods.add(pod.name)
+            self.out.delete_pods.append(PodRef(pod.name, pod.uid))
+
+    def delete_service(self, name: str) -> None:
+        if name in self.services and name not in self.out.delete_services:
+            self.out.delete_services.append(name)
+
+    def delete_group(self, group: _Group, why: str | None) -> None:
+        self.deleted_groups.add(group.index)
+        for pod in group.pods:
+            self.delete_pod(pod)
+        name = group_name(self.ms.name, group.index)
+        for svc, obj in self.services.items():
+            if obj["metadata"].get("labels", {}).get(labels.GROUP_NAME_LABEL) == name:
+                self.delete_service(svc)
+        if why:
+            self.out.notes.append(why)
+
+    def delete_role_replica(self, group: _Group, rid: str, why: str | None) -> None:
+        for pod in group.pods:
+            if pod.role_id == rid:
+                self.delete_pod(pod)
+        self.delete_service(pod_name(group_name(self.ms.name, group.index), rid, 0))
+        if why:
+            self.out.notes.append(why)
+
+    # --- the steps -------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        policy = self.ms.spec.recovery_policy
+        if policy == "None":
+            return
+        grace = self.ms.spec.template.restart_grace_period_seconds
+        for group in self.groups.values():
+            for pod in group.live:
+                if not pod.failed or pod.name in self.deleted_pods:
+                    continue
+                since = pod.failed_at or self.seen_failed.get(pod.uid, self.now)
+                wait = since + grace - self.now
+                if wait > 0:
+                    self.out.requeue(wait)
+                    continue
+                why = f"Pod {pod.name} failed"
+                if policy == "ServingGroupRecreate":
+                    self.delete_group(group, f"{why}: recreating ServingGroup {pod.group}")
+                    break
+                self.delete_role_replica(
+                    group, pod.role_id, f"{why}: recreating role replica {pod.role_id}"
+                )
+
+    def live_groups(self) -> list[_Group]:
+        return [
+            g
+            for g in self.groups.values()
+            if g.index not in self.deleted_groups
+            and any(p.name not in self.deleted_pods for p in g.live)
+        ]
+
+    def roll_groups(self) -> None:
+        live = self.live_groups()
+        max_unavailable = max(
+            1, resolve_int_or_percent(self.max_unavailable_raw, self.replicas, 1, up=False)
+        )
+        ready = sum(1 for g in live if self.ready(g))
+        budget = max_unavailable - max(self.replicas - ready, 0)
+        outdated = [
+            g for g in live if g.index >= self.partition and g.revision() != self.update_revision
+        ]
+        outdated.sort(key=lambda g: (self.ready(g), -g.index))
+        for group in outdated:
+            if self.ready(group):
+                if budget <= 0:
+                    self.out.requeue(BUSY_RETRY_SECONDS * 5)
+                    continue
+                budget -= 1
+            self.delete_group(
+                group,
+                f"rolling update: recreating ServingGroup {group_name(self.ms.name, group.index)}"
+                f" at revision {self.update_revision}",
+            )
+
+    def roll_roles(self) -> None:
+        live = self.live_groups()
+        roles = {r.name: r for r in self.ms.spec.template.roles}
+        for role in roles.values():
+            units: dict[tuple[int, str], list[ObservedPod]] = {}
+            for group in live:
+                for pod in group.live:
+                    if pod.role == role.name and pod.name not in self.deleted_pods:
+                        units.setdefault((group.index, pod.role_id), []).append(pod)
+            total = self.replicas * role.replicas
+            raw = role.max_unavailable if role.max_unavailable is not None else None
+            limit = max(
+                1,
+                resolve_int_or_percent(
+                    raw if raw is not None else self.max_unavailable_raw, total, 1, up=False
+                ),
+            )
+            expected = 1 + role.worker_replicas
+            ready_units = sum(
+                1 for pods in units.values() if len(pods) >= expected and all(p.ready for p in pods)
+            )
+            budget = limit - max(total - ready_units, 0)
+            current = self.hashes[role.name]
+            candidates = [
+                (gi, rid, pods)
+                for (gi, rid), pods in units.items()
+                if gi >= self.partition and any(p.template_hash != current for p in pods)
+            ]
+            candidates.sort(key=lambda c: (all(p.ready for p in c[2]), -c[0], c[1]))
+            for gi, rid, pods in candidates:
+                if all(p.ready for p in pods):
+                    if budget <= 0:
+                        self.out.requeue(BUSY_RETRY_SECONDS * 5)
+                        continue
+                    budget -= 1
+                self.delete_role_replica(
+                    self.groups[gi],
+                    rid,
+                    f"rolling update: recreating role replica {rid} of ServingGroup "
+                    f"{group_name(self.ms.name, gi)}",
+                )
+
+    def scale(self) -> list[int]:
+        """Delete surplus ServingGroups; return the ordinals of ServingGroups to create."""
+        live = self.live_groups()
+        surplus = len(live) - self.replicas
+        if surplus > 0:
+            ranked = sorted(
+                live,
+                key=lambda g: (self.ready(g), sum(p.deletion_cost for p in g.live), -g.index),
+            )
+            for group in ranked[:surplus]:
+                self.delete_group(group, None)
+            return []
+        taken = {g.index for g in live}
+        fresh: list[int] = []
+        index = 0
+        while len(fresh) < -surplus:
+            if index not in taken:
+                fresh.append(index)
+            index += 1
+        return fresh
+
+    def create_missing(self, plan: GroupPlan, skip: set[str]) -> None:
+        """Create what ``plan`` describes and does not exist (skipping names in ``skip``)."""
+        work = GroupWork(plan.name, plan.index)
+        if plan.pod_group is not None and plan.name not in self.pod_group_names:
+            work.pod_group = plan.pod_group
+        busy = False
+        for replica in plan.roles:
+            for desired in replica.pods():
+                if desired.name in skip:
+                    continue
+                if desired.name in self.pod_names:
+                    busy = busy or desired.name in self.deleted_pods or self._terminating(desired)
+                else:
+                    work.steps.append(desired)
+                if desired.is_entry and replica.service is not None:
+                    name = replica.service["metadata"]["name"]
+                    if name not in self.services:
+                        work.steps.append(replica.service)
+                    elif name in self.out.delete_services:
+                        busy = True
+        if busy:
+            self.out.requeue(BUSY_RETRY_SECONDS)
+        if work.steps or work.pod_group is not None:
+            self.out.creates.append(work)
+
+    def fresh_plan(self, index: int, current: str | None) -> GroupPlan:
+        """A new ServingGroup: below the partition it is made at the current revision (as a
+        StatefulSet does) when that revision's roles are known; otherwise at the new one."""
+        if index < self.partition and current and current != self.update_revision:
+            old = self.plan_for(index, current)
+            if old is not None:
+                return old
+        plan = self.plan_for(index, self.update_revision)
+        assert plan is not None
+        return plan
+
+    def _terminating(self, desired: DesiredPod) -> bool:
+        return any(o.name == desired.name and o.terminating for o in self.observed)
+
+    def membership(self, group: _Group) -> None:
+        """Inside a kept ServingGroup: create what is missing, delete what no longer belongs."""
+        if self.role_rolling:
+            rev = self.update_revision
+            current = self.hashes
+            stale = {
+                p.role_id
+                for p in group.live
+                if p.role in current and p.template_hash != current[p.role]
+            }
+        else:
+            rev = group.revision()
+            stale = set()
+        plan = self.plan_for(group.index, rev) if rev else None
+        if plan is None:
+            return  # outdated with no history: left alone until the rolling update takes it
+        wanted = {d.name for d in plan.pods()}
+        for pod in group.live:
+            if pod.name not in wanted and pod.role_id not in stale:
+                self.delete_pod(pod)
+        skip = {p.name for p in group.pods if p.role_id in stale}
+        self.create_missing(plan, skip)
+        wanted_services = {r.service["metadata"]["name"] for r in plan.roles if r.service}
+        for name, obj in self.services.items():
+            group_label = obj["metadata"].get("labels", {}).get(labels.GROUP_NAME_LABEL)
+            if group_label == plan.name and name not in wanted_services:
+                rid = obj["metadata"].get("labels", {}).get(labels.ROLE_ID_LABEL)
+                if rid not in stale:
+                    self.delete_service(name)
+
+    def orphans(self, kept: set[int]) -> None:
+        """Services and PodGroups of ServingGroups that are neither kept nor being created."""
+        names = {group_name(self.ms.name, i) for i in kept}
+        for name, obj in self.services.items():
+            if obj["metadata"].get("labels", {}).get(labels.GROUP_NAME_LABEL) not in names:
+                self.delete_service(name)
+        for name in sorted(self.pod_group_names - names):
+            self.out.delete_pod_groups.append(name)
+
+    def ready_hooks(self) -> None:
+        for pod in self.observed:
+            if (
+                pod.ready
+                and not pod.terminating
+                and not pod.ready_hooks_done
+                and pod.name not in self.deleted_pods
+            ):
+                self.out.ready_hooks.append(
+                    DesiredPod(
+                        pod=dict(pod.raw),
+                        group=pod.group,
+                        role=pod.role,
+                        role_index=pod.role_index,
+                        role_id=pod.role_id,
+                        is_entry=pod.pod_index == 0,
+                        worker_index=pod.pod_index,
+                    )
+                )
+
+    def status(self, previous_current: str | None) -> SyncStatus:
+        live = [g for g in self.groups.values() if g.live]
+
+        def updated(g: _Group) -> bool:
+            if self.role_rolling:
+                return all(self.hashes.get(p.role) == p.template_hash for p in g.live)
+            return g.revision() == self.update_revision
+
+        n_updated = sum(1 for g in live if updated(g))
+        available = sum(1 for g in live if self.ready(g))
+        updating = n_updated < len(live)
+        if not updating:
+            current = self.update_revision
+        else:
+            older = Counter(g.revision() for g in live if not updated(g) and g.revision())
+            if previous_current and previous_current in older:
+                current = previous_current
+            elif older:
+                current = older.most_common(1)[0][0]
+            else:
+                current = previous_current or self.update_revision
+        n_current = sum(1 for g in live if g.revision() == current)
+        is_available = not updating and available >= self.replicas and len(live) == self.replicas
+        return SyncStatus(
+            replicas=len(live),
+            current_replicas=n_current,
+            updated_replicas=n_updated,
+            available_replicas=available,
+            current_revision=current,
+            update_revision=self.update_revision,
+            available=is_available,
+            progressing=not is_available and not updating,
+            updating=updating,
+        )
+
+
+def sync(
+    ms: ModelServing,
+    pods: Iterable[Mapping[str, Any]],
+    services: Iterable[Mapping[str, Any]] = (),
+    pod_groups: Iterable[Mapping[str, Any]] = (),
+    *,
+    now: float,
+    gang: bool = False,
+    history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    seen_failed: Mapping[str, float] | None = None,
+) -> SyncPlan:
+    """Decide one reconcile pass of ``ms`` (see the module docstring).
+
+    ``pods``, ``services`` and ``pod_groups`` are the objects as the API returns them; only those
+    the ModelServing controls are considered. ``history`` maps older revisions to their roles
+    (from ControllerRevisions), so a ServingGroup kept at an old revision by the partition can be
+    repaired. ``seen_failed`` gives, by Pod UID, when the controller first saw a failed Pod whose
+    status carries no time, for the grace period.
+    """
+    s = _Sync(ms, pods, services, pod_groups, now, gang, history or {}, seen_failed or {})
+    previous = ms.status.current_revision if ms.status else None
+    s.out.status = s.status(previous)
+    s.recover()
+    if s.role_rolling:
+        s.roll_roles()
+    else:
+        s.roll_groups()
+    fresh = s.scale()
+    kept = s.live_groups()
+    for group in kept:
+        s.membership(group)
+    for index in fresh:
+        s.create_missing(s.fresh_plan(index, previous), set())
+    s.orphans({g.index for g in kept} | set(fresh))
+    s.ready_hooks()
+    return s.out

@@ -1,0 +1,339 @@
+"""Reconciliation decisions, run against a simulated cluster until they converge."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from modelserving.api import ModelServing, parse_model_serving
+from modelserving.api.modelserving import ModelServingStatus
+from modelserving.workload.observed import (
+    DELETION_COST_ANNOTATION,
+    READY_HOOKS_ANNOTATION,
+    observe_pod,
+)
+from modelserving.workload.plan import DesiredPod
+from modelserving.workload.sync import SyncPlan, resolve_int_or_percent, sync
+from tests.unit.conftest import manifest, role
+
+_uids = itertools.count(1)
+
+
+def running(pod: dict[str, Any], ready: bool = True) -> dict[str, Any]:
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["uid"] = f"pod-{next(_uids)}"
+    pod["metadata"]["resourceVersion"] = "1"
+    pod["status"] = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [{"name": "entry", "restartCount": 0}],
+    }
+    return pod
+
+
+@dataclass
+class World:
+    """Pods and Services as the API would hold them; ``step`` carries out one plan."""
+
+    ms: ModelServing
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ready: bool = True
+    now: float = 1000.0
+    history: dict[str, Any] = field(default_factory=dict)
+
+    def plan(self) -> SyncPlan:
+        plan = sync(
+            self.ms,
+            list(self.pods.values()),
+            list(self.services.values()),
+            list(self.pod_groups.values()),
+            now=self.now,
+            history=self.history,
+            gang=True,
+        )
+        assert plan.status is not None
+        status = self.ms.status or ModelServingStatus()
+        status.current_revision = plan.status.current_revision
+        self.ms.status = status
+        return plan
+
+    def apply(self, plan: SyncPlan) -> None:
+        for ref in plan.delete_pods:
+            assert self.pods[ref.name]["metadata"]["uid"] == ref.uid
+            del self.pods[ref.name]
+        for name in plan.delete_services:
+            del self.services[name]
+        for name in plan.delete_pod_groups:
+            del self.pod_groups[name]
+        for work in plan.creates:
+            if work.pod_group is not None:
+                self.pod_groups[work.name] = work.pod_group
+            for step in work.steps:
+                if isinstance(step, DesiredPod):
+                    assert step.name not in self.pods
+                    self.pods[step.name] = running(step.pod, self.ready)
+                else:
+                    self.services[step["metadata"]["name"]] = step
+
+    def converge(self, limit: int = 10) -> list[SyncPlan]:
+        plans = []
+        for _ in range(limit):
+            plan = self.plan()
+            plans.append(plan)
+            if not (plan.creates or plan.delete_pods or plan.delete_services):
+                return plans
+            self.apply(plan)
+        raise AssertionError("did not converge")
+
+    def groups(self) -> list[str]:
+        return sorted(
+            {
+                p["metadata"]["labels"]["modelserving.volcano.sh/group-name"]
+                for p in self.pods.values()
+            }
+        )
+
+    def revisions(self) -> dict[str, str]:
+        return {
+            name: p["metadata"]["labels"]["modelserving.volcano.sh/revision"]
+            for name, p in self.pods.items()
+        }
+
+
+def ms_of(**kwargs: Any) -> ModelServing:
+    return parse_model_serving(manifest(**kwargs))
+
+
+def pd_roles(image: str = "nginx:1") -> list[dict[str, Any]]:
+    prefill = role("prefill", replicas=1, workers=1)
+    prefill["entryTemplate"]["spec"]["containers"][0]["image"] = image
+    return [prefill, role("decode", replicas=2, workers=0)]
+
+
+MakeWorld = Callable[..., World]
+
+
+def world(**kwargs: Any) -> World:
+    return World(ms_of(**kwargs))
+
+
+def test_creates_everything_in_kthena_order() -> None:
+    w = world(replicas=2, roles=pd_roles())
+    plan = w.plan()
+    assert [g.name for g in plan.creates] == ["sample-0", "sample-1"]
+    steps = [
+        s.name if isinstance(s, DesiredPod) else "svc:" + s["metadata"]["name"]
+        for s in plan.creates[0].steps
+    ]
+    assert steps == [
+        "sample-0-prefill-0-0",
+        "svc:sample-0-prefill-0-0",
+        "sample-0-prefill-0-1",
+        "sample-0-decode-0-0",
+        "sample-0-decode-1-0",
+    ]
+    w.apply(plan)
+    again = w.plan()
+    assert again.creates == [] and again.delete_pods == [] and again.delete_services == []
+    assert again.status is not None and again.status.available
+    assert again.status.replicas == 2 and again.status.available_replicas == 2
+
+
+def test_nothing_is_created_twice_after_a_partial_pass() -> None:
+    w = world(replicas=1, roles=pd_roles())
+    plan = w.plan()
+    first = plan.creates[0]
+    first.steps = first.steps[:2]  # a crash after the entry Pod and its Service
+    w.apply(plan)
+    rest = w.plan()
+    assert [s.name for s in rest.creates[0].pods] == [
+        "sample-0-prefill-0-1",
+        "sample-0-decode-0-0",
+        "sample-0-decode-1-0",
+    ]
+
+
+def test_scale_down_prefers_not_ready_then_cost_then_highest_ordinal() -> None:
+    w = world(replicas=4)
+    w.converge()
+    w.pods["sample-1-server-0-0"]["metadata"]["annotations"] = {DELETION_COST_ANNOTATION: "-5"}
+    w.pods["sample-2-server-0-0"]["status"]["conditions"][0]["status"] = "False"
+    w.ms.spec.replicas = 2
+    w.converge()
+    assert w.groups() == ["sample-0", "sample-3"]
+    w.ms.spec.replicas = 1
+    w.converge()
+    assert w.groups() == ["sample-0"]
+
+
+def test_scale_up_fills_the_lowest_free_ordinals() -> None:
+    w = world(replicas=3)
+    w.converge()
+    del w.pods["sample-1-server-0-0"]
+    w.ms.spec.replicas = 4
+    w.converge()
+    assert w.groups() == ["sample-0", "sample-1", "sample-2", "sample-3"]
+
+
+def test_foreign_pods_are_ignored() -> None:
+    w = world(replicas=1)
+    stranger = running(w.plan().creates[0].pods[0].pod)
+    stranger["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
+    w.pods[stranger["metadata"]["name"]] = stranger
+    plan = w.plan()
+    assert plan.delete_pods == []
+    assert plan.creates == []  # the name is taken; nothing is created over it
+
+
+def test_role_replicas_scale_inside_each_group() -> None:
+    w = world(replicas=2, roles=pd_roles())
+    w.converge()
+    w.ms.spec.template.roles[1].replicas = 1
+    w.converge()
+    assert "sample-0-decode-1-0" not in w.pods and "sample-1-decode-1-0" not in w.pods
+    w.ms.spec.template.roles[1].replicas = 3
+    w.converge()
+    assert "sample-1-decode-2-0" in w.pods
+
+
+def test_rolling_update_respects_max_unavailable_and_partition() -> None:
+    w = world(
+        replicas=4,
+        rolloutStrategy={"rollingUpdateConfiguration": {"maxUnavailable": 1, "partition": 1}},
+    )
+    w.converge()
+    old = set(w.revisions().values())
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    new = sync(w.ms, [], now=0).revision
+    assert old != {new}
+    w.ready = False  # new Pods start not ready: only one group may be down at once
+    first = w.plan()
+    assert len({r.name.rsplit("-", 3)[0] for r in first.delete_pods}) == 1
+    assert first.delete_pods[0].name == "sample-3-server-0-0"  # highest ordinal first
+    w.apply(first)
+    w.apply(w.plan())  # recreated at the new revision, not ready yet
+    blocked = w.plan()
+    assert blocked.delete_pods == [] and blocked.requeue_after is not None
+    assert blocked.status is not None and blocked.status.updating
+    w.ready = True
+    for pod in w.pods.values():
+        pod["status"]["conditions"][0]["status"] = "True"
+    w.converge(limit=20)
+    revisions = w.revisions()
+    assert revisions["sample-0-server-0-0"] != new  # below the partition
+    assert {revisions[f"sample-{i}-server-0-0"] for i in (1, 2, 3)} == {new}
+
+
+def test_percent_values() -> None:
+    assert resolve_int_or_percent("25%", 10, 1, up=False) == 2
+    assert resolve_int_or_percent("25%", 10, 1, up=True) == 3
+    assert resolve_int_or_percent(None, 10, 7, up=True) == 7
+    assert resolve_int_or_percent("3", 10, 1, up=True) == 3
+
+
+def fail(pod: dict[str, Any], at: str = "1970-01-01T00:16:40Z") -> None:
+    pod["status"]["containerStatuses"][0]["restartCount"] = 1
+    pod["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"finishedAt": at}}
+
+
+def test_role_recreate_waits_for_the_grace_period() -> None:
+    w = world(replicas=1, roles=pd_roles())
+    w.ms.spec.template.restart_grace_period_seconds = 30
+    w.converge()
+    fail(w.pods["sample-0-prefill-0-1"])  # failed at t=1000
+    waiting = w.plan()
+    assert waiting.delete_pods == [] and waiting.requeue_after == 30
+    w.now = 1031
+    plan = w.plan()
+    assert sorted(r.name for r in plan.delete_pods) == [
+        "sample-0-prefill-0-0",
+        "sample-0-prefill-0-1",
+    ]
+    assert plan.delete_services == ["sample-0-prefill-0-0"]
+    assert any("recreating role replica prefill-0" in n for n in plan.notes)
+
+
+def test_serving_group_recreate_deletes_the_whole_group() -> None:
+    w = world(replicas=2, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    w.pods["sample-1-decode-1-0"]["status"]["phase"] = "Failed"
+    plan = w.plan()
+    assert {r.name for r in plan.delete_pods} == {n for n in w.pods if n.startswith("sample-1-")}
+    w.apply(plan)
+    w.converge()
+    assert w.groups() == ["sample-0", "sample-1"]
+
+
+def test_recovery_none_leaves_failed_pods() -> None:
+    w = world(replicas=1, recoveryPolicy="None")
+    w.converge()
+    fail(w.pods["sample-0-server-0-0"])
+    assert w.plan().delete_pods == []
+
+
+def test_role_rolling_update_only_touches_the_changed_role() -> None:
+    w = world(replicas=2, roles=pd_roles(), rolloutStrategy={"type": "RoleRollingUpdate"})
+    w.converge()
+    before = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
+    w.ms.spec.template.roles[1].entry_template.spec["containers"][0]["image"] = "nginx:9"
+    w.converge(limit=20)
+    changed = {n for n, p in w.pods.items() if p["metadata"]["uid"] != before.get(n)}
+    assert changed == {f"sample-{g}-decode-{j}-0" for g in (0, 1) for j in (0, 1)}
+
+
+@pytest.mark.parametrize(
+    "lost", [["sample-0-server-1-0"], ["sample-0-server-0-0", "sample-0-server-1-0"]]
+)
+def test_outdated_group_kept_by_partition_is_repaired_from_history(lost: list[str]) -> None:
+    w = world(
+        replicas=2,
+        roles=[role(replicas=2)],
+        rolloutStrategy={"rollingUpdateConfiguration": {"partition": 1}},
+    )
+    w.converge()
+    old_rev = w.revisions()["sample-0-server-0-0"]
+    w.history[old_rev] = [r.to_api() for r in w.ms.spec.template.roles]
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.converge(limit=20)
+    for name in lost:
+        del w.pods[name]
+    w.converge()
+    for name in lost:
+        pod = w.pods[name]
+        assert pod["metadata"]["labels"]["modelserving.volcano.sh/revision"] == old_rev
+        assert pod["spec"]["containers"][0]["image"] == "nginx:1.28.0"
+
+
+def test_ready_hooks_once_marked() -> None:
+    w = world(replicas=1)
+    w.converge()
+    (hook,) = w.plan().ready_hooks
+    assert hook.name == "sample-0-server-0-0" and hook.is_entry
+    w.pods[hook.name]["metadata"]["annotations"] = {READY_HOOKS_ANNOTATION: "done"}
+    assert w.plan().ready_hooks == []
+
+
+def test_observe_pod_rejects_foreign_layouts() -> None:
+    w = world(replicas=1)
+    pod = running(w.plan().creates[0].pods[0].pod)
+    assert observe_pod(pod, "sample") is not None
+    assert observe_pod(pod, "other") is None
+    pod["metadata"]["name"] = "renamed"
+    assert observe_pod(pod, "sample") is None
+
+
+def test_status_while_progressing() -> None:
+    w = world(replicas=2)
+    w.ready = False
+    w.converge()
+    status = w.plan().status
+    assert status is not None
+    assert (status.available, status.progressing, status.updating) == (False, True, False)
+    assert status.available_replicas == 0 and status.replicas == 2
