@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from modelserving import __version__
 from modelserving.api.errors import ModelServingError
-from modelserving.cli import crd_cmd, plugin_cmd, render_cmd
+from modelserving.cli import crd_cmd, plugin_cmd, render_cmd, run_cmd
 from modelserving.cli.manifests import ManifestError
 
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     render_cmd.add_parser(sub)
     crd_cmd.add_parser(sub)
     plugin_cmd.add_parser(sub)
+    run_cmd.add_parser(sub)
     return parser
 
 

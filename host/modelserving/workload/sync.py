@@ -19,7 +19,6 @@ then per role replica the entry Pod, its Service and the workers). It decides, a
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 
 from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
+from modelserving.api.validation import scaled
 from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import ObservedPod, observe_pod, owned_by
 from modelserving.workload.plan import DesiredPod, GroupPlan, plan_group, role_template_hashes
@@ -38,10 +38,14 @@ BUSY_RETRY_SECONDS = 1.0
 
 @dataclass(frozen=True, slots=True)
 class PodRef:
-    """A Pod to delete; the UID is a precondition so a newer Pod of the same name is safe."""
+    """A Pod to delete; the UID is a precondition so a newer Pod of the same name is safe.
+
+    ``cause`` is the step that decided it: recovery, update, scale or membership.
+    """
 
     name: str
     uid: str
+    cause: str = "scale"
 
 
 @dataclass
@@ -81,6 +85,7 @@ class SyncPlan:
     creates: list[GroupWork] = field(default_factory=list)
     delete_pods: list[PodRef] = field(default_factory=list)
     delete_services: list[str] = field(default_factory=list)
+    service_causes: dict[str, str] = field(default_factory=dict)
     delete_pod_groups: list[str] = field(default_factory=list)
     ready_hooks: list[DesiredPod] = field(default_factory=list)
     requeue_after: float | None = None
@@ -97,17 +102,11 @@ class SyncPlan:
         return sum(len(w.pods) for w in self.creates)
 
 
-def resolve_int_or_percent(value: int | str | None, total: int, default: int, up: bool) -> int:
-    """An IntOrString against ``total``: ``"25%"`` rounds up or down as asked."""
+def _scaled(value: int | str | None, total: int, default: int, round_up: bool) -> int:
     if value is None:
         return default
-    if isinstance(value, int):
-        return value
-    text = value.strip()
-    if text.endswith("%"):
-        share = float(text[:-1]) * total / 100.0
-        return math.ceil(share) if up else math.floor(share)
-    return int(text)
+    resolved = scaled(value, total, round_up)
+    return default if resolved is None else resolved
 
 
 @dataclass
@@ -169,10 +168,11 @@ class _Sync:
         self.role_rolling = strategy is not None and strategy.type == "RoleRollingUpdate"
         config = strategy.rolling_update_configuration if strategy else None
         self.max_unavailable_raw = config.max_unavailable if config else 1
-        self.partition = resolve_int_or_percent(
-            config.partition if config else None, self.replicas, 0, up=False
+        self.partition = _scaled(
+            config.partition if config else None, self.replicas, 0, round_up=True
         )
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
+        self.cause = "scale"
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -213,11 +213,12 @@ class _Sync:
     def delete_pod(self, pod: ObservedPod) -> None:
         if pod.name not in self.deleted_pods and not pod.terminating:
             self.deleted_pods.add(pod.name)
-            self.out.delete_pods.append(PodRef(pod.name, pod.uid))
+            self.out.delete_pods.append(PodRef(pod.name, pod.uid, self.cause))
 
     def delete_service(self, name: str) -> None:
         if name in self.services and name not in self.out.delete_services:
             self.out.delete_services.append(name)
+            self.out.service_causes[name] = self.cause
 
     def delete_group(self, group: _Group, why: str | None) -> None:
         self.deleted_groups.add(group.index)
@@ -245,6 +246,7 @@ class _Sync:
         if policy == "None":
             return
         grace = self.ms.spec.template.restart_grace_period_seconds
+        self.cause = "recovery"
         for group in self.groups.values():
             for pod in group.live:
                 if not pod.failed or pod.name in self.deleted_pods:
@@ -273,7 +275,7 @@ class _Sync:
     def roll_groups(self) -> None:
         live = self.live_groups()
         max_unavailable = max(
-            1, resolve_int_or_percent(self.max_unavailable_raw, self.replicas, 1, up=False)
+            1, _scaled(self.max_unavailable_raw, self.replicas, 1, round_up=False)
         )
         ready = sum(1 for g in live if self.ready(g))
         budget = max_unavailable - max(self.replicas - ready, 0)
@@ -281,6 +283,7 @@ class _Sync:
             g for g in live if g.index >= self.partition and g.revision() != self.update_revision
         ]
         outdated.sort(key=lambda g: (self.ready(g), -g.index))
+        self.cause = "update"
         for group in outdated:
             if self.ready(group):
                 if budget <= 0:
@@ -294,49 +297,48 @@ class _Sync:
             )
 
     def roll_roles(self) -> None:
-        live = self.live_groups()
-        roles = {r.name: r for r in self.ms.spec.template.roles}
-        for role in roles.values():
-            units: dict[tuple[int, str], list[ObservedPod]] = {}
-            for group in live:
+        """RoleRollingUpdate: per ServingGroup and role, at most the role's ``maxUnavailable``
+        (default 1) role replicas are unavailable while outdated ones are recreated."""
+        for group in self.live_groups():
+            if group.index < self.partition:
+                continue
+            for role in self.ms.spec.template.roles:
+                units: dict[str, list[ObservedPod]] = {}
                 for pod in group.live:
                     if pod.role == role.name and pod.name not in self.deleted_pods:
-                        units.setdefault((group.index, pod.role_id), []).append(pod)
-            total = self.replicas * role.replicas
-            raw = role.max_unavailable if role.max_unavailable is not None else None
-            limit = max(
-                1,
-                resolve_int_or_percent(
-                    raw if raw is not None else self.max_unavailable_raw, total, 1, up=False
-                ),
-            )
-            expected = 1 + role.worker_replicas
-            ready_units = sum(
-                1 for pods in units.values() if len(pods) >= expected and all(p.ready for p in pods)
-            )
-            budget = limit - max(total - ready_units, 0)
-            current = self.hashes[role.name]
-            candidates = [
-                (gi, rid, pods)
-                for (gi, rid), pods in units.items()
-                if gi >= self.partition and any(p.template_hash != current for p in pods)
-            ]
-            candidates.sort(key=lambda c: (all(p.ready for p in c[2]), -c[0], c[1]))
-            for gi, rid, pods in candidates:
-                if all(p.ready for p in pods):
-                    if budget <= 0:
-                        self.out.requeue(BUSY_RETRY_SECONDS * 5)
-                        continue
-                    budget -= 1
-                self.delete_role_replica(
-                    self.groups[gi],
-                    rid,
-                    f"rolling update: recreating role replica {rid} of ServingGroup "
-                    f"{group_name(self.ms.name, gi)}",
-                )
+                        units.setdefault(pod.role_id, []).append(pod)
+                limit = max(1, _scaled(role.max_unavailable, role.replicas, 1, round_up=False))
+                expected = 1 + role.worker_replicas
+
+                def ready(pods: list[ObservedPod], expected: int = expected) -> bool:
+                    return len(pods) >= expected and all(p.ready for p in pods)
+
+                ready_units = sum(1 for pods in units.values() if ready(pods))
+                budget = limit - max(role.replicas - ready_units, 0)
+                current = self.hashes[role.name]
+                outdated = [
+                    (rid, pods)
+                    for rid, pods in units.items()
+                    if any(p.template_hash != current for p in pods)
+                ]
+                outdated.sort(key=lambda c: (ready(c[1]), -c[1][0].role_index))
+                for rid, pods in outdated:
+                    if ready(pods):
+                        if budget <= 0:
+                            self.out.requeue(BUSY_RETRY_SECONDS * 5)
+                            continue
+                        budget -= 1
+                    self.cause = "update"
+                    self.delete_role_replica(
+                        group,
+                        rid,
+                        f"rolling update: recreating role replica {rid} of ServingGroup "
+                        f"{group_name(self.ms.name, group.index)}",
+                    )
 
     def scale(self) -> list[int]:
         """Delete surplus ServingGroups; return the ordinals of ServingGroups to create."""
+        self.cause = "scale"
         live = self.live_groups()
         surplus = len(live) - self.replicas
         if surplus > 0:
@@ -397,6 +399,7 @@ class _Sync:
 
     def membership(self, group: _Group) -> None:
         """Inside a kept ServingGroup: create what is missing, delete what no longer belongs."""
+        self.cause = "membership"
         if self.role_rolling:
             rev = self.update_revision
             current = self.hashes
@@ -427,6 +430,7 @@ class _Sync:
 
     def orphans(self, kept: set[int]) -> None:
         """Services and PodGroups of ServingGroups that are neither kept nor being created."""
+        self.cause = "scale"
         names = {group_name(self.ms.name, i) for i in kept}
         for name, obj in self.services.items():
             if obj["metadata"].get("labels", {}).get(labels.GROUP_NAME_LABEL) not in names:

@@ -18,7 +18,7 @@ from modelserving.workload.observed import (
     observe_pod,
 )
 from modelserving.workload.plan import DesiredPod
-from modelserving.workload.sync import SyncPlan, resolve_int_or_percent, sync
+from modelserving.workload.sync import SyncPlan, sync
 from tests.unit.conftest import manifest, role
 
 _uids = itertools.count(1)
@@ -231,11 +231,24 @@ def test_rolling_update_respects_max_unavailable_and_partition() -> None:
     assert {revisions[f"sample-{i}-server-0-0"] for i in (1, 2, 3)} == {new}
 
 
-def test_percent_values() -> None:
-    assert resolve_int_or_percent("25%", 10, 1, up=False) == 2
-    assert resolve_int_or_percent("25%", 10, 1, up=True) == 3
-    assert resolve_int_or_percent(None, 10, 7, up=True) == 7
-    assert resolve_int_or_percent("3", 10, 1, up=True) == 3
+def test_partition_percent_rounds_up() -> None:
+    w = world(
+        replicas=4,
+        rolloutStrategy={
+            "rollingUpdateConfiguration": {"maxUnavailable": "50%", "partition": "25%"}
+        },
+    )
+    w.converge()
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    plan = w.plan()
+    assert sorted(r.name for r in plan.delete_pods) == [
+        "sample-2-server-0-0",
+        "sample-3-server-0-0",
+    ]
+    assert {r.cause for r in plan.delete_pods} == {"update"}
+    w.apply(plan)
+    w.converge(limit=20)
+    assert w.revisions()["sample-0-server-0-0"] != w.revisions()["sample-1-server-0-0"]
 
 
 def fail(pod: dict[str, Any], at: str = "1970-01-01T00:16:40Z") -> None:
@@ -257,6 +270,7 @@ def test_role_recreate_waits_for_the_grace_period() -> None:
         "sample-0-prefill-0-1",
     ]
     assert plan.delete_services == ["sample-0-prefill-0-0"]
+    assert {r.cause for r in plan.delete_pods} == {"recovery"}
     assert any("recreating role replica prefill-0" in n for n in plan.notes)
 
 

@@ -1,0 +1,178 @@
+"""The operator's configuration file: sandbox limits, patch policy, namespaces, leader election.
+
+``OperatorConfig`` is what ``modelserving.controller.config.load_config`` reads from the file
+given to ``modelserving run --config`` (in the deployment, the ``modelserving-config``
+ConfigMap). Every field has a default, so an empty file is a valid configuration; unknown fields
+and values of the wrong type are refused, and every problem is reported with its field path.
+See docs/operator.md for the meaning of each field.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Self
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from modelserving.api._base import ApiModel
+from modelserving.api.modelserving import INT64_MAX
+from modelserving.api.names import is_dns1123_subdomain
+from modelserving.api.policy import PatchPolicy
+
+MIB = 1024 * 1024
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_PORT = 65_535
+
+
+def _namespace_name(value: str) -> str:
+    if len(value) > 63 or not DNS1123_LABEL.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a namespace name (a DNS-1123 label: lower-case letters, digits "
+            "and '-', at most 63 characters)"
+        )
+    return value
+
+
+NamespaceName = Annotated[str, AfterValidator(_namespace_name)]
+
+
+def _once_each(values: list[str]) -> list[str]:
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(repr(t) for t in twice)} listed more than once")
+    return values
+
+
+class SandboxConfig(ApiModel):
+    """Per-call limits of WebAssembly plugins: defaults, and maxima that requests are clamped to.
+
+    A plugin's ``limits`` above a maximum are clamped to it; unset ones take the default.
+    """
+
+    default_fuel: int = Field(default=100_000_000, ge=1, le=INT64_MAX)
+    max_fuel: int = Field(default=2_000_000_000, ge=1, le=INT64_MAX)
+    # wasm32 memories cannot exceed 4 GiB.
+    default_memory_mib: int = Field(default=64, ge=1, le=4096, alias="defaultMemoryMiB")
+    max_memory_mib: int = Field(default=512, ge=1, le=4096, alias="maxMemoryMiB")
+    default_timeout_ms: int = Field(default=250, ge=1, le=600_000)
+    max_timeout_ms: int = Field(default=5_000, ge=1, le=600_000)
+    max_module_bytes: int = Field(default=32 * MIB, ge=1, le=INT64_MAX)
+    pool_slots: int = Field(default=64, ge=1, le=65_536)
+    cache_dir: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _defaults_within_maxima(self) -> Self:
+        pairs = (
+            ("defaultFuel", self.default_fuel, "maxFuel", self.max_fuel),
+            ("defaultMemoryMiB", self.default_memory_mib, "maxMemoryMiB", self.max_memory_mib),
+            ("defaultTimeoutMs", self.default_timeout_ms, "maxTimeoutMs", self.max_timeout_ms),
+        )
+        problems = [
+            f"{dname} ({dvalue}) must not be greater than {mname} ({mvalue})"
+            for dname, dvalue, mname, mvalue in pairs
+            if dvalue > mvalue
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class ConcurrencyConfig(ApiModel):
+    """How many ModelServings are reconciled at once, and how many API writes run at once."""
+
+    reconciles: int = Field(default=4, ge=1, le=64)
+    api_writes: int = Field(default=16, ge=1, le=256)
+
+
+class MetricsConfig(ApiModel):
+    """Where the Prometheus metrics are served."""
+
+    port: int = Field(default=8080, ge=1, le=MAX_PORT)
+    bind_address: str = "0.0.0.0"
+
+    @field_validator("bind_address")
+    @classmethod
+    def _ip_address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an IP address (e.g. 0.0.0.0, 127.0.0.1 or ::)"
+            ) from None
+        return value
+
+
+class HealthConfig(ApiModel):
+    """Where ``/healthz`` (and ``/readyz``) are served."""
+
+    port: int = Field(default=8081, ge=1, le=MAX_PORT)
+
+
+class LeaderElectionConfig(ApiModel):
+    """The Lease that makes one replica of several the active one (timings as in client-go)."""
+
+    enabled: bool = True
+    # None: the namespace the controller runs in (resolved by the controller when it loads).
+    namespace: NamespaceName | None = None
+    lease_name: str = "modelserving-controller"
+    lease_duration_seconds: int = Field(default=15, ge=1, le=3600)
+    renew_deadline_seconds: int = Field(default=10, ge=1, le=3600)
+    retry_period_seconds: int = Field(default=2, ge=1, le=3600)
+
+    @field_validator("lease_name")
+    @classmethod
+    def _lease_name(cls, value: str) -> str:
+        if not is_dns1123_subdomain(value):
+            raise ValueError(
+                f"{value!r} is not a valid Lease name (a DNS-1123 subdomain: lower-case "
+                "letters, digits, '-' and '.', at most 253 characters)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _timings(self) -> Self:
+        duration = self.lease_duration_seconds
+        deadline = self.renew_deadline_seconds
+        retry = self.retry_period_seconds
+        problems = []
+        if duration <= deadline:
+            problems.append(
+                f"leaseDurationSeconds ({duration}) must be greater than "
+                f"renewDeadlineSeconds ({deadline})"
+            )
+        if deadline <= retry:
+            problems.append(
+                f"renewDeadlineSeconds ({deadline}) must be greater than "
+                f"retryPeriodSeconds ({retry})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class OperatorConfig(ApiModel):
+    """The whole operator configuration file; every field is optional."""
+
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    patch_policy: PatchPolicy = Field(default_factory=PatchPolicy)
+    plugin_namespaces: list[NamespaceName] = Field(default_factory=list)
+    watch_namespaces: list[NamespaceName] = Field(default_factory=list)
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    leader_election: LeaderElectionConfig = Field(default_factory=LeaderElectionConfig)
+    resync_seconds: int = Field(default=300, ge=1, le=86_400)
+
+    @field_validator("plugin_namespaces", "watch_namespaces")
+    @classmethod
+    def _namespaces(cls, values: list[str]) -> list[str]:
+        return _once_each(values)
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> Self:
+        if self.metrics.port == self.health.port:
+            raise ValueError(
+                f"metrics.port and health.port are both {self.metrics.port}; they must differ"
+            )
+        return self

@@ -1,0 +1,115 @@
+"""Loading the operator configuration file, and the sandbox settings it yields.
+
+``modelserving run --config FILE`` calls ``load_config``; the controller builds its sandbox from
+``sandbox_settings``. Every problem in the file is reported at once, each with its field path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from modelserving.api.errors import FieldError, ModelServingError
+from modelserving.api.operator import OperatorConfig
+from modelserving.api.validation import pydantic_errors
+from modelserving.sandbox.settings import SandboxSettings, default_cache_dir
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+"""Where a Pod finds its own namespace when ``POD_NAMESPACE`` is not set."""
+
+
+class ConfigError(ModelServingError):
+    """The operator configuration file cannot be used; fix the file (the controller won't start)."""
+
+    def __init__(self, path: Path, problem: str, errors: Sequence[FieldError] = ()) -> None:
+        self.path = path
+        self.errors = tuple(errors)
+        lines = "".join(f"\n  - {e}" for e in self.errors)
+        super().__init__(f"config {path} {problem}{':' if lines else ''}{lines}")
+
+
+def load_config(path: Path | None) -> OperatorConfig:
+    """The configuration in ``path`` (YAML), or the defaults when ``path`` is None.
+
+    An empty file means the defaults. An unset ``leaderElection.namespace`` is resolved to the
+    namespace the controller runs in (``pod_namespace``).
+    """
+    config = OperatorConfig() if path is None else _parse(path, _read(path))
+    if config.leader_election.namespace is None:
+        config.leader_election.namespace = pod_namespace()
+    return config
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(path, f"cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(path, "is not UTF-8 text") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" (line {mark.line + 1}, column {mark.column + 1})"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(path, f"is not valid YAML: {problem}{where}") from None
+
+
+def _parse(path: Path, data: Any) -> OperatorConfig:
+    if data is None:
+        return OperatorConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(path, f"must hold a mapping of settings, not {_kind(data)}")
+    try:
+        return OperatorConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(path, "is invalid", pydantic_errors(exc)) from None
+
+
+def _kind(data: Any) -> str:
+    if isinstance(data, list):
+        return "a list"
+    if isinstance(data, str):
+        return "a string"
+    if isinstance(data, bool):
+        return "a boolean"
+    if isinstance(data, int | float):
+        return "a number"
+    return f"a {type(data).__name__}"
+
+
+def pod_namespace() -> str:
+    """The namespace this controller runs in: ``$POD_NAMESPACE``, else the service account's
+    namespace file, else ``default``."""
+    env = os.environ.get("POD_NAMESPACE", "").strip()
+    if env:
+        return env
+    try:
+        found = SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        found = ""
+    return found or "default"
+
+
+def sandbox_settings(config: OperatorConfig) -> SandboxSettings:
+    """The sandbox settings of a configuration; no ``cacheDir`` means ``default_cache_dir()``."""
+    sb = config.sandbox
+    return SandboxSettings(
+        default_fuel=sb.default_fuel,
+        max_fuel=sb.max_fuel,
+        default_memory_mib=sb.default_memory_mib,
+        max_memory_mib=sb.max_memory_mib,
+        default_timeout_ms=sb.default_timeout_ms,
+        max_timeout_ms=sb.max_timeout_ms,
+        max_module_bytes=sb.max_module_bytes,
+        pool_slots=sb.pool_slots,
+        cache_dir=Path(sb.cache_dir).expanduser() if sb.cache_dir else default_cache_dir(),
+    )

@@ -1,0 +1,120 @@
+"""The kopf side of the controller: watches that feed the work queue, and running kopf.
+
+Handlers are ``on.event`` only, so kopf writes nothing to our objects (no finalizers, no state
+annotations); kopf runs standalone because leadership is the controller's Lease. Watched:
+- ModelServings: their key is queued;
+- Pods and Services with the ModelServing name label: their owner's key is queued;
+- ConfigMaps: the keys of ModelServings whose plugin modules come from them are queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import kopf
+
+from modelserving.api import labels
+
+if TYPE_CHECKING:
+    from modelserving.controller.manager import Controller
+
+log = logging.getLogger("modelserving.controller")
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def connection_info(api_client: Any) -> kopf.ConnectionInfo:
+    """kopf's credentials taken from the ``kubernetes`` client configuration we already use."""
+    cfg = api_client.configuration
+    token = None
+    header = cfg.get_api_key_with_prefix("authorization") if cfg.api_key else None
+    if header:
+        token = header.removeprefix("Bearer ").strip()
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert or None,
+        insecure=not cfg.verify_ssl,
+        certificate_path=cfg.cert_file or None,
+        private_key_path=cfg.key_file or None,
+        token=token,
+    )
+
+
+def registry_for(controller: Controller) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return connection_info(controller.api_client)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.execution.max_workers = 4
+
+    @kopf.on.event(labels.GROUP, labels.VERSION, labels.PLURAL, registry=registry)
+    def model_serving(event: Mapping[str, Any], **_: Any) -> None:
+        obj = event.get("object") or {}
+        controller.enqueue(_key(obj))
+
+    owned = {labels.NAME_LABEL: kopf.PRESENT}
+
+    @kopf.on.event("", "v1", "pods", labels=owned, registry=registry)
+    def pod(event: Mapping[str, Any], **_: Any) -> None:
+        obj = event.get("object") or {}
+        namespace, _name = _key(obj)
+        owner = (obj.get("metadata") or {}).get("labels", {}).get(labels.NAME_LABEL)
+        if owner:
+            controller.enqueue((namespace, str(owner)))
+
+    @kopf.on.event("", "v1", "services", labels=owned, registry=registry)
+    def service(event: Mapping[str, Any], **_: Any) -> None:
+        obj = event.get("object") or {}
+        namespace, _name = _key(obj)
+        owner = (obj.get("metadata") or {}).get("labels", {}).get(labels.NAME_LABEL)
+        if owner:
+            controller.enqueue((namespace, str(owner)))
+
+    @kopf.on.event("", "v1", "configmaps", registry=registry)
+    def config_map(event: Mapping[str, Any], **_: Any) -> None:
+        controller.config_map_changed(*_key(event.get("object") or {}))
+
+    return registry
+
+
+def run_kopf(
+    controller: Controller, stop: threading.Event, ready: Callable[[], None] | None
+) -> None:
+    """Run kopf in this thread until ``stop`` is set."""
+    namespaces = list(controller.config.watch_namespaces)
+    ready_flag = threading.Event()
+    if ready is not None:
+
+        def announce() -> None:
+            ready_flag.wait()
+            if not stop.is_set():
+                ready()
+
+        threading.Thread(target=announce, name="kopf-ready", daemon=True).start()
+    loop = asyncio.new_event_loop()
+    try:
+        kopf.run(
+            loop=loop,
+            registry=registry_for(controller),
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            stop_flag=stop,
+            ready_flag=ready_flag,
+        )
+    finally:
+        loop.close()

@@ -1,0 +1,211 @@
+"""The controller's Kubernetes API access: plain JSON over the client's connection pool.
+
+The generated client turns every object into typed models, which costs far more than the plugin
+chain for a Pod; the reconciler only needs dicts, so ``Kube`` sends and reads JSON through the
+``kubernetes`` client's authenticated REST layer. Calls are synchronous and thread-safe; the
+reconciler runs them on worker threads. Errors the caller acts on are ``ApiError`` with the HTTP
+status; ``NotFound``/``Conflict`` are its named cases.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from kubernetes import client, config
+
+from modelserving.api import labels
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+REQUEST_TIMEOUT_S = 30.0
+
+
+class ApiError(Exception):
+    """An API request failed; ``status`` is the HTTP status (0 when no answer came)."""
+
+    def __init__(self, status: int, method: str, path: str, message: str) -> None:
+        self.status = status
+        self.reason = message
+        super().__init__(f"{method} {path}: {status} {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind of object lives in the API."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if namespace is not None:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if sub is not None:
+            base += f"/{sub}"
+        return base
+
+
+PODS = Resource("", "v1", "pods")
+SERVICES = Resource("", "v1", "services")
+CONFIG_MAPS = Resource("", "v1", "configmaps")
+MODEL_SERVINGS = Resource(labels.GROUP, labels.VERSION, labels.PLURAL)
+CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions")
+POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups")
+
+
+def api_client(kubeconfig: str | None = None, pool_size: int = 32) -> Any:
+    """An authenticated ``ApiClient``: the kubeconfig given, else in-cluster, else the default
+    kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``)."""
+    configuration = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    else:
+        try:
+            config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except config.ConfigException:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
+class Kube:
+    """JSON requests to the API server through one ``kubernetes.client.ApiClient``."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    @property
+    def configuration(self) -> Any:
+        return self.api.configuration
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = JSON,
+    ) -> Any:
+        """Send one request; the decoded JSON answer, or ApiError for any non-2xx status."""
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, method, body)
+        url = self.configuration.host + path + ("?" + urlencode(query) if query else "")
+        try:
+            response = self.api.rest_client.request(
+                method, url, headers=headers, body=body, _request_timeout=REQUEST_TIMEOUT_S
+            )
+            data = response.read()
+        except client.ApiException as exc:
+            raise ApiError(int(exc.status or 0), method, path, str(exc.reason)) from None
+        except OSError as exc:
+            raise ApiError(0, method, path, str(exc)) from None
+        if not 200 <= response.status <= 299:
+            raise ApiError(response.status, method, path, _message(data))
+        return json.loads(data) if data else None
+
+    # --- generic verbs -------------------------------------------------------------------
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            got: dict[str, Any] = self.request("GET", res.path(namespace, name))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        return got
+
+    def list(
+        self, res: Resource, namespace: str | None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object (a consistent read, paged by 500)."""
+        items: list[dict[str, Any]] = []
+        query: dict[str, str] = {"limit": "500"}
+        if selector:
+            query["labelSelector"] = selector
+        while True:
+            page = self.request("GET", res.path(namespace), query=query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            query["continue"] = token
+
+    def create(self, res: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The created object, or None when one of that name already exists."""
+        try:
+            got: dict[str, Any] = self.request("POST", res.path(namespace), body)
+        except ApiError as exc:
+            if exc.conflict:
+                return None
+            raise
+        return got
+
+    def delete(self, res: Resource, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete (in the background); False when it was already gone or is another object."""
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", res.path(namespace, name), body)
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:
+                return False
+            raise
+        return True
+
+    def merge_patch(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        sub: str | None = None,
+    ) -> dict[str, Any]:
+        got: dict[str, Any] = self.request(
+            "PATCH", res.path(namespace, name, sub), patch, content_type=MERGE_PATCH
+        )
+        return got
+
+    def has_resource(self, res: Resource) -> bool:
+        """Whether the API serves ``res`` (e.g. Volcano's PodGroup CRD is installed)."""
+        base = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+        try:
+            found = self.request("GET", base)
+        except ApiError as exc:
+            if exc.not_found or exc.status == 503:
+                return False
+            raise
+        return any(r.get("name") == res.plural for r in found.get("resources") or [])
+
+
+def _message(data: bytes) -> str:
+    try:
+        status = json.loads(data)
+    except ValueError:
+        return data[:200].decode(errors="replace")
+    if isinstance(status, dict):
+        return str(status.get("message") or status.get("reason") or "")
+    return ""

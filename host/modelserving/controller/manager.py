@@ -1,0 +1,290 @@
+"""The running controller: leader election, kopf watches, reconcile workers, metrics and health.
+
+``Controller.run`` is what ``modelserving run`` calls. It serves /healthz at once (a standby
+replica is alive too), waits to lead (a Lease), then starts the workers and kopf. kopf's watch
+handlers only put ModelServing keys in the work queue; the workers reconcile one key at a time
+each, and API writes go through a bounded pool. Losing the lease stops everything, so a replica
+never acts without leading; Kubernetes restarts the container and it waits as standby.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from modelserving.api.operator import OperatorConfig
+from modelserving.chain.chain import CallRecord, ChainCache
+from modelserving.chain.policy import PatchValidator
+from modelserving.controller import handlers
+from modelserving.controller.config import sandbox_settings
+from modelserving.controller.events import EventRecorder
+from modelserving.controller.kube import POD_GROUPS, ApiError, Kube
+from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
+from modelserving.controller.metrics import Metrics
+from modelserving.controller.queue import WorkQueue
+from modelserving.controller.reconciler import (
+    Key,
+    Reconciler,
+    ReconcilerSettings,
+    Recorder,
+    RetryLater,
+)
+from modelserving.sandbox import Sandbox, set_default_sandbox
+
+log = logging.getLogger("modelserving.controller")
+GANG_RECHECK_S = 60.0
+
+
+class _Reports(Recorder):
+    """Events and metrics of the running controller."""
+
+    def __init__(self, events: EventRecorder, metrics: Metrics, sandbox: Sandbox) -> None:
+        self.events = events
+        self.metrics = metrics
+        self.sandbox = sandbox
+        self._lock = threading.Lock()
+
+    def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self.events.record(obj, type_, reason, message)
+
+    def hook(self, record: CallRecord) -> None:
+        self.metrics.observe_hook(
+            record.plugin, record.hook, record.runtime, record.result, record.seconds, record.fuel
+        )
+
+    def pods(self, created: int, deleted: int) -> None:
+        for _ in range(created):
+            self.metrics.pod_created()
+        for _ in range(deleted):
+            self.metrics.pod_deleted()
+
+    def chain_built(self, failed: bool = False) -> None:
+        with self._lock:
+            self.metrics.sync_module_cache(self.sandbox.modules.stats)
+        if failed:
+            self.metrics.observe_module_load("failed")
+
+
+class _Gang:
+    """Whether Volcano's PodGroup API is served, re-checked every minute."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._value = False
+        self._checked = -GANG_RECHECK_S
+        self._lock = threading.Lock()
+
+    def __call__(self) -> bool:
+        with self._lock:
+            if time.monotonic() - self._checked >= GANG_RECHECK_S:
+                try:
+                    self._value = self.kube.has_resource(POD_GROUPS)
+                except ApiError as exc:
+                    log.warning("could not check for Volcano's PodGroup API: %s", exc)
+                self._checked = time.monotonic()
+            return self._value
+
+
+@dataclass
+class Health:
+    """/healthz answers 200 while the process runs; /readyz once this replica leads."""
+
+    leading: threading.Event
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> ThreadingHTTPServer:
+        leading = self.leading
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/healthz":
+                    code, body = 200, b"ok\n"
+                elif self.path == "/readyz":
+                    ok = leading.is_set()
+                    code, body = (200, b"leading\n") if ok else (503, b"standby\n")
+                else:
+                    code, body = 404, b"not found\n"
+                self.send_response(code)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        server = ThreadingHTTPServer((addr, port), Handler)
+        threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+        return server
+
+
+class Controller:
+    """One controller replica."""
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        api_client: Any,
+        identity: str | None = None,
+        serve_http: bool = True,
+    ) -> None:
+        self.config = config
+        self.api_client = api_client
+        self.kube = Kube(api_client)
+        self.identity = identity
+        self.serve_http = serve_http
+        self.sandbox = Sandbox(sandbox_settings(config))
+        set_default_sandbox(self.sandbox)
+        self.metrics = Metrics()
+        self.events = EventRecorder(api_client, host=identity)
+        self.reports = _Reports(self.events, self.metrics, self.sandbox)
+        self.queue: WorkQueue[Key] = WorkQueue()
+        self.writes = ThreadPoolExecutor(
+            max_workers=config.concurrency.api_writes, thread_name_prefix="api-write"
+        )
+        chains = ChainCache(
+            validator=PatchValidator(config.patch_policy), sandbox=self.sandbox, size=1024
+        )
+        self.reconciler = Reconciler(
+            self.kube,
+            chains,
+            self.writes,
+            ReconcilerSettings(
+                plugin_namespaces=frozenset(config.plugin_namespaces),
+                max_module_bytes=config.sandbox.max_module_bytes,
+            ),
+            self.reports,
+            gang=_Gang(self.kube),
+        )
+        self.known: set[Key] = set()
+        self.leading = threading.Event()
+        self.lost_leadership = False
+
+    # --- queue feeding (called by kopf handlers) ---------------------------------------------
+
+    def enqueue(self, key: Key) -> None:
+        self.known.add(key)
+        self.queue.add(key)
+        self.metrics.set_queue_depth(len(self.queue))
+
+    def config_map_changed(self, namespace: str, name: str) -> None:
+        for key in self.reconciler.users_of_config_map(namespace, name):
+            self.enqueue(key)
+
+    # --- workers -----------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            started = time.perf_counter()
+            result = "ok"
+            try:
+                after = self.reconciler.reconcile(key)
+                self.queue.forget(key)
+                if after is not None:
+                    result = "requeue"
+                    self.queue.add_after(key, after)
+            except RetryLater as exc:
+                result = "requeue"
+                delay = self.queue.add_rate_limited(key)
+                log.warning("ModelServing %s/%s: %s (retry in %.1fs)", *key, exc, delay)
+            except Exception as exc:  # a bug or an API outage must not stop the worker
+                result = "error"
+                delay = self.queue.add_rate_limited(key)
+                level = logging.WARNING if isinstance(exc, ApiError) else logging.ERROR
+                log.log(
+                    level,
+                    "ModelServing %s/%s: reconcile failed (retry in %.1fs): %s",
+                    *key,
+                    delay,
+                    exc,
+                    exc_info=not isinstance(exc, ApiError),
+                )
+            finally:
+                self.queue.done(key)
+                self.metrics.observe_reconcile(result, time.perf_counter() - started)
+                self.metrics.set_queue_depth(len(self.queue))
+
+    def _resync(self, stop: threading.Event) -> None:
+        while not stop.wait(self.config.resync_seconds):
+            for key in list(self.known):
+                self.queue.add(key)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def _elector(self) -> LeaderElector | None:
+        le = self.config.leader_election
+        if not le.enabled:
+            return None
+        kwargs: dict[str, Any] = {}
+        if self.identity:
+            kwargs["identity"] = self.identity
+        settings = LeaderElectionConfig(
+            namespace=le.namespace or "default",
+            name=le.lease_name,
+            lease_duration_s=float(le.lease_duration_seconds),
+            renew_deadline_s=float(le.renew_deadline_seconds),
+            retry_period_s=float(le.retry_period_seconds),
+            **kwargs,
+        )
+        return LeaderElector(self.api_client, settings)
+
+    def run(self, stop: threading.Event, ready: Callable[[], None] | None = None) -> int:
+        """Run until ``stop`` is set or leadership is lost (then exit code 1)."""
+        servers: list[Any] = []
+        if self.serve_http:
+            servers.append(Health(self.leading).serve(self.config.health.port))
+            servers.append(
+                self.metrics.serve(self.config.metrics.port, self.config.metrics.bind_address)
+            )
+        elector = self._elector()
+        if elector is not None:
+            log.info("waiting to lead (Lease %s)", self.config.leader_election.lease_name)
+            if not elector.acquire(stop):
+                self._close(servers)
+                return 0
+
+            def lost() -> None:
+                log.error("lost the leader Lease; stopping so that only one replica acts")
+                self.lost_leadership = True
+                stop.set()
+
+            elector.start_renewing(lost)
+        self.leading.set()
+        self.metrics.set_leader(True)
+        workers = [
+            threading.Thread(target=self._work, name=f"reconcile-{i}", daemon=True)
+            for i in range(self.config.concurrency.reconciles)
+        ]
+        for worker in workers:
+            worker.start()
+        threading.Thread(target=self._resync, args=(stop,), name="resync", daemon=True).start()
+        try:
+            handlers.run_kopf(self, stop, ready)
+        finally:
+            self.leading.clear()
+            self.metrics.set_leader(False)
+            self.queue.shutdown()
+            for worker in workers:
+                worker.join(timeout=30)
+            self.writes.shutdown(wait=True)
+            if elector is not None and not self.lost_leadership:
+                elector.release()
+            self._close(servers)
+        return 1 if self.lost_leadership else 0
+
+    @staticmethod
+    def _close(servers: list[Any]) -> None:
+        for server in servers:
+            for name in ("shutdown", "close"):
+                method = getattr(server, name, None)
+                if callable(method):
+                    method()
+                    break

@@ -1,0 +1,223 @@
+"""Prometheus metrics of the controller, on a registry of their own.
+
+The reconciler and the plugin chain's caller feed a ``Metrics`` instance: every hook call
+(``observe_hook``), module loads (``observe_module_load``, ``sync_module_cache``), every
+reconcile, Pods created and deleted, the work queue's depth and leadership. ``serve`` exposes
+the registry over HTTP for scraping. Each ``Metrics`` owns a private ``CollectorRegistry`` (not
+prometheus_client's global one), so tests and several controllers in one process do not share
+counters.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Final, Protocol
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+
+PREFIX: Final = "modelserving"
+
+HOOK_BUCKETS: Final = (
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1, 0.25, 1.0, 5.0,
+)  # fmt: skip
+"""Seconds: a native hook takes microseconds, a WASM hook up to its timeout (seconds)."""
+
+FUEL_BUCKETS: Final = (
+    1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8, 3e8, 1e9, 3e9, 1e10,
+)  # fmt: skip
+"""Fuel units: 1e3, 3e3, 1e4, ... 3e9, 1e10 (powers of ten and half-steps)."""
+
+RECONCILE_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+MODULE_LOAD_RESULTS: Final = frozenset({"compiled", "memory_cache", "disk_cache", "failed"})
+RECONCILE_RESULTS: Final = frozenset({"ok", "requeue", "error"})
+
+
+class CacheCounts(Protocol):
+    """What ``sync_module_cache`` reads: ``modelserving.sandbox.cache.CacheStats`` fits."""
+
+    @property
+    def compiled(self) -> int: ...
+    @property
+    def memory_hits(self) -> int: ...
+    @property
+    def disk_hits(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class MetricsServer:
+    """The HTTP server started by ``Metrics.serve`` and its thread."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        """The port actually bound (the ephemeral one when 0 was asked for)."""
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        """Stop serving and release the socket; idempotent."""
+        if self.thread.is_alive():
+            self.server.shutdown()
+            self.thread.join(timeout=5)
+        self.server.server_close()
+
+
+class Metrics:
+    """The controller's metrics. Label values are the caller's: keep them to small, fixed sets
+    (plugin names from the ModelServing specs, hook and runtime names, failure classes)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        self.hook_calls = Counter(
+            "plugin_hook_calls",
+            "Plugin hook calls by plugin, hook, runtime and result (ok or a failure class).",
+            ["plugin", "hook", "runtime", "result"],
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.hook_duration = Histogram(
+            "plugin_hook_duration_seconds",
+            "Wall time of one plugin hook call.",
+            ["plugin", "hook", "runtime"],
+            namespace=PREFIX,
+            registry=reg,
+            buckets=HOOK_BUCKETS,
+        )
+        self.fuel_used = Histogram(
+            "plugin_fuel_used",
+            "WebAssembly fuel consumed by one plugin hook call.",
+            ["plugin", "hook"],
+            namespace=PREFIX,
+            registry=reg,
+            buckets=FUEL_BUCKETS,
+        )
+        self.module_loads = Counter(
+            "module_loads",
+            "WebAssembly module loads by result: compiled, memory_cache, disk_cache, failed.",
+            ["result"],
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.reconcile_duration = Histogram(
+            "reconcile_duration_seconds",
+            "Wall time of one reconcile of a ModelServing.",
+            ["result"],
+            namespace=PREFIX,
+            registry=reg,
+            buckets=RECONCILE_BUCKETS,
+        )
+        self.reconciles = Counter(
+            "reconciles",
+            "Reconciles of ModelServing objects by result: ok, requeue, error.",
+            ["result"],
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.pods_created = Counter(
+            "pods_created", "Pods created by the controller.", namespace=PREFIX, registry=reg
+        )
+        self.pods_deleted = Counter(
+            "pods_deleted", "Pods deleted by the controller.", namespace=PREFIX, registry=reg
+        )
+        self.queue_depth = Gauge(
+            "workqueue_depth",
+            "ModelServing objects waiting for a worker.",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.leader = Gauge(
+            "leader",
+            "1 when this replica holds the leader lease, else 0.",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self._cache_lock = threading.Lock()
+        self._cache_seen: tuple[int, int, int] = (0, 0, 0)
+
+    def observe_hook(
+        self,
+        plugin: str,
+        hook: str,
+        runtime: str,
+        result: str,
+        seconds: float,
+        fuel: int | None = None,
+    ) -> None:
+        """One hook call: ``result`` is "ok" or the failure class ("Timeout", ...); ``fuel`` is
+        the fuel a WASM call consumed (None for native plugins)."""
+        self.hook_calls.labels(plugin, hook, runtime, result).inc()
+        self.hook_duration.labels(plugin, hook, runtime).observe(seconds)
+        if fuel is not None:
+            self.fuel_used.labels(plugin, hook).observe(fuel)
+
+    def observe_module_load(self, result: str) -> None:
+        """One module load; ``result`` in ``MODULE_LOAD_RESULTS`` (ValueError otherwise)."""
+        if result not in MODULE_LOAD_RESULTS:
+            raise ValueError(
+                f"module load result {result!r} is not one of {sorted(MODULE_LOAD_RESULTS)}"
+            )
+        self.module_loads.labels(result).inc()
+
+    def sync_module_cache(self, stats: CacheCounts) -> None:
+        """Add what a ``ModuleCache``'s stats counted since the last sync to
+        ``module_loads_total`` (compiled, memory_cache, disk_cache).
+
+        Safe to call from several workers sharing one cache: only the growth since the previous
+        sync is added. Counts lower than the last ones mean a new stats object (a new cache),
+        counted from zero. Failed loads are not in the stats: the caller reports them with
+        ``observe_module_load("failed")``.
+        """
+        now = (stats.compiled, stats.memory_hits, stats.disk_hits)
+        with self._cache_lock:
+            before = self._cache_seen
+            if any(n < b for n, b in zip(now, before, strict=True)):
+                before = (0, 0, 0)
+            self._cache_seen = now
+        for result, n, b in zip(
+            ("compiled", "memory_cache", "disk_cache"), now, before, strict=True
+        ):
+            if n > b:
+                self.module_loads.labels(result).inc(n - b)
+
+    def observe_reconcile(self, result: str, seconds: float) -> None:
+        """One reconcile; ``result`` in ``RECONCILE_RESULTS`` (ValueError otherwise)."""
+        if result not in RECONCILE_RESULTS:
+            raise ValueError(
+                f"reconcile result {result!r} is not one of {sorted(RECONCILE_RESULTS)}"
+            )
+        self.reconciles.labels(result).inc()
+        self.reconcile_duration.labels(result).observe(seconds)
+
+    def pod_created(self) -> None:
+        self.pods_created.inc()
+
+    def pod_deleted(self) -> None:
+        self.pods_deleted.inc()
+
+    def set_queue_depth(self, n: int) -> None:
+        self.queue_depth.set(n)
+
+    def set_leader(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
+
+    def render(self) -> bytes:
+        """The registry in the Prometheus text exposition format."""
+        return generate_latest(self.registry)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> MetricsServer:
+        """Serve ``/metrics`` (any path, in fact) on ``addr:port`` from a daemon thread; port 0
+        binds an ephemeral port (see ``MetricsServer.port``). Close it with ``close()``."""
+        server, thread = start_http_server(port, addr=addr, registry=self.registry)
+        return MetricsServer(server=server, thread=thread)

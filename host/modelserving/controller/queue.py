@@ -1,0 +1,126 @@
+"""A work queue of ModelServing keys, with the guarantees of client-go's workqueue.
+
+Watch handlers ``add`` keys; reconcile workers ``get`` one, work on it and call ``done``.
+- A key is queued at most once however many events arrive (events coalesce).
+- A key is never handed to two workers at once; an ``add`` while it is being worked on queues it
+  again for after ``done``.
+- ``add_after`` queues a key later (grace periods, waiting on terminating objects);
+  ``add_rate_limited`` backs off exponentially per key (failures), ``forget`` resets that.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    """Thread-safe; ``get`` blocks until a key is ready or the queue is shut down."""
+
+    def __init__(
+        self,
+        base_delay: float = 0.5,
+        max_delay: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._delayed: list[tuple[float, int, K]] = []
+        self._seq = 0
+        self._failures: dict[K, int] = {}
+        self._base = base_delay
+        self._max = max_delay
+        self._clock = clock
+        self._shutdown = False
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue) + len(self._delayed)
+
+    def add(self, key: K) -> None:
+        with self._cond:
+            if self._shutdown or key in self._dirty:
+                return
+            self._dirty.add(key)
+            if key not in self._processing:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: K, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            if self._shutdown:
+                return
+            self._seq += 1
+            heapq.heappush(self._delayed, (self._clock() + delay, self._seq, key))
+            self._cond.notify()
+
+    def add_rate_limited(self, key: K) -> float:
+        """Queue ``key`` after its next backoff delay (base x 2^failures, capped); the delay."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        delay: float = min(self._base * (2.0**failures), self._max)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    def _promote_due(self) -> float | None:
+        """Move due delayed keys into the queue; seconds until the next one (None: none)."""
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, key = heapq.heappop(self._delayed)
+            if key not in self._dirty:
+                self._dirty.add(key)
+                if key not in self._processing:
+                    self._queue.append(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    def get(self, timeout: float | None = None) -> K | None:
+        """The next key to work on (now marked as processing), or None on shutdown/timeout."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                wait = self._promote_due()
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                if self._shutdown:
+                    return None
+                if deadline is not None:
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        return None
+                    wait = left if wait is None else min(wait, left)
+                self._cond.wait(wait)
+
+    def done(self, key: K) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()

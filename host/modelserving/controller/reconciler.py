@@ -1,0 +1,448 @@
+"""One reconcile pass of one ModelServing: read, decide (``workload.sync``), act, report.
+
+Called by the controller's workers with a (namespace, name) key. A pass
+1. reads the ModelServing; gone or being deleted: forget it (garbage collection removes the rest);
+2. builds (or reuses) its plugin chain; module ConfigMaps are read each pass and their
+   resourceVersions join the chain's cache key, so a changed ConfigMap yields a new chain;
+3. records the revision as a ControllerRevision and lists the Pods, Services and PodGroups;
+4. carries out the plan: deletions (with UID preconditions), then creations per ServingGroup,
+   concurrently across ServingGroups and bounded by the API write pool. The chain runs on every
+   Pod of a ServingGroup before any of them is created; a Fail-policy failure creates nothing in
+   that ServingGroup;
+5. runs OnPodReady once per Pod (claimed by an annotation with a resourceVersion precondition,
+   so neither a restart nor a second replica runs it twice);
+6. writes the status with Kthena's conditions and ``PluginsReady``.
+
+Nothing here keeps state that a restart would need: names are deterministic and creates that
+find the object already there count as done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelserving.api import labels
+from modelserving.api.errors import (
+    FailureClass,
+    InvalidManifest,
+    PluginConfigError,
+    PluginFailure,
+)
+from modelserving.api.modelserving import ModelServing, PluginSpec
+from modelserving.api.validation import parse_model_serving
+from modelserving.chain.chain import CallRecord, Chain, ChainCache
+from modelserving.controller import status as status_
+from modelserving.controller.kube import (
+    CONFIG_MAPS,
+    CONTROLLER_REVISIONS,
+    MODEL_SERVINGS,
+    POD_GROUPS,
+    PODS,
+    SERVICES,
+    ApiError,
+    Kube,
+)
+from modelserving.plugins.modules import ModuleUnavailable, module_from_config_map
+from modelserving.workload.observed import READY_HOOKS_ANNOTATION, observe_pod, owned_by
+from modelserving.workload.plan import DesiredPod
+from modelserving.workload.pods import owner_reference
+from modelserving.workload.revision import revision as revision_of
+from modelserving.workload.sync import GroupWork, SyncPlan, sync
+
+log = logging.getLogger("modelserving.controller")
+
+Key = tuple[str, str]
+REVISION_HISTORY = 10
+
+
+class Recorder:
+    """Where the reconciler reports: events and metrics (both optional, for tests)."""
+
+    def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Post a Kubernetes Event about ``obj``."""
+
+    def hook(self, record: CallRecord) -> None:
+        """Count one plugin hook call."""
+
+    def pods(self, created: int, deleted: int) -> None:
+        """Count Pods created and deleted."""
+
+    def chain_built(self, failed: bool = False) -> None:
+        """A chain was (re)built, or failed to (``failed``: a module was refused)."""
+
+
+class RetryLater(Exception):
+    """The pass did part of its work; the key is queued again with backoff."""
+
+
+@dataclass
+class ReconcilerSettings:
+    """What the operator configures for reconciling."""
+
+    plugin_namespaces: frozenset[str] = frozenset()
+    max_module_bytes: int = 32 * 1024 * 1024
+
+
+@dataclass
+class _Pass:
+    """The state of one pass."""
+
+    ms: ModelServing
+    raw: dict[str, Any]
+    chain: Chain | None = None
+    plugin_error: PluginConfigError | None = None
+    pod_failures: list[PluginFailure] = field(default_factory=list)
+    api_errors: list[str] = field(default_factory=list)
+    created: int = 0
+    deleted: int = 0
+
+
+class Reconciler:
+    """Reconciles ModelServings by key; safe to call from several threads for different keys."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        chains: ChainCache,
+        writes: ThreadPoolExecutor,
+        settings: ReconcilerSettings | None = None,
+        recorder: Recorder | None = None,
+        gang: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.chains = chains
+        self.writes = writes
+        self.settings = settings or ReconcilerSettings()
+        self.recorder = recorder or Recorder()
+        self.gang = gang
+        self.clock = clock
+        self.config_map_users: dict[tuple[str, str], set[Key]] = {}
+        self.seen_failed: dict[str, float] = {}
+
+    # --- entry point -----------------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> float | None:
+        """One pass; the delay before the key should be looked at again (None: on events only).
+
+        Raises RetryLater (or ApiError) when the pass must be retried with backoff.
+        """
+        namespace, name = key
+        raw = self.kube.get(MODEL_SERVINGS, namespace, name)
+        if raw is None or raw.get("metadata", {}).get("deletionTimestamp"):
+            self.forget(key)
+            return None
+        try:
+            ms = parse_model_serving(raw)
+        except InvalidManifest as exc:
+            self.recorder.event(raw, "Warning", "InvalidSpec", str(exc))
+            return None
+        work = _Pass(ms, raw)
+        self._load_chain(key, work)
+        gang = self.gang()
+        selector = f"{labels.NAME_LABEL}={ms.name}"
+        pods = self.kube.list(PODS, namespace, selector)
+        services = self.kube.list(SERVICES, namespace, selector)
+        pod_groups = self.kube.list(POD_GROUPS, namespace, selector) if gang else []
+        history = self._revisions(ms, pods)
+        self._note_failures(ms, pods)
+        plan = sync(
+            ms,
+            pods,
+            services,
+            pod_groups,
+            now=self.clock(),
+            gang=gang,
+            history=history,
+            seen_failed=self.seen_failed,
+        )
+        self._delete(work, plan)
+        self._create(work, plan)
+        self._ready_hooks(work, plan)
+        self._write_status(work, plan)
+        self.recorder.pods(work.created, work.deleted)
+        if work.api_errors:
+            raise RetryLater("; ".join(work.api_errors[:3]))
+        if work.pod_failures:
+            raise RetryLater(str(work.pod_failures[0]))
+        return plan.requeue_after
+
+    def forget(self, key: Key) -> None:
+        self.chains.forget(*key)
+        for users in self.config_map_users.values():
+            users.discard(key)
+
+    def users_of_config_map(self, namespace: str, name: str) -> set[Key]:
+        """The ModelServings whose plugins read this ConfigMap."""
+        return set(self.config_map_users.get((namespace, name), ()))
+
+    # --- plugins ---------------------------------------------------------------------------
+
+    def _config_map_of(
+        self, ms: ModelServing, spec: PluginSpec
+    ) -> tuple[str, str, dict[str, Any] | None, str | None]:
+        """(namespace, name, ConfigMap or None, why it is unusable)."""
+        assert spec.module is not None
+        ref = spec.module.config_map_ref
+        namespace = ref.namespace or ms.namespace
+        if namespace != ms.namespace and namespace not in self.settings.plugin_namespaces:
+            allowed = ", ".join(sorted(self.settings.plugin_namespaces)) or "none"
+            return (
+                namespace,
+                ref.name,
+                None,
+                f"ConfigMap {namespace}/{ref.name} is outside the ModelServing's namespace and "
+                f"{namespace} is not an allowed plugin namespace (pluginNamespaces: {allowed})",
+            )
+        config_map = self.kube.get(CONFIG_MAPS, namespace, ref.name)
+        if config_map is None:
+            return namespace, ref.name, None, f"ConfigMap {namespace}/{ref.name} not found"
+        return namespace, ref.name, config_map, None
+
+    def _load_chain(self, key: Key, work: _Pass) -> None:
+        ms = work.ms
+        for users in self.config_map_users.values():
+            users.discard(key)
+        fetched: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+        versions: list[str] = []
+        for spec in ms.spec.plugins or []:
+            if spec.type != "Wasm" or spec.module is None:
+                continue
+            namespace, name, config_map, why = self._config_map_of(ms, spec)
+            self.config_map_users.setdefault((namespace, name), set()).add(key)
+            fetched[spec.name + "\0" + spec.module.config_map_ref.key] = (config_map, why)
+            rv = (config_map or {}).get("metadata", {}).get("resourceVersion", "-")
+            versions.append(f"{namespace}/{name}@{rv}")
+
+        def modules(spec: PluginSpec) -> bytes:
+            assert spec.module is not None
+            config_map, why = fetched[spec.name + "\0" + spec.module.config_map_ref.key]
+            if config_map is None:
+                raise ModuleUnavailable(why or "ConfigMap not found")
+            key_ = spec.module.config_map_ref.key
+            return module_from_config_map(config_map, key_, self.settings.max_module_bytes)
+
+        builds = self.chains.builds
+        try:
+            chain = self.chains.get(ms, tuple(versions), modules)
+        except PluginConfigError as exc:
+            work.plugin_error = exc
+            self.recorder.chain_built(exc.failure_class is FailureClass.INVALID_MODULE)
+            self.recorder.event(work.raw, "Warning", "PluginLoadFailed", str(exc))
+            return
+        chain.observer = self.recorder.hook
+        work.chain = chain
+        if self.chains.builds != builds:
+            self.recorder.chain_built()
+            for entry in chain.entries:
+                hooks = [
+                    h
+                    for h, fn in (("OnPodCreate", entry.on_create), ("OnPodReady", entry.on_ready))
+                    if fn is not None
+                ]
+                digest = f", sha256 {entry.digest[:12]}" if entry.digest else ""
+                self.recorder.event(
+                    work.raw,
+                    "Normal",
+                    "PluginLoaded",
+                    f"plugin '{entry.name}' (spec.plugins[{entry.index}], {entry.runtime}"
+                    f"{digest}) is ready: {', '.join(hooks) or 'no Pod hooks'}",
+                )
+
+    # --- revisions -------------------------------------------------------------------------
+
+    def _revisions(
+        self, ms: ModelServing, pods: Iterable[Mapping[str, Any]]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Record the current revision as a ControllerRevision; older ones by revision."""
+        selector = f"{labels.NAME_LABEL}={ms.name}"
+        found = [
+            r
+            for r in self.kube.list(CONTROLLER_REVISIONS, ms.namespace, selector)
+            if owned_by(r, ms.metadata.uid or "")
+        ]
+        current = revision_of(ms)
+        by_rev = {r["metadata"].get("labels", {}).get(labels.REVISION_LABEL): r for r in found}
+        if current not in by_rev:
+            number = max((int(r.get("revision") or 0) for r in found), default=0) + 1
+            body = {
+                "apiVersion": "apps/v1",
+                "kind": "ControllerRevision",
+                "metadata": {
+                    "name": f"{ms.name}-{current}",
+                    "namespace": ms.namespace,
+                    "labels": {labels.NAME_LABEL: ms.name, labels.REVISION_LABEL: current},
+                    "ownerReferences": [owner_reference(ms)],
+                },
+                "data": {"roles": [r.to_api() for r in ms.spec.template.roles]},
+                "revision": number,
+            }
+            self.kube.create(CONTROLLER_REVISIONS, ms.namespace, body)
+        in_use = {p.get("metadata", {}).get("labels", {}).get(labels.REVISION_LABEL) for p in pods}
+        in_use.add(current)
+        old = sorted(
+            (r for r in found if by_rev.get(_rev(r)) is r and _rev(r) not in in_use),
+            key=lambda r: int(r.get("revision") or 0),
+        )
+        for r in old[: max(len(old) - REVISION_HISTORY, 0)]:
+            self.kube.delete(CONTROLLER_REVISIONS, ms.namespace, r["metadata"]["name"])
+        return {
+            str(_rev(r)): list((r.get("data") or {}).get("roles") or []) for r in found if _rev(r)
+        }
+
+    def _note_failures(self, ms: ModelServing, pods: Iterable[Mapping[str, Any]]) -> None:
+        """Remember when a failed Pod without a failure time in its status was first seen."""
+        now = self.clock()
+        for pod in pods:
+            seen = observe_pod(pod, ms.name)
+            if seen is not None and seen.failed and seen.failed_at is None:
+                self.seen_failed.setdefault(seen.uid, now)
+        if len(self.seen_failed) > 100_000:
+            self.seen_failed.clear()
+
+    # --- acting ----------------------------------------------------------------------------
+
+    def _delete(self, work: _Pass, plan: SyncPlan) -> None:
+        """Deletions; with a broken plugin list only scale-downs (nothing could be recreated)."""
+        ns = work.ms.namespace
+        allowed = {"scale"} if work.chain is None else None
+        jobs: list[tuple[bool, Future[bool]]] = []
+        for ref in plan.delete_pods:
+            if allowed is None or ref.cause in allowed:
+                job = self.writes.submit(self.kube.delete, PODS, ns, ref.name, ref.uid)
+                jobs.append((True, job))
+        for name in plan.delete_services:
+            if allowed is None or plan.service_causes.get(name) in allowed:
+                jobs.append((False, self.writes.submit(self.kube.delete, SERVICES, ns, name)))
+        for name in plan.delete_pod_groups:
+            jobs.append((False, self.writes.submit(self.kube.delete, POD_GROUPS, ns, name)))
+        for note in plan.notes:
+            log.info("ModelServing %s: %s", work.ms.ref, note)
+            self.recorder.event(work.raw, "Normal", "Recreating", note)
+        for is_pod, job in jobs:
+            try:
+                if job.result() and is_pod:
+                    work.deleted += 1
+            except ApiError as exc:
+                work.api_errors.append(str(exc))
+
+    def _create(self, work: _Pass, plan: SyncPlan) -> None:
+        if work.chain is None or not plan.creates:
+            return
+        jobs: list[Future[int]] = []
+        for group in plan.creates:
+            steps = self._run_chain(work, group)
+            if steps is not None:
+                jobs.append(self.writes.submit(self._create_group, work, group, steps))
+        for job in jobs:
+            try:
+                work.created += job.result()
+            except ApiError as exc:
+                work.api_errors.append(str(exc))
+
+    def _run_chain(self, work: _Pass, group: GroupWork) -> list[dict[str, Any]] | None:
+        """Every object of the ServingGroup to create, after OnPodCreate; None when a
+        Fail-policy plugin failed on one of its Pods (then nothing of it is created)."""
+        assert work.chain is not None
+        out: list[dict[str, Any]] = []
+        for step in group.steps:
+            if not isinstance(step, DesiredPod):
+                out.append(step)
+                continue
+            try:
+                result = work.chain.on_pod_create(step, work.ms)
+            except PluginFailure as failure:
+                work.pod_failures.append(failure)
+                self.recorder.event(
+                    work.raw,
+                    "Warning",
+                    "PluginFailed",
+                    f"{failure}; ServingGroup {group.name} was not created (failure policy Fail)"
+                    "; retrying with backoff",
+                )
+                return None
+            for ignored in result.ignored:
+                self.recorder.event(
+                    work.raw,
+                    "Warning",
+                    "PluginIgnored",
+                    f"{ignored.failure}; Pod created without this plugin's changes "
+                    "(failure policy Ignore)",
+                )
+            out.append(result.pod)
+        return out
+
+    def _create_group(self, work: _Pass, group: GroupWork, steps: list[dict[str, Any]]) -> int:
+        """Create in order: PodGroup, then each entry Pod, its Service and its workers."""
+        ns = work.ms.namespace
+        if group.pod_group is not None:
+            self.kube.create(POD_GROUPS, ns, group.pod_group)
+        created = 0
+        for obj in steps:
+            if obj.get("kind") == "Service":
+                self.kube.create(SERVICES, ns, obj)
+            elif self.kube.create(PODS, ns, obj) is not None:
+                created += 1
+        return created
+
+    def _ready_hooks(self, work: _Pass, plan: SyncPlan) -> None:
+        chain = work.chain
+        if chain is None:
+            return
+        for desired in plan.ready_hooks:
+            if not chain.has_ready_hooks(desired):
+                continue
+            meta = desired.pod.get("metadata", {})
+            claim = {
+                "metadata": {
+                    "resourceVersion": meta.get("resourceVersion"),
+                    "annotations": {READY_HOOKS_ANNOTATION: _ready_plugins(chain, desired)},
+                }
+            }
+            try:
+                self.kube.merge_patch(PODS, work.ms.namespace, desired.name, claim)
+            except ApiError as exc:
+                if not (exc.conflict or exc.not_found):
+                    work.api_errors.append(str(exc))
+                continue  # changed since listed, or gone: the next pass decides again
+            for failure in chain.on_pod_ready(desired, desired.pod, work.ms):
+                self.recorder.event(work.raw, "Warning", "PluginFailed", str(failure))
+
+    def _write_status(self, work: _Pass, plan: SyncPlan) -> None:
+        assert plan.status is not None
+        new = status_.build(
+            work.ms,
+            work.raw.get("status") or {},
+            plan.status,
+            status_.plugins_condition(work.ms, work.plugin_error, work.pod_failures),
+            self.clock(),
+        )
+        if new != (work.raw.get("status") or {}):
+            try:
+                self.kube.merge_patch(
+                    MODEL_SERVINGS, work.ms.namespace, work.ms.name, {"status": new}, "status"
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    work.api_errors.append(str(exc))
+
+
+def _rev(obj: Mapping[str, Any]) -> str | None:
+    value = (obj.get("metadata") or {}).get("labels", {}).get(labels.REVISION_LABEL)
+    return str(value) if value else None
+
+
+def _ready_plugins(chain: Chain, desired: DesiredPod) -> str:
+    """The claim mark: which plugins' OnPodReady ran for this Pod."""
+    names = [
+        e.name
+        for e in chain.entries
+        if e.on_ready is not None and e.spec.applies_to(desired.role, desired.is_entry)
+    ]
+    return json.dumps(names, separators=(",", ":"))

@@ -1,0 +1,151 @@
+"""Each Metrics method shows in the exposition text; serve() answers over HTTP."""
+
+from __future__ import annotations
+
+import urllib.request
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from modelserving.controller.metrics import Metrics
+from modelserving.sandbox.cache import CacheStats
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the rendered text, by name and sorted labels."""
+    text = metrics.render().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return samples(metrics).get((name, tuple(sorted(labels.items()))))
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
+
+
+def test_fresh_instances_do_not_share_counters() -> None:
+    first, second = Metrics(), Metrics()
+    first.pod_created()
+    assert value(first, "modelserving_pods_created_total") == 1
+    assert value(second, "modelserving_pods_created_total") == 0
+
+
+def test_observe_hook_counts_times_and_fuel(metrics: Metrics) -> None:
+    metrics.observe_hook("gpu-env", "OnPodCreate", "Wasm", "ok", 0.0003, fuel=20_000)
+    metrics.observe_hook("gpu-env", "OnPodCreate", "Wasm", "Timeout", 2.0, fuel=5_000_000)
+    metrics.observe_hook("tweaks", "OnPodReady", "Native", "ok", 0.00002)
+
+    calls = "modelserving_plugin_hook_calls_total"
+    wasm = {"plugin": "gpu-env", "hook": "OnPodCreate", "runtime": "Wasm"}
+    assert value(metrics, calls, **wasm, result="ok") == 1
+    assert value(metrics, calls, **wasm, result="Timeout") == 1
+    native = {"plugin": "tweaks", "hook": "OnPodReady", "runtime": "Native"}
+    assert value(metrics, calls, **native, result="ok") == 1
+
+    duration = "modelserving_plugin_hook_duration_seconds"
+    assert value(metrics, f"{duration}_count", **wasm) == 2
+    assert value(metrics, f"{duration}_sum", **wasm) == pytest.approx(2.0003)
+    assert value(metrics, f"{duration}_bucket", **wasm, le="0.0005") == 1
+    assert value(metrics, f"{duration}_bucket", **native, le="2.5e-05") == 1
+    assert value(metrics, f"{duration}_bucket", **native, le="1e-05") == 0
+
+    fuel = "modelserving_plugin_fuel_used"
+    assert value(metrics, f"{fuel}_count", plugin="gpu-env", hook="OnPodCreate") == 2
+    assert value(metrics, f"{fuel}_bucket", plugin="gpu-env", hook="OnPodCreate", le="1e+10") == 2
+    assert value(metrics, f"{fuel}_bucket", plugin="gpu-env", hook="OnPodCreate", le="30000.0") == 1
+    # A native call has no fuel: no series for it.
+    assert value(metrics, f"{fuel}_count", plugin="tweaks", hook="OnPodReady") is None
+
+
+def test_module_loads_by_result(metrics: Metrics) -> None:
+    metrics.observe_module_load("compiled")
+    metrics.observe_module_load("failed")
+    metrics.observe_module_load("failed")
+    assert value(metrics, "modelserving_module_loads_total", result="compiled") == 1
+    assert value(metrics, "modelserving_module_loads_total", result="failed") == 2
+    with pytest.raises(ValueError, match="'hit' is not one of"):
+        metrics.observe_module_load("hit")
+
+
+@dataclass
+class Stats:
+    compiled: int = 0
+    memory_hits: int = 0
+    disk_hits: int = 0
+
+
+def test_sync_module_cache_adds_only_the_growth(metrics: Metrics) -> None:
+    stats = Stats(compiled=2, memory_hits=5)
+    metrics.sync_module_cache(stats)
+    stats.memory_hits += 3
+    stats.disk_hits += 1
+    metrics.sync_module_cache(stats)
+    metrics.sync_module_cache(stats)  # nothing new
+    loads = "modelserving_module_loads_total"
+    assert value(metrics, loads, result="compiled") == 2
+    assert value(metrics, loads, result="memory_cache") == 8
+    assert value(metrics, loads, result="disk_cache") == 1
+    # A new cache (counts went down) is counted from zero.
+    metrics.sync_module_cache(Stats(compiled=1))
+    assert value(metrics, loads, result="compiled") == 3
+    assert value(metrics, loads, result="memory_cache") == 8
+
+
+def test_sync_module_cache_reads_the_real_cache_stats(metrics: Metrics) -> None:
+    metrics.sync_module_cache(CacheStats(compiled=1, disk_hits=2, memory_hits=3))
+    assert value(metrics, "modelserving_module_loads_total", result="disk_cache") == 2
+
+
+def test_reconciles(metrics: Metrics) -> None:
+    metrics.observe_reconcile("ok", 0.02)
+    metrics.observe_reconcile("requeue", 0.5)
+    metrics.observe_reconcile("ok", 0.03)
+    assert value(metrics, "modelserving_reconciles_total", result="ok") == 2
+    assert value(metrics, "modelserving_reconciles_total", result="requeue") == 1
+    assert value(metrics, "modelserving_reconcile_duration_seconds_count", result="ok") == 2
+    assert value(
+        metrics, "modelserving_reconcile_duration_seconds_sum", result="ok"
+    ) == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="'done' is not one of"):
+        metrics.observe_reconcile("done", 1.0)
+
+
+def test_pods_queue_and_leader(metrics: Metrics) -> None:
+    assert value(metrics, "modelserving_leader") == 0
+    metrics.pod_created()
+    metrics.pod_created()
+    metrics.pod_deleted()
+    metrics.set_queue_depth(7)
+    metrics.set_leader(True)
+    assert value(metrics, "modelserving_pods_created_total") == 2
+    assert value(metrics, "modelserving_pods_deleted_total") == 1
+    assert value(metrics, "modelserving_workqueue_depth") == 7
+    assert value(metrics, "modelserving_leader") == 1
+    metrics.set_queue_depth(0)
+    metrics.set_leader(False)
+    assert value(metrics, "modelserving_workqueue_depth") == 0
+    assert value(metrics, "modelserving_leader") == 0
+
+
+def test_serve_answers_http_get(metrics: Metrics) -> None:
+    metrics.pod_deleted()
+    server = metrics.serve(0, addr="127.0.0.1")
+    try:
+        assert server.port > 0
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert response.status == 200
+            body = response.read().decode()
+    finally:
+        server.close()
+    assert "modelserving_pods_deleted_total 1.0" in body
+    assert not server.thread.is_alive()
+    server.close()  # idempotent
