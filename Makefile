@@ -55,7 +55,12 @@ bench: setup ## print performance figures (render, plugins native vs WebAssembly
 render-example: setup ## render the example ModelServing offline
 	$(BIN)/modelserving render -f examples/prefill-decode.yaml
 
-run: render-example ## the controller's main job (renders an example until the controller lands)
+run: setup system-deps ## the controller in the foreground: against $$KUBECONFIG, else a local control plane with a demo
+	@if [ -n "$$KUBECONFIG" ]; then \
+		$(BIN)/modelserving run $(RUN_ARGS); \
+	else \
+		$(BIN)/modelserving run --local-cluster .cluster --no-leader-election $(RUN_ARGS); \
+	fi
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -22,7 +22,7 @@ from modelserving.api.operator import OperatorConfig
 from modelserving.chain.chain import CallRecord, ChainCache
 from modelserving.chain.policy import PatchValidator
 from modelserving.controller import handlers
-from modelserving.controller.config import sandbox_settings
+from modelserving.controller.config import pod_namespace, sandbox_settings
 from modelserving.controller.events import EventRecorder
 from modelserving.controller.kube import POD_GROUPS, ApiError, Kube
 from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
@@ -227,7 +227,7 @@ class Controller:
         if self.identity:
             kwargs["identity"] = self.identity
         settings = LeaderElectionConfig(
-            namespace=le.namespace or "default",
+            namespace=le.namespace or pod_namespace(),
             name=le.lease_name,
             lease_duration_s=float(le.lease_duration_seconds),
             renew_deadline_s=float(le.renew_deadline_seconds),
