@@ -106,3 +106,17 @@ def test_only_the_leader_acts_and_the_standby_takes_over(
     b_log = (tmp_path / "b.log").read_text()
     assert "waiting to lead" in b_log
     print(f"standby took over and created the Pod {took:.1f}s after the leader was killed")
+
+
+def test_sigterm_stops_cleanly_and_hands_the_lease_back(
+    objs: Objects, cluster: Cluster, tmp_path: Path
+) -> None:
+    ns = objs.namespace
+    config = write_config(tmp_path / "a.yaml", ns, leader=True)
+    with controller_process(cluster, tmp_path / "a.log", "--identity", "a", config=config) as a:
+        wait_for("replica a to lead", lambda: holder(cluster, ns) == "a")
+        objs.create(model_serving("term", replicas=1, workers=0))
+        objs.wait_pods("term", 1)
+        a.send_signal(signal.SIGTERM)
+        assert a.wait(30) == 0
+    assert not holder(cluster, ns)

@@ -117,4 +117,7 @@ def run_kopf(
             ready_flag=ready_flag,
         )
     finally:
+        # kopf may stop on its own (it handles SIGINT/SIGTERM itself in the main thread); then
+        # its thread waiting on ``stop`` must be released, or the interpreter cannot exit.
+        stop.set()
         loop.close()
