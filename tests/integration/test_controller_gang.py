@@ -12,7 +12,7 @@ from modelserving.api import labels
 from tests.integration.conftest import Cluster, wait_for
 from tests.integration.controller_env import Objects, install_crd, model_serving, running_controller
 
-POD_GROUP_CRD: dict[str, Any] = {
+POD_GROUP_CRD: Any = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
     "metadata": {"name": "podgroups.scheduling.volcano.sh"},
@@ -66,7 +66,7 @@ def test_pod_groups_when_volcano_is_installed(cluster: Cluster, namespace: str) 
         pods = objs.wait_pods("gang", 6)
 
         def pod_groups() -> list[dict[str, Any]]:
-            got = custom.list_namespaced_custom_object(
+            got: Any = custom.list_namespaced_custom_object(
                 "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
             )
             return list(got["items"])

@@ -10,6 +10,7 @@ as the ModelServing's generation and plugin list stay the same.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -134,6 +135,8 @@ class Chain:
         self.entries = tuple(entries)
         self.validator = validator
         self.observer: CallObserver | None = None
+        self.announced = False
+        """Set by the controller once it has reported this chain (a new chain starts False)."""
 
     def _observe(
         self, entry: ChainEntry, hook: Hook, failure: PluginFailure | None, seconds: float
@@ -447,6 +450,7 @@ class ChainCache:
         self._size = size
         self._chains: OrderedDict[tuple[str | int | None, ...], Chain] = OrderedDict()
         self.builds = 0
+        self._lock = threading.Lock()
 
     def get(
         self,
@@ -457,20 +461,24 @@ class ChainCache:
         """The chain of ``ms``, built when missing. ``extra`` joins the key (the controller passes
         the resourceVersions of module ConfigMaps); ``modules`` overrides the resolver."""
         key = (*chain_key(ms), *extra)
-        chain = self._chains.get(key)
-        if chain is not None:
-            self._chains.move_to_end(key)
-            return chain
+        with self._lock:
+            chain = self._chains.get(key)
+            if chain is not None:
+                self._chains.move_to_end(key)
+                return chain
+        # Built outside the lock: a cold compile must not hold up other ModelServings.
         chain = build_chain(
             ms, self._registry, self._validator, modules or self._modules, self._sandbox
         )
-        self.builds += 1
-        self._chains[key] = chain
-        while len(self._chains) > self._size:
-            self._chains.popitem(last=False)
+        with self._lock:
+            self.builds += 1
+            self._chains[key] = chain
+            while len(self._chains) > self._size:
+                self._chains.popitem(last=False)
         return chain
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop every chain of one ModelServing (it was deleted)."""
-        for key in [k for k in self._chains if k[0] == namespace and k[1] == name]:
-            del self._chains[key]
+        with self._lock:
+            for key in [k for k in self._chains if k[0] == namespace and k[1] == name]:
+                del self._chains[key]

@@ -70,7 +70,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay: float = min(self._base * (2.0**failures), self._max)
+        delay: float = min(self._base * 2.0 ** min(failures, 64), self._max)
         self.add_after(key, delay)
         return delay
 

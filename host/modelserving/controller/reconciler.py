@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -124,6 +125,7 @@ class Reconciler:
         self.gang = gang
         self.clock = clock
         self.config_map_users: dict[tuple[str, str], set[Key]] = {}
+        self._users_lock = threading.Lock()
         self.seen_failed: dict[str, float] = {}
 
     # --- entry point -----------------------------------------------------------------------
@@ -175,12 +177,23 @@ class Reconciler:
 
     def forget(self, key: Key) -> None:
         self.chains.forget(*key)
-        for users in self.config_map_users.values():
-            users.discard(key)
+        self._set_users(key, [])
 
     def users_of_config_map(self, namespace: str, name: str) -> set[Key]:
         """The ModelServings whose plugins read this ConfigMap."""
-        return set(self.config_map_users.get((namespace, name), ()))
+        with self._users_lock:
+            return set(self.config_map_users.get((namespace, name), ()))
+
+    def _set_users(self, key: Key, config_maps: Iterable[tuple[str, str]]) -> None:
+        """Record that ``key`` reads exactly these ConfigMaps (workers call this concurrently)."""
+        with self._users_lock:
+            for ref in [r for r, users in self.config_map_users.items() if key in users]:
+                users = self.config_map_users[ref]
+                users.discard(key)
+                if not users:
+                    del self.config_map_users[ref]
+            for ref in config_maps:
+                self.config_map_users.setdefault(ref, set()).add(key)
 
     # --- plugins ---------------------------------------------------------------------------
 
@@ -207,18 +220,18 @@ class Reconciler:
 
     def _load_chain(self, key: Key, work: _Pass) -> None:
         ms = work.ms
-        for users in self.config_map_users.values():
-            users.discard(key)
+        read: list[tuple[str, str]] = []
         fetched: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
         versions: list[str] = []
         for spec in ms.spec.plugins or []:
             if spec.type != "Wasm" or spec.module is None:
                 continue
             namespace, name, config_map, why = self._config_map_of(ms, spec)
-            self.config_map_users.setdefault((namespace, name), set()).add(key)
+            read.append((namespace, name))
             fetched[spec.name + "\0" + spec.module.config_map_ref.key] = (config_map, why)
             rv = (config_map or {}).get("metadata", {}).get("resourceVersion", "-")
             versions.append(f"{namespace}/{name}@{rv}")
+        self._set_users(key, read)
 
         def modules(spec: PluginSpec) -> bytes:
             assert spec.module is not None
@@ -228,7 +241,6 @@ class Reconciler:
             key_ = spec.module.config_map_ref.key
             return module_from_config_map(config_map, key_, self.settings.max_module_bytes)
 
-        builds = self.chains.builds
         try:
             chain = self.chains.get(ms, tuple(versions), modules)
         except PluginConfigError as exc:
@@ -238,7 +250,8 @@ class Reconciler:
             return
         chain.observer = self.recorder.hook
         work.chain = chain
-        if self.chains.builds != builds:
+        if not chain.announced:  # a new chain (one worker per ModelServing at a time)
+            chain.announced = True
             self.recorder.chain_built()
             for entry in chain.entries:
                 hooks = [
