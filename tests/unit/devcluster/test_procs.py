@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,10 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 @pytest.fixture
 def sleeper(tmp_path: Path) -> Iterator[procs.ProcessRecord]:
     record = procs.spawn("sleeper", [*SLEEPER, str(tmp_path)], tmp_path / "s.log", cwd=tmp_path)
+    # Until the child has exec'd, /proc shows the parent's command line: wait for the new one.
+    deadline = time.monotonic() + 10
+    while procs.read_cmdline(record.pid) != record.argv and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield record
     procs.stop(record, timeout=2)
 
