@@ -317,3 +317,50 @@ def test_kthena_examples_apply_unchanged(objs: Objects, cluster: Cluster, path: 
             r.get("replicas", 1) * (1 + r["workerReplicas"]) for r in spec["template"]["roles"]
         )
         objs.wait_pods(doc["metadata"]["name"], spec.get("replicas", 1) * per_group, timeout=90)
+
+
+def test_rolling_update_recreates_groups_at_the_new_revision(objs: Objects) -> None:
+    objs.create(model_serving("roll", replicas=3, workers=1))
+    objs.wait_condition("roll", "Available", "True", timeout=90)
+    old = objs.get("roll")["status"]["currentRevision"]
+    template = objs.get("roll")["spec"]["template"]
+    template["roles"][0]["entryTemplate"]["spec"]["containers"][0]["image"] = (
+        "registry.example/engine:2"
+    )
+    objs.patch("roll", {"spec": {"template": template}})
+
+    def rolled() -> bool:
+        pods = objs.pods("roll")
+        revisions = {p["metadata"]["labels"][labels.REVISION_LABEL] for p in pods}
+        return len(pods) == 6 and revisions != {old} and len(revisions) == 1
+
+    wait_for("every ServingGroup at the new revision", rolled, timeout=120)
+    objs.wait_condition("roll", "Available", "True", timeout=90)
+    status = objs.get("roll")["status"]
+    assert status["currentRevision"] == status["updateRevision"] != old
+    assert status["updatedReplicas"] == 3
+    images = {
+        p["spec"]["containers"][0]["image"]
+        for p in objs.pods("roll")
+        if p["metadata"]["name"].endswith("-0")
+    }
+    assert images == {"registry.example/engine:2"}
+    recreating = [e.message for e in objs.events("Recreating")]
+    assert any("rolling update" in m for m in recreating)
+
+
+def test_failed_pod_recreates_its_role_replica(objs: Objects) -> None:
+    objs.create(model_serving("recover", replicas=1, workers=1))
+    pods = {p["metadata"]["name"]: p for p in objs.wait_pods("recover", 2)}
+    worker = pods["recover-0-server-0-1"]
+    objs.core.patch_namespaced_pod_status(
+        worker["metadata"]["name"], objs.namespace, {"status": {"phase": "Failed"}}
+    )
+    uids = {name: p["metadata"]["uid"] for name, p in pods.items()}
+
+    def replaced() -> bool:
+        now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in objs.pods("recover")}
+        return set(now) == set(uids) and all(now[n] != uids[n] for n in uids)
+
+    wait_for("the role replica (entry and worker) to be recreated", replaced, timeout=90)
+    assert any("recover-0-server-0-1 failed" in e.message for e in objs.events("Recreating"))

@@ -10,6 +10,7 @@ annotations); kopf runs standalone because leadership is the controller's Lease.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -120,4 +121,19 @@ def run_kopf(
         # kopf may stop on its own (it handles SIGINT/SIGTERM itself in the main thread); then
         # its thread waiting on ``stop`` must be released, or the interpreter cannot exit.
         stop.set()
+        _close_loop(loop)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Finish what kopf left on its loop, so no connection is left to a finalizer."""
+    try:
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
         loop.close()
+        gc.collect()

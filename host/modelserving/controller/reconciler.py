@@ -60,6 +60,7 @@ log = logging.getLogger("modelserving.controller")
 
 Key = tuple[str, str]
 REVISION_HISTORY = 10
+LOOK_AGAIN_S = 1.0
 
 
 class Recorder:
@@ -102,6 +103,7 @@ class _Pass:
     api_errors: list[str] = field(default_factory=list)
     created: int = 0
     deleted: int = 0
+    look_again: bool = False
 
 
 class Reconciler:
@@ -173,6 +175,8 @@ class Reconciler:
             raise RetryLater("; ".join(work.api_errors[:3]))
         if work.pod_failures:
             raise RetryLater(str(work.pod_failures[0]))
+        if work.look_again:
+            return min(plan.requeue_after or LOOK_AGAIN_S, LOOK_AGAIN_S)
         return plan.requeue_after
 
     def forget(self, key: Key) -> None:
@@ -421,9 +425,11 @@ class Reconciler:
             try:
                 self.kube.merge_patch(PODS, work.ms.namespace, desired.name, claim)
             except ApiError as exc:
-                if not (exc.conflict or exc.not_found):
+                if exc.conflict:
+                    work.look_again = True  # changed since listed: decide again shortly
+                elif not exc.not_found:
                     work.api_errors.append(str(exc))
-                continue  # changed since listed, or gone: the next pass decides again
+                continue
             for failure in chain.on_pod_ready(desired, desired.pod, work.ms):
                 self.recorder.event(work.raw, "Warning", "PluginFailed", str(failure))
 
