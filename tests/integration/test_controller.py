@@ -293,6 +293,12 @@ def test_on_pod_ready_runs_once_per_pod(
     )
     wait_for("the status to settle", lambda: objs.condition("watched", "Available"))
     assert calls(controller) == before
+    # A second controller (a restart, or another replica) finds every Pod claimed.
+    with running_controller(cluster) as second:
+        key = (objs.namespace, "watched")
+        wait_for("the second controller to reconcile it", lambda: second.passes[key] >= 1)
+        assert calls(second) == 0
+    assert calls(controller) == before
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -162,6 +163,8 @@ class Controller:
             gang=_Gang(self.kube),
         )
         self.known: set[Key] = set()
+        self.passes: Counter[Key] = Counter()
+        """Finished reconcile passes by key (for tests and debugging)."""
         self.leading = threading.Event()
         self.lost_leadership = False
 
@@ -208,6 +211,7 @@ class Controller:
                     exc_info=not isinstance(exc, ApiError),
                 )
             finally:
+                self.passes[key] += 1
                 self.queue.done(key)
                 self.metrics.observe_reconcile(result, time.perf_counter() - started)
                 self.metrics.set_queue_depth(len(self.queue))
