@@ -195,9 +195,12 @@ def test_failing_plugin_with_policy_ignore_creates_pods_without_its_changes(
     assert "plugin 'bad'" in ignored[0].message
 
 
-def test_wrong_digest_is_invalid_module_and_touches_no_pod(objs: Objects) -> None:
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_wrong_digest_is_invalid_module_and_touches_no_pod(objs: Objects, policy: str) -> None:
+    """The pin protects under either policy: Ignore forgives a failing call, not a module
+    other than the one the ModelServing names."""
     add_module(objs, "tweaks", TWEAKS)
-    plugin = wasm_plugin("tweaks", "tweaks", TWEAKS)
+    plugin = wasm_plugin("tweaks", "tweaks", TWEAKS, policy=policy)
     plugin["module"]["sha256"] = "0" * 64
     objs.create(model_serving("pinned", replicas=1, plugins=[plugin]))
     cond = objs.wait_condition("pinned", "PluginsReady", "False")

@@ -134,6 +134,24 @@ def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.run_until_complete(loop.shutdown_default_executor())
+        _abort_transports(loop)
     finally:
         loop.close()
         gc.collect()
+
+
+def _abort_transports(loop: asyncio.AbstractEventLoop) -> None:
+    """Abort the connections still open on ``loop`` and let their sockets close.
+
+    A watch that kopf was reading when it was cancelled can leave its connection behind, no
+    longer owned by any session; collected later, it would close its socket from a finalizer.
+    A selector loop keeps its open transports (by file descriptor) in ``_transports``, which no
+    public API exposes; a loop without it is left as it is.
+    """
+    transports = list(getattr(loop, "_transports", {}).values())
+    for transport in transports:
+        if transport is not None and not transport.is_closing():
+            transport.abort()
+    if transports:
+        # abort() schedules connection_lost, which closes the socket, for the next iteration.
+        loop.run_until_complete(asyncio.sleep(0))
