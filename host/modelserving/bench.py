@@ -5,7 +5,9 @@ demo-pod-tweaks plugin: parse + chain build + generation + OnPodCreate, YAML out
 rendered 1,000-Pod stream back (all the input checks), the whole ``modelserving render`` command
 in-process, and then as a user runs it: a new process (Python start-up, imports, render), with the
 start-up and import cost alone (``modelserving --version``) beside it. Each figure is the median
-(and minimum) of several runs.
+(and minimum) of several runs. Then the plugin benchmark (``bench_plugins``) and the controller
+benchmark (``bench_controller``: 800 Pods created against a local control plane, without plugins
+and with three WASM plugins).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelserving import bench_plugins
+from modelserving import bench_controller, bench_plugins
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain.chain import build_chain
 from modelserving.chain.render import render
@@ -137,6 +139,8 @@ def main() -> None:
     print("  target: whole command under 1000 ms")
     print()
     bench_plugins.main()
+    print()
+    bench_controller.main([])
 
 
 if __name__ == "__main__":

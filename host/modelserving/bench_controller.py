@@ -1,0 +1,688 @@
+"""``make bench``, controller part: time until the Pods of a big ModelServing are all created.
+
+A ModelServing of 100 ServingGroups x 2 roles x (1 entry + 3 workers) = 800 Pods (and 200
+headless Services), once without plugins and once with three WebAssembly plugins (the compiled
+demo-pod-tweaks built-in from a ConfigMap, three entries with different configs), against a local
+control plane (``modelserving.devcluster``: etcd, kube-apiserver, scheduler, controller-manager
+and kwok Nodes, so every Pod is also scheduled and "runs"). The controller runs once, in this
+process (kopf and the reconcile workers in threads), as ``modelserving run`` does.
+
+Each run uses a new namespace and ModelServing name: the clock starts when the ModelServing is
+created and stops when a watch on its Pods (name label) has seen the last one. The variants
+alternate (none, wasm, wasm, none, none, wasm for the default 3 rounds; ``--rounds N``) after an
+untimed warm-up that compiles the module; between runs the Pods are deleted and the machine left to
+quiet down. Printed: every run (time, CPU of the controller and of the control plane, reconcile
+passes, hook calls), the medians of each variant and the plugins' overhead (target: at most 5 %
+on the time), and from the controller's metrics where the plugin time went (OnPodCreate calls and
+their mean wall time). Figures are printed, never asserted. Without the cluster binaries (and no
+Go to build them) or without the compiled module the benchmark is skipped with a message.
+
+The control plane shares the machine with the controller: on a small machine the figures measure
+a CPU-saturated system (every CPU-second the plugins use delays something), and other load on the
+machine shows as spread between runs of the same variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from modelserving import devcluster
+from modelserving.api import labels
+from modelserving.api.crd import model_serving_crd
+from modelserving.api.operator import OperatorConfig
+from modelserving.controller.kube import (
+    CONFIG_MAPS,
+    MODEL_SERVINGS,
+    PODS,
+    ApiError,
+    Kube,
+    Resource,
+    api_client,
+)
+from modelserving.controller.manager import Controller
+from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
+
+GROUPS = 100
+ROLES = ("prefill", "decode")
+WORKERS = 3
+POD_COUNT = GROUPS * len(ROLES) * (1 + WORKERS)
+ROUNDS = 3
+"""Runs per variant; the order alternates (none, wasm, wasm, none, none, wasm, ...)."""
+NODES = 8
+"""kwok Nodes of 110 Pods each: room for all 800, so none stays unschedulable (and retried)."""
+RUN_TIMEOUT_S = 300.0
+DELETE_TIMEOUT_S = 180.0
+SETTLE_TIMEOUT_S = 60.0
+SETTLE_BUSY = 0.2
+"""Between runs, wait for a second in which the controller and the control plane used less than
+0.2 CPU-seconds (at most 60 s)."""
+MODULE_FILE = "demo-pod-tweaks.wasm"
+MODULE_CONFIG_MAP = "bench-tweaks"
+PLUGIN_CONFIGS: dict[str, dict[str, Any]] = {
+    "tweaks-a": {
+        "annotations": {"example.com/team": "llm"},
+        "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+    },
+    "tweaks-b": {
+        "annotations": {"example.com/cost-center": "1234"},
+        "env": [{"name": "VAR_3", "value": "overridden"}],
+    },
+    "tweaks-c": {
+        "annotations": {"example.com/tier": "gold", "example.com/owner": "bench"},
+        "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "TIER", "value": "gold"}],
+    },
+}
+"""No ``runtimeClassName``: admission would refuse Pods naming a RuntimeClass that is absent."""
+
+NAMESPACES = Resource("", "v1", "namespaces")
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
+
+
+def model_serving(name: str, plugins: list[dict[str, Any]], groups: int = GROUPS) -> dict[str, Any]:
+    def template(kind: str) -> dict[str, Any]:
+        container = {
+            "name": "engine",
+            "image": "vllm/vllm-openai:v0.10.0",
+            "args": ["--model", "meta-llama/Llama-3.1-70B", "--role", kind],
+            "env": [{"name": f"VAR_{i}", "value": "x" * 20} for i in range(10)],
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        }
+        return {"metadata": {"labels": {"app": "bench"}}, "spec": {"containers": [container]}}
+
+    roles = [
+        {
+            "name": role,
+            "replicas": 1,
+            "entryTemplate": template(f"{role}-entry"),
+            "workerReplicas": WORKERS,
+            "workerTemplate": template(f"{role}-worker"),
+        }
+        for role in ROLES
+    ]
+    spec: dict[str, Any] = {
+        "replicas": groups,
+        "schedulerName": "default-scheduler",
+        "template": {"roles": roles},
+    }
+    if plugins:
+        spec["plugins"] = plugins
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": labels.KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def wasm_plugins(module: bytes) -> list[dict[str, Any]]:
+    digest = hashlib.sha256(module).hexdigest()
+    return [
+        {
+            "name": name,
+            "type": "Wasm",
+            "module": {
+                "configMapRef": {"name": MODULE_CONFIG_MAP, "key": "plugin.wasm"},
+                "sha256": digest,
+            },
+            "failurePolicy": "Fail",
+            "config": config,
+        }
+        for name, config in PLUGIN_CONFIGS.items()
+    ]
+
+
+def module_config_map(module: bytes) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": MODULE_CONFIG_MAP},
+        "binaryData": {"plugin.wasm": base64.b64encode(module).decode()},
+    }
+
+
+# --- the cluster side ------------------------------------------------------------------------
+
+
+def wait(what: str, check: Any, timeout: float, interval: float = 0.1) -> bool:
+    """Poll ``check()`` until truthy; False (after a note) when ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            print(f"  (gave up waiting for {what} after {timeout:.0f}s)")
+            return False
+        time.sleep(interval)
+    return True
+
+
+def install_crd(kube: Kube) -> None:
+    body = model_serving_crd()
+    try:
+        kube.request("POST", CRDS.path(None), body)
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+
+    def established() -> bool:
+        got = kube.get(CRDS, None, body["metadata"]["name"]) or {}
+        conditions = (got.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    def served() -> bool:
+        try:
+            kube.request("GET", MODEL_SERVINGS.path(None), query={"limit": "1"})
+        except ApiError:
+            return False  # 429 while the new resource's storage initializes
+        return True
+
+    if not (
+        wait("the ModelServing CRD to be established", established, 30)
+        and wait("ModelServings to be served", served, 30)
+    ):
+        raise RuntimeError("the ModelServing CRD was not established")
+
+
+def create_namespace(kube: Kube, name: str) -> None:
+    kube.request("POST", NAMESPACES.path(None), {"metadata": {"name": name}})
+    # Pods are refused until the ServiceAccount admission finds the namespace's default account.
+    wait(
+        f"ServiceAccount default in {name}",
+        lambda: kube.get(SERVICE_ACCOUNTS, name, "default") is not None,
+        30,
+    )
+
+
+def delete_run(kube: Kube, namespace: str, name: str) -> float:
+    """Delete the ModelServing (the garbage collector deletes its Pods and Services), wait
+    (bounded) until its Pods are gone, then the namespace: deleting 800 Pods must not load the
+    next run, and a namespace deleted first would have the controller recreate the Pods that
+    the namespace controller deletes. The seconds it took."""
+    started = time.perf_counter()
+    kube.delete(MODEL_SERVINGS, namespace, name)
+    selector = f"{labels.NAME_LABEL}={name}"
+    # At once (no grace period): kwok would otherwise take about a minute for 800 Pods.
+    kube.request(
+        "DELETE", PODS.path(namespace), query={"labelSelector": selector, "gracePeriodSeconds": "0"}
+    )
+    query = {"labelSelector": selector, "limit": "1"}
+    wait(
+        f"the Pods of {namespace}/{name} to be deleted",
+        lambda: not kube.request("GET", PODS.path(namespace), query=query)["items"],
+        DELETE_TIMEOUT_S,
+        interval=0.5,
+    )
+    kube.request("DELETE", NAMESPACES.path(None, namespace))
+    return time.perf_counter() - started
+
+
+def control_plane_cpu(pids: tuple[int, ...]) -> float | None:
+    """CPU seconds used so far by the control plane's processes (from /proc; None without)."""
+    if not pids:
+        return None
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def settle(pids: tuple[int, ...]) -> None:
+    """Wait until this process and the control plane are quiet (the previous run's events
+    handled by the controller's watches, the garbage collector and the scheduler) so that runs
+    do not overlap: a second in which they used less than SETTLE_BUSY CPU-seconds."""
+
+    def used() -> float | None:
+        others = control_plane_cpu(pids)
+        return None if others is None else others + time.process_time()
+
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    before = used()
+    while before is not None and time.monotonic() < deadline:
+        time.sleep(1.0)
+        after = used()
+        if after is None or after - before < SETTLE_BUSY:
+            return
+        before = after
+    if before is None:
+        time.sleep(5.0)
+
+
+class PodWatch:
+    """Counts the distinct Pods of one ModelServing that a watch reports as added.
+
+    Opened before the ModelServing is created, from the resourceVersion of an (empty) list,
+    so no Pod is missed; metadata only, so the watch costs this process little. The API server
+    may end a watch early (a busy server drops a watcher that falls behind); then it is resumed
+    from the last resourceVersion seen, or re-listed when that is too old (``restarts``).
+    """
+
+    def __init__(self, kube: Kube, namespace: str, name: str, want: int) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.selector = f"{labels.NAME_LABEL}={name}"
+        self.want = want
+        self.names: set[str] = set()
+        self.first: float | None = None
+        self.last: float | None = None
+        self.error: str | None = None
+        self.restarts = 0
+        self.done = threading.Event()
+        self._response: Any = self._open(self._list())
+        self._thread = threading.Thread(target=self._read, name="bench-watch", daemon=True)
+        self._thread.start()
+
+    def _list(self) -> str:
+        """Note the Pods there are; the list's resourceVersion."""
+        query = {"labelSelector": self.selector}
+        listed = self.kube.request("GET", PODS.path(self.namespace), query=query)
+        for pod in listed.get("items") or []:
+            self._seen(pod["metadata"]["name"])
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _open(self, resource_version: str) -> Any:
+        query = {
+            "labelSelector": self.selector,
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(int(RUN_TIMEOUT_S) + 30),
+            "allowWatchBookmarks": "false",
+        }
+        path = PODS.path(self.namespace)
+        headers = {"Accept": METADATA_ONLY}
+        self.kube.api.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
+        url = self.kube.configuration.host + path + "?" + urlencode(query)
+        response = self.kube.api.rest_client.request(
+            "GET", url, headers=headers, _request_timeout=(10, RUN_TIMEOUT_S + 60)
+        ).response
+        if not 200 <= response.status <= 299:
+            raise RuntimeError(f"watching Pods in {self.namespace}: HTTP {response.status}")
+        return response
+
+    def _seen(self, name: str) -> None:
+        now = time.perf_counter()
+        self.names.add(name)
+        if self.first is None:
+            self.first = now
+        if self.last is None and len(self.names) >= self.want:
+            self.last = now
+
+    def _read(self) -> None:
+        resource_version: str | None = None
+        try:
+            while not self.done.is_set() and self.last is None:
+                for line in self._response:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    meta = (event.get("object") or {}).get("metadata") or {}
+                    if event.get("type") == "ERROR":
+                        resource_version = None  # 410 Gone: too old; list again
+                        break
+                    resource_version = meta.get("resourceVersion") or resource_version
+                    if event.get("type") == "ADDED":
+                        self._seen(meta["name"])
+                        if self.last is not None:
+                            return
+                if self.done.is_set():
+                    return
+                self._response.release_conn()
+                self.restarts += 1
+                self._response = self._open(resource_version or self._list())
+        except Exception as exc:  # a closed connection when the run timed out
+            if not self.done.is_set():
+                self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.done.set()
+            self._response.release_conn()
+
+    def wait(self, timeout: float) -> bool:
+        return self.done.wait(timeout) and self.last is not None
+
+    def close(self) -> None:
+        if not self.done.is_set():
+            self.done.set()
+            self._response.shutdown()
+
+
+# --- the controller's metrics ----------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """Sums of the controller's metrics at one moment."""
+
+    hook_calls: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    """(plugin, hook, result) -> calls."""
+    hook_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(plugin, hook) -> summed wall time."""
+    reconciles: float = 0.0
+    reconcile_seconds: float = 0.0
+    pods_created: float = 0.0
+
+    @classmethod
+    def of(cls, ctl: Controller) -> Snapshot:
+        snap = cls()
+        for family in ctl.metrics.registry.collect():
+            for s in family.samples:
+                lab = s.labels
+                if s.name == "modelserving_plugin_hook_calls_total":
+                    snap.hook_calls[(lab["plugin"], lab["hook"], lab["result"])] = s.value
+                elif s.name == "modelserving_plugin_hook_duration_seconds_sum":
+                    snap.hook_seconds[(lab["plugin"], lab["hook"])] = s.value
+                elif s.name == "modelserving_reconcile_duration_seconds_count":
+                    snap.reconciles += s.value
+                elif s.name == "modelserving_reconcile_duration_seconds_sum":
+                    snap.reconcile_seconds += s.value
+                elif s.name == "modelserving_pods_created_total":
+                    snap.pods_created = s.value
+        return snap
+
+    def minus(self, other: Snapshot) -> Snapshot:
+        def sub(a: dict[Any, float], b: dict[Any, float]) -> dict[Any, float]:
+            return {k: v - b.get(k, 0.0) for k, v in a.items() if v - b.get(k, 0.0)}
+
+        return Snapshot(
+            sub(self.hook_calls, other.hook_calls),
+            sub(self.hook_seconds, other.hook_seconds),
+            self.reconciles - other.reconciles,
+            self.reconcile_seconds - other.reconcile_seconds,
+            self.pods_created - other.pods_created,
+        )
+
+    def plus(self, other: Snapshot) -> Snapshot:
+        def add(a: dict[Any, float], b: dict[Any, float]) -> dict[Any, float]:
+            return {k: a.get(k, 0.0) + b.get(k, 0.0) for k in a.keys() | b.keys()}
+
+        return Snapshot(
+            add(self.hook_calls, other.hook_calls),
+            add(self.hook_seconds, other.hook_seconds),
+            self.reconciles + other.reconciles,
+            self.reconcile_seconds + other.reconcile_seconds,
+            self.pods_created + other.pods_created,
+        )
+
+    @property
+    def create_hook_seconds(self) -> float:
+        return sum(v for (_p, hook), v in self.hook_seconds.items() if hook == "OnPodCreate")
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    variant: str
+    seconds: float | None
+    """From creating the ModelServing until the watch saw its last Pod (None: not all came)."""
+    first_pod: float | None
+    metrics: Snapshot
+    """The controller's metrics over the run (and the second after it)."""
+    cpu: float
+    """CPU seconds this process (the controller, and the watch) used in ``seconds``."""
+    control_plane_cpu: float | None
+    """CPU seconds the control plane's processes used in ``seconds``."""
+    deleted_in: float
+    watch_restarts: int = 0
+
+
+@contextmanager
+def running_controller(client: Any, config: OperatorConfig) -> Iterator[Controller]:
+    """The controller in this process (kopf and the workers in threads) until the block ends."""
+    ctl = Controller(config, client, identity="bench", serve_http=False)
+    stop = threading.Event()
+    ready = threading.Event()
+    thread = threading.Thread(target=ctl.run, args=(stop, ready.set), daemon=True)
+    thread.start()
+    try:
+        if not ready.wait(60):
+            raise RuntimeError("the controller did not start within 60s")
+        yield ctl
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+class Bench:
+    def __init__(self, kube: Kube, ctl: Controller, module: bytes, pids: tuple[int, ...]) -> None:
+        self.kube = kube
+        self.pids = pids
+        self.ctl = ctl
+        self.module = module
+        self.serial = 0
+
+    def run(self, variant: str, groups: int = GROUPS) -> Run:
+        """One ModelServing in a new namespace; the seconds until all its Pods were created."""
+        self.serial += 1
+        namespace = f"bench-{variant}-{self.serial}-{os.getpid()}"
+        name = f"llm-{variant}-{self.serial}"
+        create_namespace(self.kube, namespace)
+        plugins: list[dict[str, Any]] = []
+        if variant == "wasm":
+            self.kube.create(CONFIG_MAPS, namespace, module_config_map(self.module))
+            plugins = wasm_plugins(self.module)
+        want = groups * len(ROLES) * (1 + WORKERS)
+        body = model_serving(name, plugins, groups)
+        body["metadata"]["namespace"] = namespace
+        watch = PodWatch(self.kube, namespace, name, want)
+        before = Snapshot.of(self.ctl)
+        cpu, others = time.process_time(), control_plane_cpu(self.pids)
+        started = time.perf_counter()
+        self.kube.create(MODEL_SERVINGS, namespace, body)
+        finished = watch.wait(RUN_TIMEOUT_S)
+        cpu, others_after = time.process_time() - cpu, control_plane_cpu(self.pids)
+        others = None if others is None or others_after is None else others_after - others
+        watch.close()
+        # The pass that created the Pods ends with a status write; let it finish so its metrics
+        # (hook calls are counted as they happen, Pods and reconciles at the end) are this run's.
+        time.sleep(1.0)
+        metrics = Snapshot.of(self.ctl).minus(before)
+        if not finished:
+            why = watch.error or f"{len(watch.names)} of {want} Pods after {RUN_TIMEOUT_S:.0f}s"
+            print(f"  {namespace}/{name} did not finish: {why}")
+        deleted_in = delete_run(self.kube, namespace, name)
+        settle(self.pids)
+        return Run(
+            variant,
+            (watch.last - started) if finished and watch.last is not None else None,
+            (watch.first - started) if watch.first is not None else None,
+            metrics,
+            cpu,
+            others,
+            deleted_in,
+            watch.restarts,
+        )
+
+
+def report_run(index: int, run: Run) -> None:
+    m = run.metrics
+    took = f"{run.seconds:6.2f} s" if run.seconds is not None else "   n/a  "
+    rate = f"{POD_COUNT / run.seconds:4.0f} Pods/s" if run.seconds else "     n/a"
+    first = f"{run.first_pod:4.2f} s" if run.first_pod is not None else " n/a"
+    calls = sum(v for (_p, hook, _r), v in m.hook_calls.items() if hook == "OnPodCreate")
+    hooks = f"OnPodCreate {calls:.0f} calls {m.create_hook_seconds:4.2f} s" if calls else "no hooks"
+    passes = f"{m.reconciles:.0f} reconcile pass{'' if m.reconciles == 1 else 'es'}"
+    others = f"{run.control_plane_cpu:4.1f} s" if run.control_plane_cpu is not None else "n/a"
+    print(
+        f"  run {index}  {run.variant:<4}  {took} ({rate}), first Pod {first}; CPU: controller "
+        f"{run.cpu:4.2f} s, control plane {others}; {passes} {m.reconcile_seconds:5.2f} s, "
+        f"{hooks}; cleanup {run.deleted_in:4.1f} s"
+        + (f"; Pod watch resumed {run.watch_restarts}x" if run.watch_restarts else "")
+    )
+
+
+def report_hooks(runs: list[Run]) -> None:
+    wasm = [r for r in runs if r.variant == "wasm"]
+    if not wasm:
+        return
+    total = Snapshot()
+    for r in wasm:
+        total = total.plus(r.metrics)
+    print(
+        f"  where the plugin time went (controller metrics over {len(wasm)} wasm runs; the wall "
+        "time of a call includes waiting for the GIL while the API writes run):"
+    )
+    plugins = sorted({p for (p, hook) in total.hook_seconds if hook == "OnPodCreate"})
+    for plugin in plugins:
+        calls = sum(
+            v for (p, h, _r), v in total.hook_calls.items() if p == plugin and h == "OnPodCreate"
+        )
+        failed = sum(
+            v
+            for (p, h, r), v in total.hook_calls.items()
+            if p == plugin and h == "OnPodCreate" and r != "ok"
+        )
+        seconds = total.hook_seconds[(plugin, "OnPodCreate")]
+        mean = seconds / calls * 1e6 if calls else 0.0
+        note = f", {failed:.0f} failed" if failed else ""
+        print(
+            f"    {plugin:<10} OnPodCreate {calls:6.0f} calls, mean {mean:6.1f} us, "
+            f"total {seconds:5.2f} s{note}"
+        )
+    timed = [r for r in wasm if r.seconds]
+    if timed:
+        per_run = statistics.median(r.metrics.create_hook_seconds for r in timed)
+        wall = statistics.median(r.seconds or 0.0 for r in timed)
+        print(
+            f"    per wasm run (median): {per_run:.2f} s in OnPodCreate, in the reconcile thread "
+            f"while the write pool creates the ServingGroups already done = "
+            f"{per_run / wall * 100:.1f} % of the run's {wall:.2f} s"
+        )
+
+
+def summary(runs: list[Run]) -> None:
+    def medians(figure: Callable[[Run], float | None], unit: str, what: str) -> None:
+        found: dict[str, float] = {}
+        for variant in ("none", "wasm"):
+            values = [v for r in runs if r.variant == variant and (v := figure(r)) is not None]
+            if values:
+                found[variant] = statistics.median(values)
+        if len(found) == 2:
+            none, wasm = found["none"], found["wasm"]
+            print(
+                f"  {what:<28} median none {none:6.2f} {unit}, wasm {wasm:6.2f} {unit}: "
+                f"{(wasm / none - 1) * 100:+5.1f} %"
+            )
+
+    for variant in ("none", "wasm"):
+        times = [r.seconds for r in runs if r.variant == variant and r.seconds is not None]
+        if times:
+            print(
+                f"  {variant:<4} {len(times)} runs: "
+                + ", ".join(f"{t:.2f}" for t in times)
+                + f" s (median {statistics.median(times):.2f} s)"
+            )
+    medians(lambda r: r.seconds, "s", f"time to {POD_COUNT} Pods:")
+    medians(lambda r: r.cpu, "s", "controller CPU in that time:")
+    medians(lambda r: r.control_plane_cpu, "s", "control plane CPU:")
+    print("  target: the three WASM plugins add at most 5 % to the time to all Pods")
+    report_hooks(runs)
+
+
+def run_order(rounds: int) -> list[str]:
+    order: list[str] = []
+    for i in range(rounds):
+        order += ["none", "wasm"] if i % 2 == 0 else ["wasm", "none"]
+    return order
+
+
+def benchmark(kubeconfig: Path, pids: tuple[int, ...] = (), rounds: int = ROUNDS) -> None:
+    """The runs against a running cluster; ``pids``: its processes (CPU figures, and waiting
+    for quiet between runs)."""
+    try:
+        module = builtin_wasm(MODULE_FILE)
+    except ArtifactMissing as exc:
+        print(f"  skipped: {exc}")
+        return
+    config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
+    client = api_client(str(kubeconfig), pool_size=config.concurrency.api_writes + 8)
+    ours = api_client(str(kubeconfig), pool_size=4)
+    kube = Kube(ours)
+    install_crd(kube)
+    print(
+        f"  controller in this process: {config.concurrency.reconciles} reconcile workers, "
+        f"{config.concurrency.api_writes} concurrent API writes "
+        f"({config.concurrency.api_writes + 8} connections), kopf watches in a thread; "
+        f"{os.cpu_count()} CPUs shared with the control plane"
+    )
+    with running_controller(client, config) as ctl:
+        bench = Bench(kube, ctl, module, pids)
+        warm = [bench.run("wasm", groups=2), bench.run("none", groups=2)]
+        print(
+            "  warm-up (2 ServingGroups each, module compiled): "
+            + ", ".join(f"{r.variant} {r.seconds or 0:.2f} s" for r in warm)
+        )
+        runs = []
+        for index, variant in enumerate(run_order(rounds), start=1):
+            runs.append(bench.run(variant))
+            report_run(index, runs[-1])
+        summary(runs)
+    client.close()
+    ours.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m modelserving.bench_controller")
+    parser.add_argument(
+        "--rounds", type=int, default=ROUNDS, help=f"runs per variant (default {ROUNDS})"
+    )
+    rounds = max(1, parser.parse_args(argv).rounds)
+    # kopf's notes (signals in a thread, retries while the API server starts) are not figures.
+    logging.getLogger("kopf").setLevel(logging.ERROR)
+    print(
+        f"controller benchmark: ModelServing of {GROUPS} ServingGroups x {len(ROLES)} roles x "
+        f"(1 entry + {WORKERS} workers) = {POD_COUNT} Pods, without plugins and with three "
+        "WASM plugins (demo-pod-tweaks from a ConfigMap)"
+    )
+    binaries = devcluster.cached_binaries()
+    if binaries is None:
+        print("  building the local control plane (first time: minutes)", flush=True)
+        try:
+            binaries = devcluster.build_all(quiet=True)
+        except devcluster.BuildError as exc:
+            first = str(exc).splitlines()[0]
+            print(f"  skipped: the local control plane could not be built ({first})")
+            return
+    with tempfile.TemporaryDirectory(prefix="modelserving-bench-") as tmp:
+        directory = Path(tmp) / "cluster"
+        try:
+            state = devcluster.up(
+                directory, nodes=NODES, binaries=binaries, die_with_parent=True, timeout=120
+            )
+        except (devcluster.ClusterError, OSError) as exc:
+            devcluster.down(directory)
+            print(f"  skipped: the local control plane did not start ({exc})")
+            return
+        try:
+            print(
+                f"  control plane: Kubernetes {devcluster.KUBERNETES_VERSION}, kwok "
+                f"{devcluster.KWOK_VERSION}, {NODES} fake Nodes; Pods use default-scheduler"
+            )
+            sys.stdout.flush()
+            benchmark(state.kubeconfig, tuple(p.pid for p in state.processes), rounds)
+        finally:
+            devcluster.down(directory)
+
+
+if __name__ == "__main__":
+    main()
