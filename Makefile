@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 
 system-deps: ## install the Debian packages the tools need, when missing (openssl)
 	@command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
-	@command -v go >/dev/null || { echo "error: Go is needed to build the local control plane (see docs/local-cluster.md)" >&2; exit 1; }
+	@command -v go >/dev/null || { echo "error: Go is needed to build the local control plane and the Go plugins (see docs/local-cluster.md)" >&2; exit 1; }
 
 lint: setup ## ruff, mypy --strict, import-linter layering contracts
 	$(BIN)/ruff check host tests
@@ -43,7 +43,7 @@ crds: setup ## regenerate crds/ from the API models
 crds-check: setup ## fail when crds/ does not match the API models
 	$(BIN)/modelserving crd --output-dir crds --check
 
-test: system-deps lint crds-check wasm-check wasm-sdk-test ## lint, generated-file checks (crds, wasm), Rust SDK tests, then every test
+test: system-deps lint crds-check wasm-check wasm-sdk-test wasm-go-test ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
 	$(BIN)/pytest
 
 test-unit: setup ## only the fast tests that need no cluster or toolchain
@@ -86,14 +86,29 @@ cluster-status: setup ## show the local control plane's processes, health and me
 # --- wasm ---
 # The Rust WebAssembly plugins: plugins-src/ (guest SDK, built-ins) compiled with Debian's Rust
 # 1.63 (apt-installed when missing), offline and reproducibly, into the committed plugins-wasm/.
-.PHONY: wasm wasm-check wasm-sdk-test
+# The Go ones: plugins-src/sdk-go (guest SDK) and plugins-src/examples-go/* compiled with Go
+# 1.26.8 (pinned with GOTOOLCHAIN), reproducibly, into the committed examples/wasm/go-*.wasm.
+.PHONY: wasm wasm-check wasm-sdk-test wasm-rust wasm-rust-check wasm-go wasm-go-check wasm-go-test
 
-wasm: ## build plugins-wasm/*.wasm from plugins-src/
+wasm: wasm-rust wasm-go ## build plugins-wasm/*.wasm (Rust) and examples/wasm/go-*.wasm (Go) from plugins-src/
+
+wasm-check: wasm-rust-check wasm-go-check ## fail when plugins-wasm/ or examples/wasm/ does not match plugins-src/
+
+wasm-rust: ## build plugins-wasm/*.wasm from plugins-src/ (Rust)
 	bash plugins-src/build.sh build
 
-wasm-check: ## fail when plugins-wasm/ does not match plugins-src/
+wasm-rust-check: ## fail when plugins-wasm/ does not match plugins-src/ (Rust)
 	bash plugins-src/build.sh check
 
 wasm-sdk-test: ## cargo tests of the Rust SDK and built-ins
 	bash plugins-src/build.sh test
+
+wasm-go: ## build examples/wasm/go-*.wasm from plugins-src/examples-go/ (Go)
+	bash plugins-src/build-go.sh build
+
+wasm-go-check: ## fail when examples/wasm/go-*.wasm does not match plugins-src/ (Go)
+	bash plugins-src/build-go.sh check
+
+wasm-go-test: ## go vet and go test of the Go SDK and examples (natively; replays abi/vectors)
+	bash plugins-src/build-go.sh test
 # --- end wasm ---

@@ -3,7 +3,8 @@
 Each vector is a request (msgpack bytes) to a built-in plugin and the exact response the
 reference (native Python) implementation gives, plus the failure class the host ends with when
 the call fails. The Python host replays them through native and WebAssembly built-ins
-(tests/wasm/test_vectors.py) and the Rust SDK's tests replay them through the Rust built-ins.
+(tests/wasm/test_vectors.py) and the Go port (tests/wasm/test_go_plugins.py); the Rust and Go
+SDKs' tests replay them natively through the Rust built-ins and the Go examples.
 
     .venv/bin/python -m tests.vectors write   # regenerate abi/vectors/*.json
     .venv/bin/python -m tests.vectors check   # exit 1 when a file is stale (make test runs it)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import msgpack
 import pytest
 import wasmtime
@@ -105,3 +107,32 @@ def test_extism_plugin_may_not_import_the_native_log(sandbox: Sandbox) -> None:
     with pytest.raises(SandboxError) as info:
         sandbox.load(module)
     assert "logs through extism:host/env" in info.value.message
+
+
+def test_extism_wasi_sleep_is_refused_at_once(sandbox: Sandbox, request_bytes: bytes) -> None:
+    """An Extism module may import WASI poll_oneoff (language runtimes such as Go's import it
+    whether they sleep or not); the host serves it, as for native modules: ENOTSUP (58), at
+    once. The guest reports the errno as its Extism error."""
+    poll = (
+        '(import "wasi_snapshot_preview1" "poll_oneoff" '
+        "(func $poll (param i32 i32 i32 i32) (result i32)))"
+    )
+    body = (
+        "(i64.store (i32.const 3024) (i64.const 10000000000))"  # a 10 s clock subscription
+        "(local.set $i (call $poll (i32.const 3000) (i32.const 3100) (i32.const 1) "
+        "(i32.const 3200)))"
+        "(i32.store8 (i32.const 1024) (i32.add (i32.const 48) (i32.div_u (local.get $i) "
+        "(i32.const 10))))"
+        "(i32.store8 (i32.const 1025) (i32.add (i32.const 48) (i32.rem_u (local.get $i) "
+        "(i32.const 10))))"
+        "(local.set $i (i32.const 0))"
+        + extism_copy_out(1024, 2)
+        + "(call $error_set (local.get $out)) i32.const 1"
+    )
+    module = extism_guest(extism_function("on_pod_create", body), extra=poll)
+    assert sandbox.load(module).info.wasi
+    started = time.monotonic()
+    with pytest.raises(PluginFailure) as info:
+        plugin(sandbox, module).run(Hook.ON_POD_CREATE, request_bytes)
+    assert time.monotonic() - started < 1
+    assert (info.value.failure_class, info.value.detail) == ("PluginError", "58")

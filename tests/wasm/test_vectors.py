@@ -35,9 +35,12 @@ def test_there_are_vectors_for_every_outcome() -> None:
     assert outcomes == {"ok", "PluginError", "ForbiddenPatch"}
 
 
-def wasm_outcome(sandbox: Sandbox, vector: dict[str, Any]) -> tuple[bytes | None, str | None]:
-    """The response bytes the WebAssembly built-in gives, and the class the host ends with."""
-    compiled = sandbox.load(builtin_wasm("demo-pod-tweaks.wasm"))
+def wasm_outcome(
+    sandbox: Sandbox, vector: dict[str, Any], module: bytes | None = None
+) -> tuple[bytes | None, str | None]:
+    """The response bytes a WebAssembly module gives (by default the built-in), and the class
+    the host ends with."""
+    compiled = sandbox.load(module or builtin_wasm("demo-pod-tweaks.wasm"))
     plugin = WasmPlugin(vector["plugin"], vector["config"], compiled, sandbox, sandbox.limits())
     hook = Hook(vector["hook"])
     request = base64.b64decode(vector["request"])

@@ -3,7 +3,8 @@
 A module is stored under ``binaryData[key]`` (base64 in the object, plain bytes here) and may be
 gzip-compressed, which lets larger modules fit a ConfigMap's 1 MiB. ``data[key]`` (text) is
 refused with a hint, since a module is binary. The digest the PluginSpec pins is checked against
-the uncompressed module by the sandbox.
+the uncompressed module by the sandbox. ``check_module_size`` says whether a module fits a
+ConfigMap (as is, or gzip-compressed) and, when not, what to do about it.
 """
 
 from __future__ import annotations
@@ -18,10 +19,53 @@ from typing import Any
 from modelserving.api.modelserving import PluginSpec
 
 GZIP_MAGIC = b"\x1f\x8b"
+CONFIG_MAP_MAX_BYTES = 1024 * 1024
+"""The API server's limit on a ConfigMap (``MaxConfigMapSize``, 1 MiB): the sum of the lengths of
+its ``data`` values and its ``binaryData`` values, the latter as bytes (not as base64); keys and
+metadata are not counted."""
 
 
 class ModuleUnavailable(Exception):
     """A Wasm plugin's module could not be fetched (missing ConfigMap or key, unreadable data)."""
+
+
+class ConfigMapTooLarge(ValueError):
+    """A ConfigMap whose data and binaryData exceed what the API server accepts."""
+
+    def __init__(self, where: str, size: int, limit: int = CONFIG_MAP_MAX_BYTES) -> None:
+        super().__init__(
+            f"{where} would hold {size} bytes of data and binaryData, over the {limit} bytes "
+            f"({limit / (1024 * 1024):g} MiB) Kubernetes allows in a ConfigMap"
+        )
+        self.where = where
+        self.size = size
+        self.limit = limit
+
+
+def config_map_size(config_map: Mapping[str, Any]) -> int:
+    """The bytes of ``config_map`` that count against :data:`CONFIG_MAP_MAX_BYTES`: each ``data``
+    value as UTF-8, each ``binaryData`` value as bytes (base64 text is counted decoded)."""
+    size = 0
+    for value in (config_map.get("data") or {}).values():
+        size += len(value.encode("utf-8")) if isinstance(value, str) else len(value)
+    for value in (config_map.get("binaryData") or {}).values():
+        if isinstance(value, str):
+            text = value.rstrip("=")
+            size += len(text) * 3 // 4  # base64: 4 characters carry 3 bytes
+        else:
+            size += len(value)
+    return size
+
+
+def check_config_map_size(config_map: Mapping[str, Any], limit: int = CONFIG_MAP_MAX_BYTES) -> int:
+    """The ConfigMap's counted size (:func:`config_map_size`); ConfigMapTooLarge past ``limit``."""
+    size = config_map_size(config_map)
+    if size > limit:
+        meta = config_map.get("metadata") or {}
+        namespace = meta.get("namespace")
+        name = f"{namespace}/{meta.get('name', '')}" if namespace else meta.get("name", "")
+        raise ConfigMapTooLarge(f"ConfigMap {name}", size, limit)
+    return size
 
 
 def module_from_config_map(config_map: Mapping[str, Any], key: str, max_bytes: int) -> bytes:
@@ -77,7 +121,74 @@ class ConfigMapModules:
     def __call__(self, spec: PluginSpec) -> bytes:
         assert spec.module is not None
         ref = spec.module.config_map_ref
-        config_map = self._maps.get((self._namespace, ref.name))
+        namespace = ref.namespace or self._namespace
+        config_map = self._maps.get((namespace, ref.name))
         if config_map is None:
-            raise ModuleUnavailable(f"ConfigMap {self._namespace}/{ref.name} not found")
-        return module_from_config_map(config_map, ref.key, self._max)
+            raise ModuleUnavailable(f"ConfigMap {namespace}/{ref.name} not found")
+        module = module_from_config_map(config_map, ref.key, self._max)
+        # ConfigMaps at hand may come from files (offline render); one past the API server's
+        # limit would be refused at apply time, so say so now, with the remedy.
+        size = config_map_size(config_map)
+        if size > CONFIG_MAP_MAX_BYTES:
+            too_large = ConfigMapTooLarge(f"ConfigMap {namespace}/{ref.name}", size)
+            raise ModuleUnavailable(f"{too_large}: {module_size_remedy(module)}")
+        return module
+
+
+SMALLER_MODULE = (
+    "build a smaller module: Rust with plugins-src/sdk-rust (modules of about 0.1 MB), or TinyGo "
+    "rather than Go's standard toolchain (about 0.5 MB rather than 2 MB or more), and fewer "
+    "dependencies"
+)
+
+
+class ModuleTooLarge(ValueError):
+    """A module that does not fit a ConfigMap, even as it would be stored (``stored`` bytes)."""
+
+    def __init__(self, message: str, size: int, stored: int, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.stored = stored
+        self.limit = limit
+
+
+def _gzip(module: bytes) -> bytes:
+    """Deterministic gzip (no file name, mtime 0), as ``gzip -9 -n`` writes it."""
+    return gzip.compress(module, compresslevel=9, mtime=0)
+
+
+def module_size_remedy(
+    module: bytes, gzipped: bool = False, limit: int = CONFIG_MAP_MAX_BYTES
+) -> str:
+    """What to do about ``module`` (uncompressed) when its ConfigMap is too large: store it
+    gzip-compressed when that fits ``limit`` (and it is not already), else build a smaller
+    module."""
+    if gzipped:
+        return f"even gzip-compressed it does not fit: {SMALLER_MODULE}"
+    packed = len(_gzip(module))
+    if packed <= limit:
+        return (
+            "store it gzip-compressed (`modelserving plugin pack --gzip`, or `gzip -9 -n`): "
+            f"that is {packed} bytes, which fits, and the host decompresses it when it loads it"
+        )
+    return f"gzip-compressed it is still {packed} bytes: {SMALLER_MODULE}"
+
+
+def check_module_size(
+    module: bytes, gzipped: bool = False, limit: int = CONFIG_MAP_MAX_BYTES
+) -> int:
+    """The bytes ``module`` (uncompressed) takes in a ConfigMap's ``binaryData``, stored as is or
+    (``gzipped``) gzip-compressed; ModuleTooLarge, stating the limit (1 MiB) and the remedy, when
+    that is more than ``limit``. Other keys of the ConfigMap count too (config_map_size)."""
+    stored = len(_gzip(module)) if gzipped else len(module)
+    if stored <= limit:
+        return stored
+    how = f"{stored} bytes gzip-compressed" if gzipped else f"{stored} bytes"
+    megabytes = f"{limit / (1024 * 1024):g} MiB"
+    raise ModuleTooLarge(
+        f"the module is {how}, more than a ConfigMap holds ({limit} bytes, {megabytes}): "
+        f"{module_size_remedy(module, gzipped, limit)}",
+        len(module),
+        stored,
+        limit,
+    )

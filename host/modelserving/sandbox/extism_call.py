@@ -7,6 +7,12 @@ memory (``max_pages``) and deadline (``timeout_ms``) limits as native-flavour mo
 does not report the fuel used (reported as 0), nor does it pass the guest's WASI output on (it is
 dropped); an error the guest sets is a PluginError, Extism's own fuel, time and memory errors map
 to their classes, any other failure is a Trap.
+
+Extism serves WASI itself, except ``poll_oneoff``: the host defines it as a host function in the
+``wasi_snapshot_preview1`` namespace (Extism's linker lets a host function shadow its WASI) that
+answers ENOTSUP at once, as for native-flavour modules, since a sleep in native code would
+outlast the call's deadline. Language runtimes import it whether they sleep or not (standard
+Go's always does).
 """
 
 from __future__ import annotations
@@ -25,6 +31,34 @@ from modelserving.sandbox.errors import cause_line
 from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings
 
 _MAX_ERROR_READ = 1024
+_OUT_OF_FUEL = "all fuel consumed by WebAssembly"  # wasmtime's text for fuel exhaustion
+_ENOTSUP = 58
+_I32 = 0  # ExtismValType_I32
+_HOST_FUNCTION = (
+    "void(ExtismCurrentPlugin*, const ExtismVal*, ExtismSize, ExtismVal*, ExtismSize, void*)"
+)
+
+
+def _refuse_sleep(
+    current: Any, inputs: Any, n_inputs: int, outputs: Any, n_outputs: int, data: Any
+) -> None:
+    """WASI ``poll_oneoff`` for Extism modules: ENOTSUP, at once."""
+    outputs[0].v.i32 = _ENOTSUP
+
+
+_refuse_sleep_callback = _ffi.callback(_HOST_FUNCTION, _refuse_sleep)
+
+
+def _new_poll_oneoff() -> Any:
+    """A new ``wasi_snapshot_preview1.poll_oneoff`` host function. Extism moves a function into
+    the first plugin it is registered with, so each compiled plugin gets its own; the caller
+    frees it once the plugin is made."""
+    i32 = [_I32]
+    function = _lib.extism_function_new(
+        b"poll_oneoff", i32 * 4, 4, i32, 1, _refuse_sleep_callback, _ffi.NULL, _ffi.NULL
+    )
+    _lib.extism_function_set_namespace(function, b"wasi_snapshot_preview1")
+    return function
 
 
 class ExtismModule:
@@ -53,9 +87,16 @@ class ExtismModule:
             }
         ).encode()
         errmsg = _ffi.new("char**")
-        pointer = _lib.extism_compiled_plugin_new_with_fuel_limit(
-            manifest, len(manifest), _ffi.NULL, 0, self._wasi, limits.fuel, errmsg
-        )
+        poll_oneoff = _new_poll_oneoff() if self._wasi else None
+        functions = [] if poll_oneoff is None else [poll_oneoff]
+        array = _ffi.new("ExtismFunction*[]", functions) if functions else _ffi.NULL
+        try:
+            pointer = _lib.extism_compiled_plugin_new_with_fuel_limit(
+                manifest, len(manifest), array, len(functions), self._wasi, limits.fuel, errmsg
+            )
+        finally:
+            if poll_oneoff is not None:
+                _lib.extism_function_free(poll_oneoff)
         if pointer == _ffi.NULL:
             message = _ffi.string(errmsg[0]).decode(errors="replace")
             _lib.extism_plugin_new_error_free(errmsg[0])
@@ -74,13 +115,19 @@ def check_links(module: ExtismModule, limits: Limits) -> None:
     _lib.extism_plugin_free(plugin)
 
 
-def _instance(compiled: Any, failure: FailureClass, what: str) -> Any:
-    """A new Extism instance of ``compiled``; CallFailure(``failure``) saying ``what`` failed."""
+def _instance(compiled: Any, failure: FailureClass, what: str, limits: Limits | None = None) -> Any:
+    """A new Extism instance of ``compiled``; CallFailure(``failure``) saying ``what`` failed,
+    or FuelExhausted when starting it (a reactor's ``_initialize``, which Extism runs here)
+    used up the call's ``limits``."""
     errmsg = _ffi.new("char**")
     plugin = _lib.extism_plugin_new_from_compiled(compiled, errmsg)
     if plugin == _ffi.NULL:
         message = _ffi.string(errmsg[0]).decode(errors="replace")
         _lib.extism_plugin_new_error_free(errmsg[0])
+        if limits is not None and _OUT_OF_FUEL in message:
+            raise CallFailure(
+                FailureClass.FUEL_EXHAUSTED, f"the call ran out of fuel ({limits.fuel} units)"
+            )
         raise CallFailure(failure, f"{what}: {cause_line(message)}")
     return plugin
 
@@ -91,7 +138,7 @@ def call_extism(
     """Run ``function`` on ``request`` in a fresh Extism instance; CallFailure on any failure."""
     compiled = module.compiled(limits)
     start = time.perf_counter()
-    plugin = _instance(compiled, FailureClass.TRAP, "the Extism instance could not start")
+    plugin = _instance(compiled, FailureClass.TRAP, "the Extism instance could not start", limits)
     try:
         status = _lib.extism_plugin_call(plugin, function.encode(), request, len(request))
         error = _lib.extism_plugin_error(plugin)

@@ -100,13 +100,6 @@ def check_module(module: wasmtime.Module, sha256: str, size: int) -> ModuleInfo:
                 f"an Extism plugin logs through {EXTISM_MODULE}; it may not import "
                 f"{LOG_MODULE}.{LOG_FUNC}"
             )
-        if f"{WASI_MODULE}.poll_oneoff" in imports:
-            # Extism serves WASI itself, so a sleep could not be refused the way the host
-            # refuses it for native-flavour modules.
-            raise invalid_module(
-                f"an Extism plugin may not import {WASI_MODULE}.poll_oneoff (a sleep would "
-                "outlast the call's deadline)"
-            )
         hooks = _extism_hooks(exports)
         initialize = False
     else:

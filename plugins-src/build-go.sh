@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Build, check or test the Go WebAssembly plugins: the Go guest SDK (sdk-go/, module
+# modelserving.dev/plugin) and the example plugins written with it (examples-go/<name>/).
+#
+#   plugins-src/build-go.sh build   build every examples-go/<name> into examples/wasm/go-<name>.wasm
+#   plugins-src/build-go.sh check   build into a temporary directory and fail when examples/wasm/
+#                                   differs (a stale module: run `make wasm-go` and commit it)
+#   plugins-src/build-go.sh test    go vet (natively and for wasip1) and go test (natively) of the
+#                                   SDK and every example; the examples replay abi/vectors
+#
+# Toolchain: the `go` command on PATH (Go >= 1.21) running Go $GO_VERSION exactly: GOTOOLCHAIN
+# pins it, so a machine with another Go downloads go$GO_VERSION once, as a module from the Go
+# module proxy, and every machine compiles with the same compiler and standard library. The
+# build is reproducible: -trimpath, no VCS stamp, no go.work, no cgo, the user's go env file
+# ignored (GOENV=off; set GOPROXY in the environment to use a mirror), so the same sources give
+# the same bytes on every machine. Example modules that need modules from outside the
+# repository (go-pdk) fetch them from the proxy once, checked against the committed go.sum.
+#
+# Environment: MODELSERVING_CACHE (default $XDG_CACHE_HOME/modelserving or ~/.cache/modelserving)
+# holds the Go build cache (go/build) and module cache (go/mod); WASM_GO_OUT overrides the
+# output directory of `build`.
+set -euo pipefail
+
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+REPO="$(dirname "$SRC")"
+OUT_DEFAULT="$REPO/examples/wasm"
+GO_VERSION=1.26.8
+# -s -w: no symbol table or DWARF (about 2% smaller; panics still print Go stack traces).
+GO_BUILD_FLAGS=(-buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w")
+
+die() {
+    echo "plugins-src/build-go.sh: $*" >&2
+    exit 1
+}
+
+setup_env() {
+    command -v go >/dev/null || die "no go on PATH: install Go >= 1.21 (Go $GO_VERSION is used; see plugins-src/README.md)"
+    local cache="${MODELSERVING_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/modelserving}"
+    export GOENV=off GOTOOLCHAIN="go$GO_VERSION" GOWORK=off CGO_ENABLED=0 GOFLAGS=-modcacherw
+    export GOCACHE="$cache/go/build" GOMODCACHE="$cache/go/mod"
+    unset GOOS GOARCH GOWASM GOEXPERIMENT GOROOT GOPATH
+    mkdir -p "$GOCACHE" "$GOMODCACHE"
+    local have
+    have="$(go env GOVERSION)" || die "go does not run with GOTOOLCHAIN=$GOTOOLCHAIN (Go >= 1.21 is needed to switch toolchains; the download comes from the Go module proxy)"
+    [[ "$have" == "go$GO_VERSION" ]] || die "go runs $have, expected go$GO_VERSION"
+}
+
+# The example directories (one Go module each, with a go.mod).
+examples() {
+    local mod
+    for mod in "$SRC"/examples-go/*/go.mod; do
+        [[ -f "$mod" ]] && basename "$(dirname "$mod")"
+    done
+}
+
+# build_into DIR: compile every example to DIR/go-<name>.wasm.
+build_into() {
+    local out="$1" name
+    mkdir -p "$out"
+    local -a names=()
+    mapfile -t names < <(examples)
+    ((${#names[@]})) || die "no Go modules under $SRC/examples-go/"
+    for name in "${names[@]}"; do
+        (cd "$SRC/examples-go/$name" && GOOS=wasip1 GOARCH=wasm go build "${GO_BUILD_FLAGS[@]}" -o "$out/go-$name.wasm.tmp" .)
+        chmod 644 "$out/go-$name.wasm.tmp"
+        mv -f "$out/go-$name.wasm.tmp" "$out/go-$name.wasm"
+        echo "plugins-src/build-go.sh: $out/go-$name.wasm ($(wc -c <"$out/go-$name.wasm") bytes, $(gzip -9 -n -c "$out/go-$name.wasm" | wc -c) gzipped)" >&2
+    done
+}
+
+cmd_build() {
+    build_into "${WASM_GO_OUT:-$OUT_DEFAULT}"
+}
+
+cmd_check() {
+    local name stale=0 rel
+    CHECK_DIR="$(mktemp -d)"
+    trap 'rm -rf "$CHECK_DIR"' EXIT
+    build_into "$CHECK_DIR"
+    for name in $(examples); do
+        rel="examples/wasm/go-$name.wasm"
+        if [[ ! -f "$OUT_DEFAULT/go-$name.wasm" ]]; then
+            echo "$rel is missing: run \`make wasm-go\` and commit $rel" >&2
+            stale=1
+        elif ! cmp -s "$CHECK_DIR/go-$name.wasm" "$OUT_DEFAULT/go-$name.wasm"; then
+            echo "$rel is stale: it does not match plugins-src/ (built: $(wc -c <"$CHECK_DIR/go-$name.wasm") bytes, sha256 $(sha256sum "$CHECK_DIR/go-$name.wasm" | cut -c1-16)...; committed: $(wc -c <"$OUT_DEFAULT/go-$name.wasm") bytes, sha256 $(sha256sum "$OUT_DEFAULT/go-$name.wasm" | cut -c1-16)...). Run \`make wasm-go\` and commit $rel" >&2
+            stale=1
+        fi
+    done
+    ((stale == 0)) || exit 1
+    echo "examples/wasm/ matches plugins-src/ (Go)" >&2
+}
+
+cmd_test() {
+    local dir
+    for dir in "$SRC/sdk-go" $(examples | sed "s|^|$SRC/examples-go/|"); do
+        echo "plugins-src/build-go.sh: testing ${dir#"$SRC"/}" >&2
+        (
+            cd "$dir"
+            unformatted="$(gofmt -l .)"
+            [[ -z "$unformatted" ]] || die "not gofmt-formatted in ${dir#"$SRC"/}: $unformatted"
+            go vet ./...
+            GOOS=wasip1 GOARCH=wasm go vet ./...
+            go test ./...
+        )
+    done
+}
+
+main() {
+    local mode="${1:-build}"
+    case "$mode" in
+        build | check | test) ;;
+        -h | --help | help)
+            sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            return 0
+            ;;
+        *) die "unknown mode '$mode' (build, check or test)" ;;
+    esac
+    setup_env
+    "cmd_$mode"
+}
+
+main "$@"

@@ -1,0 +1,3 @@
+module modelserving.dev/plugin
+
+go 1.24

@@ -1,0 +1,73 @@
+package plugin
+
+// Hook responses: {"patch": [...]}, {"error": "..."} or nothing at all.
+
+// EmptyError is the message used when a plugin fails with an empty one (an empty error would
+// mean success).
+const EmptyError = "plugin failed without a message"
+
+// PatchResponse is the response to a successful OnPodCreate: empty (no change) when ops is
+// empty, otherwise {"patch": [ops...]}.
+func PatchResponse(ops []Op) []byte {
+	if len(ops) == 0 {
+		return nil
+	}
+	out := make([]byte, 0, 64*len(ops))
+	out = AppendMapHeader(out, 1)
+	out = AppendString(out, "patch")
+	out = AppendArrayHeader(out, len(ops))
+	for i := range ops {
+		out = ops[i].AppendTo(out)
+	}
+	return out
+}
+
+// ErrorResponse is the response of a failed hook or an invalid config: {"error": message}.
+func ErrorResponse(message string) []byte {
+	if message == "" {
+		message = EmptyError
+	}
+	out := make([]byte, 0, 8+len(message))
+	out = AppendMapHeader(out, 1)
+	out = AppendString(out, "error")
+	return AppendString(out, message)
+}
+
+// Response is a decoded response, for tests of plugins (the host has its own, stricter
+// decoder).
+type Response struct {
+	Patch []Value // the operations as maps (empty when none)
+	Error string  // "" when none
+}
+
+// DecodeResponse decodes response bytes; empty bytes are the empty response.
+func DecodeResponse(b []byte) (Response, error) {
+	var r Response
+	if len(b) == 0 {
+		return r, nil
+	}
+	v, err := Decode(b)
+	if err != nil {
+		return r, &requestErr{"response: " + err.Error()}
+	}
+	m, ok := v.(Map)
+	if !ok {
+		return r, &requestErr{"response: must be a map, got " + TypeName(v)}
+	}
+	for _, e := range m {
+		switch x := e.Value.(type) {
+		case []Value:
+			if e.Key == "patch" {
+				r.Patch = x
+				continue
+			}
+		case string:
+			if e.Key == "error" {
+				r.Error = x
+				continue
+			}
+		}
+		return r, &requestErr{"response: unexpected '" + e.Key + "' (" + TypeName(e.Value) + ")"}
+	}
+	return r, nil
+}

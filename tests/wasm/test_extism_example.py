@@ -1,0 +1,152 @@
+"""The example Extism plugin (examples/wasm/go-team-label-extism.wasm, built by `make wasm-go`
+from plugins-src/examples-go/team-label-extism: Go with github.com/extism/go-pdk and the
+modelserving Go SDK) through the host: its result, and the failure classes of its calls."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from modelserving.abi.codec import PodContext, encode_request
+from modelserving.api.errors import PluginFailure
+from modelserving.api.hook import Hook
+from modelserving.api.modelserving import PluginSpec
+from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.modules import ConfigMapModules
+from modelserving.plugins.wasm import WasmPlugin
+from modelserving.sandbox import Sandbox
+from tests.wasm.conftest import sample_pod
+
+MODULE = Path(__file__).resolve().parents[2] / "examples" / "wasm" / "go-team-label-extism.wasm"
+MS = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
+PREFILL = PodContext("sample-0", "prefill", "prefill-0", True)
+LABEL = {"op": "add", "path": "/metadata/labels/example.com~1team", "value": "ml"}
+
+
+@pytest.fixture(scope="module")
+def module() -> bytes:
+    assert MODULE.is_file(), f"{MODULE} is missing: run `make wasm-go`"
+    return MODULE.read_bytes()
+
+
+def plugin(sandbox: Sandbox, module: bytes, config: Any, **limits: int) -> WasmPlugin:
+    return WasmPlugin("team-label", config, sandbox.load(module), sandbox, sandbox.limits(**limits))
+
+
+def create(config: Any, where: PodContext = PREFILL) -> bytes:
+    return encode_request(Hook.ON_POD_CREATE, "team-label", config, MS, where, sample_pod())
+
+
+def failure(sandbox: Sandbox, module: bytes, config: Any, **limits: int) -> PluginFailure:
+    with pytest.raises(PluginFailure) as info:
+        plugin(sandbox, module, config, **limits).run(Hook.ON_POD_CREATE, create(config), "pod-0")
+    return info.value
+
+
+def test_it_is_an_extism_plugin_with_wasi(sandbox: Sandbox, module: bytes) -> None:
+    info = sandbox.load(module).info
+    assert (info.flavour, info.abi_version) == ("extism", 1)
+    assert info.hooks == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
+    assert info.wasi
+    assert "wasi_snapshot_preview1.poll_oneoff" in info.imports  # the Go runtime's
+    assert "modelserving.log" not in info.imports
+    assert {"extism:host/env.input_load_u8", "extism:host/env.output_set"} <= set(info.imports)
+
+
+def test_it_labels_the_pod(sandbox: Sandbox, module: bytes) -> None:
+    outcome = plugin(sandbox, module, {"team": "ml"}).run(
+        Hook.ON_POD_CREATE, create({"team": "ml"})
+    )
+    assert outcome.response.patch == [LABEL]
+    patched, _ = PatchValidator().apply_patch(sample_pod(), outcome.response.patch)
+    assert patched["metadata"]["labels"] == {"a": "b", "example.com/team": "ml"}
+    assert outcome.call.response == msgpack.packb({"patch": [LABEL]})
+
+
+def test_roles_it_does_not_list_are_left_alone(sandbox: Sandbox, module: bytes) -> None:
+    config = {"team": "ml", "roles": ["decode"]}
+    outcome = plugin(sandbox, module, config).run(Hook.ON_POD_CREATE, create(config))
+    assert outcome.call.response == b""
+    assert outcome.response.patch == []
+    decode = PodContext("sample-0", "decode", "decode-0", True)
+    outcome = plugin(sandbox, module, config).run(Hook.ON_POD_CREATE, create(config, decode))
+    assert outcome.response.patch == [LABEL]
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (None, "config.team: is required"),
+        ({"team": 5}, "config.team: must be a str, got int"),
+        ({"team": "Data Science"}, "config.team: 'Data Science' is not a valid label value"),
+        ({"team": "ml", "roles": "prefill"}, "config.roles: must be an array, got str"),
+        ({"team": "ml", "roles": [1]}, "config.roles.0: must be a str, got int"),
+        ({"team": "ml", "colour": "blue"}, "config.colour: unknown field"),
+    ],
+)
+def test_a_refused_config_is_a_plugin_error(
+    sandbox: Sandbox, module: bytes, config: Any, message: str
+) -> None:
+    with pytest.raises(PluginFailure) as info:
+        plugin(sandbox, module, config).validate_config()
+    assert (info.value.failure_class, info.value.detail) == ("PluginError", message)
+    # OnPodCreate reads the config again, and fails the same way (through an Extism error).
+    assert (
+        failure(sandbox, module, config).failure_class,
+        failure(sandbox, module, config).detail,
+    ) == (
+        "PluginError",
+        message,
+    )
+
+
+def test_a_valid_config_is_accepted(sandbox: Sandbox, module: bytes) -> None:
+    plugin(sandbox, module, {"team": "ml", "roles": ["prefill", "decode"]}).validate_config()
+
+
+@pytest.mark.parametrize(
+    ("limits", "failure_class"),
+    [
+        # Extism starts the instance (the Go runtime's _initialize) under the call's fuel
+        ({"fuel": 300_000}, "FuelExhausted"),
+        # the Go runtime's initial memory alone is over 2 MiB
+        ({"memory_mib": 2}, "MemoryLimit"),
+    ],
+)
+def test_limits_too_small_for_the_go_runtime(
+    sandbox: Sandbox, module: bytes, limits: dict[str, int], failure_class: str
+) -> None:
+    assert failure(sandbox, module, {"team": "ml"}, **limits).failure_class == failure_class
+
+
+def test_it_is_delivered_gzip_compressed_in_a_configmap(sandbox: Sandbox, module: bytes) -> None:
+    """Over 2 MB, it fits a ConfigMap gzip-compressed; the pin is the uncompressed digest."""
+    packed = gzip.compress(module, compresslevel=9, mtime=0)
+    digest = hashlib.sha256(module).hexdigest()
+    cm = {
+        "metadata": {"name": "team-label", "namespace": "serving"},
+        "binaryData": {"plugin.wasm": base64.b64encode(packed).decode()},
+    }
+    spec = PluginSpec.model_validate(
+        {
+            "name": "team-label",
+            "type": "Wasm",
+            "module": {
+                "configMapRef": {"name": "team-label", "key": "plugin.wasm"},
+                "sha256": digest,
+            },
+            "config": {"team": "ml"},
+        }
+    )
+    resolve = ConfigMapModules({("serving", "team-label"): cm}, "serving", 32 * 1024 * 1024)
+    compiled = sandbox.load(resolve(spec), digest)
+    outcome = WasmPlugin("team-label", {"team": "ml"}, compiled, sandbox, sandbox.limits()).run(
+        Hook.ON_POD_CREATE, create({"team": "ml"})
+    )
+    assert outcome.response.patch == [LABEL]

@@ -1,0 +1,158 @@
+"""The Go guest SDK's modules in the sandbox: the Go port of demo-pod-tweaks
+(examples/wasm/go-demo-pod-tweaks.wasm, built by `make wasm-go` from plugins-src/examples-go/)
+replays the ABI vectors through the host and answers byte for byte as the Rust built-in does,
+under the default limits; what a standard-Go reactor needs from the host (_initialize, WASI)
+and from the limits; and its size against a ConfigMap's."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from modelserving.abi.codec import encode_request
+from modelserving.api.errors import PluginFailure
+from modelserving.api.hook import Hook
+from modelserving.plugins.artifacts import builtin_wasm
+from modelserving.plugins.modules import CONFIG_MAP_MAX_BYTES, ModuleTooLarge, check_module_size
+from modelserving.plugins.wasm import WasmPlugin
+from modelserving.sandbox import CallFailure, Sandbox
+from modelserving.sandbox.cache import CompiledModule
+from tests import vectors
+from tests.wasm.test_differential import configs, native, pods
+from tests.wasm.test_vectors import FILES, load, wasm_outcome
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "wasm"
+NAME = "demo-pod-tweaks"
+
+
+def go_module(name: str) -> bytes:
+    path = EXAMPLES / f"go-{name}.wasm"
+    assert path.is_file(), f"{path} is missing: run `make wasm-go`"
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def demo() -> bytes:
+    return go_module(NAME)
+
+
+def test_a_go_module_is_a_wasi_reactor_with_the_sdk_exports(sandbox: Sandbox, demo: bytes) -> None:
+    info = sandbox.load(demo).info
+    assert (info.flavour, info.abi_version) == ("modelserving", 1)
+    assert info.hooks == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
+    assert info.initialize and info.wasi
+    assert {"_initialize", "memory", "modelserving_abi_v1", "ms_alloc"} <= set(info.exports)
+    # The Go runtime's WASI imports (all served, with nothing in them) and the SDK's log.
+    assert "modelserving.log" in info.imports
+    wasi = {i.removeprefix("wasi_snapshot_preview1.") for i in info.imports if "wasi" in i}
+    assert {"fd_write", "clock_time_get", "random_get", "proc_exit", "poll_oneoff"} <= wasi
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_vector_through_the_go_module(sandbox: Sandbox, demo: bytes, path: Path) -> None:
+    vector = load(path)
+    response, failure = wasm_outcome(sandbox, vector, demo)
+    expect = vector["expect"]
+    assert failure == expect.get("failure")
+    if failure != "PluginError":
+        assert response == base64.b64decode(expect["response"])
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_the_go_and_rust_modules_answer_alike(sandbox: Sandbox, demo: bytes, path: Path) -> None:
+    """Every response byte, the error texts of refused configs included."""
+    vector = load(path)
+    request = base64.b64decode(vector["request"])
+    hook = Hook(vector["hook"])
+    responses = [
+        sandbox.call(sandbox.load(module), hook, request, sandbox.limits()).response
+        for module in (demo, builtin_wasm(f"{NAME}.wasm"))
+    ]
+    assert responses[0] == responses[1]
+
+
+def go_response(sandbox: Sandbox, go: CompiledModule, config: Any, pod: Any) -> bytes | None:
+    """The Go module's response bytes; None when its ValidateConfig refuses the config."""
+    plugin = WasmPlugin(NAME, config, go, sandbox, sandbox.limits())
+    try:
+        plugin.validate_config()
+    except PluginFailure as failure:
+        return None if failure.failure_class == "PluginError" else str(failure).encode()
+    if pod is None:
+        return b""
+    request = encode_request(
+        Hook.ON_POD_CREATE, NAME, config, vectors.MODEL_SERVING, vectors.WHERE, pod
+    )
+    return sandbox.call(go, Hook.ON_POD_CREATE, request, sandbox.limits()).response
+
+
+# Fewer examples than the Rust built-in's differential test: a Go call costs milliseconds.
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(config=configs, pod=pods)
+def test_go_and_native_give_identical_patches(
+    sandbox: Sandbox, demo: bytes, config: Any, pod: dict[str, Any]
+) -> None:
+    go = sandbox.load(demo)
+    assert (native(config, None) is None) == (go_response(sandbox, go, config, None) is None)
+    expected = native(config, pod)
+    if expected is not None:
+        assert go_response(sandbox, go, config, pod) == expected
+
+
+def test_the_default_limits_are_ample_for_go(sandbox: Sandbox, demo: bytes) -> None:
+    """The Go runtime's start-up (_initialize) is most of a call: about a million fuel units and
+    two of the 64 MiB; the largest vector stays far below the defaults."""
+    compiled = sandbox.load(demo)
+    large = load(vectors.VECTORS / "create-large-pod.json")
+    request = base64.b64decode(large["request"])
+    result = sandbox.call(compiled, Hook.ON_POD_CREATE, request, sandbox.limits())
+    assert result.response == base64.b64decode(large["expect"]["response"])
+    limits = sandbox.limits()
+    assert 500_000 < result.fuel_consumed < limits.fuel // 20
+    assert compiled.info.memory_min_bytes < limits.memory_bytes // 16
+    assert result.logs == []
+
+
+@pytest.mark.parametrize(
+    ("limits", "failure_class"),
+    [
+        # _initialize runs under the call's fuel: the runtime's start-up alone needs more
+        ({"fuel": 300_000}, "FuelExhausted"),
+        # the module's initial memory is 34 pages (2.125 MiB)
+        ({"memory_mib": 2}, "MemoryLimit"),
+    ],
+)
+def test_limits_too_small_for_the_go_runtime(
+    sandbox: Sandbox, demo: bytes, limits: dict[str, int], failure_class: str
+) -> None:
+    request = base64.b64decode(load(vectors.VECTORS / "create-full-config.json")["request"])
+    with pytest.raises(CallFailure) as info:
+        sandbox.call(sandbox.load(demo), Hook.ON_POD_CREATE, request, sandbox.limits(**limits))
+    assert info.value.failure_class == failure_class
+
+
+def test_three_mib_are_enough(sandbox: Sandbox, demo: bytes) -> None:
+    vector = load(vectors.VECTORS / "create-large-pod.json")
+    result = sandbox.call(
+        sandbox.load(demo),
+        Hook.ON_POD_CREATE,
+        base64.b64decode(vector["request"]),
+        sandbox.limits(memory_mib=3),
+    )
+    assert result.response == base64.b64decode(vector["expect"]["response"])
+
+
+@pytest.mark.parametrize("name", ["demo-pod-tweaks", "team-label-extism"])
+def test_a_go_module_needs_gzip_to_fit_a_configmap(name: str) -> None:
+    """Standard Go modules are about 2 MB, a ConfigMap holds 1 MiB: gzip-compressed they fit."""
+    module = go_module(name)
+    assert len(module) > CONFIG_MAP_MAX_BYTES * 3 // 2
+    with pytest.raises(ModuleTooLarge, match=r"1 MiB\): store it gzip-compressed"):
+        check_module_size(module)
+    assert check_module_size(module, gzipped=True) < CONFIG_MAP_MAX_BYTES * 3 // 4
