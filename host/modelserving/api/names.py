@@ -11,6 +11,12 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
+def is_dns1123_label(value: str) -> bool:
+    """Lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63
+    characters (e.g. a namespace, or a name the modelserving CLI generates things from)."""
+    return len(value) <= 63 and _DNS1123_LABEL.fullmatch(value) is not None
+
+
 def is_dns1123_subdomain(value: str) -> bool:
     """Lower-case DNS labels joined by dots, at most 253 characters (e.g. a RuntimeClass name)."""
     return 0 < len(value) <= 253 and all(_DNS1123_LABEL.fullmatch(p) for p in value.split("."))

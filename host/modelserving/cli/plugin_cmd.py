@@ -1,17 +1,21 @@
-"""``modelserving plugin``: run, inspect and benchmark one plugin offline, as the controller would.
+"""``modelserving plugin``: run, inspect, benchmark, package and create plugins offline.
 
   run      call one hook of a module on a request file; print the patched Pod, the patch, the
            fuel and time used and the guest's log lines as one JSON object
   inspect  describe a module: ABI version, flavour, hooks, imports, exports, size, sha256
   bench    time one hook call through the controller's path (WebAssembly or native)
+  pack     check a module loads as the controller loads it; print a ConfigMap holding it and,
+           as a comment, the spec.plugins entry that pins its sha256
+  new      generate a plugin project (Rust or Go) that builds, tests, runs and packs as generated
 
 MODULE is a .wasm file, a .wat text file (assembled first), or the name of a built-in plugin
 (its compiled module from the package). A file of that name wins over a built-in.
 
 Exit codes: 0 success; 1 the plugin failed (the first line on stderr starts with the failure
-class, e.g. "FuelExhausted: plugin 'x' OnPodCreate: ...", followed by the guest's log lines);
-2 usage error ("error: ...": bad arguments, unreadable or malformed files, unknown built-in).
-See docs/plugin-cli.md for the request file format.
+class, e.g. "FuelExhausted: plugin 'x' OnPodCreate: ...", followed by the guest's log lines), or
+pack's module does not fit in a ConfigMap ("error: ..."); 2 usage error ("error: ...": bad
+arguments or names, unreadable or malformed files, unknown built-in, a non-empty target folder,
+no SDK sources). See docs/plugin-cli.md for the request file format.
 """
 
 from __future__ import annotations
@@ -45,11 +49,22 @@ from modelserving.api.labels import (
     ROLE_LABEL,
 )
 from modelserving.api.modelserving import ModelServing
+from modelserving.api.names import is_dns1123_label
 from modelserving.api.validation import parse_model_serving, pydantic_errors
 from modelserving.chain.policy import PatchValidator
 from modelserving.cli.manifests import ManifestError, read_documents
+from modelserving.cli.pack import CONFIG_MAP_KEY, LAST_APPLIED_LIMIT, pack_module
+from modelserving.cli.scaffold import (
+    LANGUAGES,
+    NAME_RULE,
+    ScaffoldError,
+    check_name,
+    find_sdk,
+    scaffold,
+)
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.base import Builtin, HookError
+from modelserving.plugins.modules import ConfigMapTooLarge, ModuleTooLarge
 from modelserving.plugins.registry import default_registry
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import (
@@ -81,6 +96,10 @@ EXIT_USAGE = 2
 
 class UsageError(Exception):
     """Bad arguments or input files: printed as ``error: ...``, exit 2."""
+
+
+class DoesNotFit(Exception):
+    """pack: the module's ConfigMap would be over the API server's limit; ``error: ...``, exit 1."""
 
 
 class Failed(Exception):
@@ -198,6 +217,68 @@ def add_parser(sub: Any) -> None:
     )
     bench.set_defaults(func=bench_cmd)
 
+    pack = commands.add_parser(
+        "pack",
+        help="print a ConfigMap holding a module, and the spec.plugins entry pinning it",
+        description="Check that the module loads as the controller loads it (marker, exports, "
+        "imports), then print one YAML document, a ConfigMap holding the module under "
+        "binaryData (gzip-compressed with --gzip), for `kubectl apply --server-side -f -`; the "
+        "spec.plugins entry for a ModelServing (name, type Wasm, module.configMapRef, the "
+        "sha256 of the uncompressed module, a config placeholder) is a comment above it, its "
+        "lines prefixed with '#   ' (sed -n 's/^#   //p' extracts it). Exit 1 when the module "
+        "is refused (InvalidModule) or does not fit in a ConfigMap (1 MiB); 2 on usage errors.",
+    )
+    _module_arg(pack)
+    pack.add_argument(
+        "--name",
+        required=True,
+        help="the ConfigMap's name and the plugin's name in spec.plugins (a DNS-1123 label)",
+    )
+    pack.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="the ConfigMap's namespace, also set as configMapRef.namespace (default: none, "
+        "i.e. kubectl's namespace and the ModelServing's)",
+    )
+    pack.add_argument(
+        "--key",
+        help="the binaryData key (default: NAME.wasm, or NAME.wasm.gz with --gzip)",
+    )
+    pack.add_argument(
+        "--gzip",
+        action="store_true",
+        help="store the module gzip-compressed (the controller decompresses it; the sha256 is "
+        "still that of the module)",
+    )
+    pack.set_defaults(func=pack_cmd)
+
+    new = commands.add_parser(
+        "new",
+        help="generate a plugin project that builds, tests, runs and packs as generated",
+        description="Generate a plugin project in DIR (default: ./NAME; it must not exist or be "
+        "empty) that depends on the guest SDK of this modelserving checkout by path: the plugin "
+        "(OnPodCreate adds a label from the config; ValidateConfig), native tests, "
+        "request.yaml, README.md, and build.sh plus a Makefile using the toolchain of the "
+        "SDK's own build (rust: plugins-src/build.sh, Debian's Rust 1.63, "
+        "wasm32-unknown-unknown; go: plugins-src/build-go.sh, its exact Go version, wasip1), "
+        "offline. Exit 2 on a bad name, a non-empty DIR or when the SDK sources are not found.",
+    )
+    new.add_argument("name", metavar="NAME", help="the plugin's name (a DNS-1123 label)")
+    new.add_argument(
+        "--lang",
+        required=True,
+        choices=list(LANGUAGES),
+        help="the plugin's language: rust or go",
+    )
+    new.add_argument("--dir", metavar="DIR", help="the project's folder (default: ./NAME)")
+    new.add_argument(
+        "--sdk",
+        metavar="DIR",
+        help="the guest SDK's folder (default: plugins-src/sdk-<lang> of the checkout this "
+        "modelserving runs from)",
+    )
+    new.set_defaults(func=new_cmd)
+
 
 def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def wrapped(args: argparse.Namespace) -> int:
@@ -206,6 +287,9 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
         except UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        except DoesNotFit as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
         except Failed as exc:
             print(exc.failure, file=sys.stderr)
             for record in exc.logs:
@@ -289,7 +373,11 @@ def module_bytes(target: Target, name: str) -> bytes:
 
 
 def load(sandbox: Sandbox, target: Target, name: str) -> CompiledModule:
-    data = module_bytes(target, name)
+    return load_bytes(sandbox, module_bytes(target, name), name)
+
+
+def load_bytes(sandbox: Sandbox, data: bytes, name: str) -> CompiledModule:
+    """Check and compile as the controller does (marker, exports, imports); InvalidModule."""
     try:
         return sandbox.load(data)
     except SandboxError as exc:
@@ -776,4 +864,68 @@ def bench_cmd(args: argparse.Namespace) -> int:
             "meanFuel": round(statistics.fmean(fuels), 1) if fuels else None,
         }
     )
+    return 0
+
+
+# --- pack ------------------------------------------------------------------------------------
+
+
+def _pack_key(args: argparse.Namespace) -> str:
+    key: str = args.key or (f"{args.name}.wasm.gz" if args.gzip else f"{args.name}.wasm")
+    if len(key) > 253 or not CONFIG_MAP_KEY.fullmatch(key) or key in (".", ".."):
+        raise UsageError(
+            f"--key {key!r}: a ConfigMap key is at most 253 letters, digits, '-', '_' or '.' "
+            "(not '.' or '..')"
+        )
+    return key
+
+
+@_guarded
+def pack_cmd(args: argparse.Namespace) -> int:
+    name: str = args.name
+    if not is_dns1123_label(name):
+        raise UsageError(f"--name {name!r}: {NAME_RULE}")
+    if args.namespace is not None and not is_dns1123_label(args.namespace):
+        raise UsageError(
+            f"--namespace {args.namespace!r}: a namespace must be a DNS-1123 label (at most 63 "
+            "lower-case letters, digits and '-', starting and ending with a letter or digit)"
+        )
+    key = _pack_key(args)
+    target = resolve_target(args.module)
+    data = module_bytes(target, name)
+    load_bytes(default_sandbox(), data, name)
+    try:
+        packed = pack_module(data, name, key, args.namespace, args.gzip)
+    except (ModuleTooLarge, ConfigMapTooLarge) as exc:
+        raise DoesNotFit(f"{args.module}: {exc}") from None
+    if len(packed.stored) * 4 // 3 > LAST_APPLIED_LIMIT - 4096:
+        print(
+            f"note: the ConfigMap holds {len(packed.stored) * 4 // 3} bytes of base64; a "
+            "client-side `kubectl apply` would copy them into the last-applied-configuration "
+            f"annotation, over the {LAST_APPLIED_LIMIT} bytes Kubernetes allows in annotations: "
+            "use `kubectl apply --server-side` or `kubectl create`",
+            file=sys.stderr,
+        )
+    sys.stdout.write(packed.manifest())
+    return 0
+
+
+# --- new -------------------------------------------------------------------------------------
+
+
+@_guarded
+def new_cmd(args: argparse.Namespace) -> int:
+    language = LANGUAGES[args.lang]
+    name: str = args.name
+    target = Path(args.dir) if args.dir else Path(name)
+    try:
+        check_name(name, language)
+        sdk = find_sdk(language, args.sdk)
+        written = scaffold(language, name, target, sdk)
+    except ScaffoldError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"created {target}: the {language.title} plugin {name} (SDK: {sdk})")
+    for path in written:
+        print(f"  {path}")
+    print(f"next: cd {target} && make test build run pack   (README.md says more)")
     return 0
