@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from modelserving import devcluster
 from modelserving.devcluster import KUBERNETES_VERSION
 
 from .conftest import Cluster, wait_for
@@ -68,6 +69,24 @@ def test_pod_is_scheduled_on_a_fake_node_and_becomes_ready(
     pod = wait_for("gpu-pod to be Running and Ready", ready_pod)
     assert pod.spec.node_name.startswith("kwok-node-")
     assert pod.status.pod_ip
+
+
+def test_fake_nodes_renew_their_leases(cluster: Cluster) -> None:
+    """The heartbeat that keeps Nodes (and so their Pods) Ready past the node lifecycle
+    controller's grace period: each fake Node's Lease is renewed well within it."""
+    leases = client.CoordinationV1Api(cluster.api_client)
+
+    def renewed() -> dict[str, Any]:
+        found: list[Any] = leases.list_namespaced_lease("kube-node-lease").items
+        return {lease.metadata.name: lease.spec.renew_time for lease in found}
+
+    first = wait_for("the fake Nodes' Leases", lambda: "kwok-node-0" in renewed() and renewed())
+    assert first["kwok-node-0"] is not None
+    wait_for(
+        "a Lease renewal",
+        lambda: renewed()["kwok-node-0"] != first["kwok-node-0"],
+        timeout=devcluster.NODE_LEASE_SECONDS / 2 + 5,
+    )
 
 
 def _gone(read: Any, *args: str) -> bool:

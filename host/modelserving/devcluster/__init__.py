@@ -14,6 +14,7 @@ sibling of the controller: it imports no other ``modelserving`` subpackage.
 
 from modelserving.devcluster.build import BuildError, build_all, cached_binaries
 from modelserving.devcluster.cluster import (
+    NODE_LEASE_SECONDS,
     ClusterError,
     ClusterState,
     down,
@@ -33,6 +34,7 @@ __all__ = [
     "ETCD_VERSION",
     "KUBERNETES_VERSION",
     "KWOK_VERSION",
+    "NODE_LEASE_SECONDS",
     "BuildError",
     "ClusterError",
     "ClusterState",

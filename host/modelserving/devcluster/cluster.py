@@ -47,6 +47,7 @@ STATE_VERSION = 1
 SERVICE_CIDR = "10.0.0.0/24"
 NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 NODE_LABEL = ("type", "kwok")
+NODE_LEASE_SECONDS = 40
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -318,6 +319,10 @@ def command_lines(state: ClusterState, binaries: Mapping[str, Path]) -> dict[str
             f"--server-address=127.0.0.1:{p['kwok']}",
             "--cidr=10.244.0.1/16",
             "--node-ip=10.0.0.2",
+            # Node Leases, renewed every quarter of this: without them kwok's only heartbeat is a
+            # Node status patch about once a minute, later than the node lifecycle controller's
+            # grace period (50 s), which then marks every Node NotReady and every Pod not Ready.
+            f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
         ],
     }
 
