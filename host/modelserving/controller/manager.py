@@ -286,9 +286,11 @@ class Controller:
 
     @staticmethod
     def _close(servers: list[Any]) -> None:
+        """Stop each server and release its listening socket (``close()`` does both; an
+        ``http.server`` needs ``shutdown()`` then ``server_close()``)."""
         for server in servers:
-            for name in ("shutdown", "close"):
+            names = ("close",) if hasattr(server, "close") else ("shutdown", "server_close")
+            for name in names:
                 method = getattr(server, name, None)
                 if callable(method):
                     method()
-                    break

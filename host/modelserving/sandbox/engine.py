@@ -43,10 +43,10 @@ class _Ticker(threading.Thread):
         super().__init__(name="wasm-epoch-ticker", daemon=True)
         self._engine = weakref.ref(engine)
         self._period = period_s
-        self._stop = threading.Event()
+        self._halt = threading.Event()  # not _stop: Thread has its own
 
     def run(self) -> None:
-        while not self._stop.wait(self._period):
+        while not self._halt.wait(self._period):
             engine = self._engine()
             if engine is None:
                 return
@@ -54,7 +54,7 @@ class _Ticker(threading.Thread):
             del engine
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
 
 def _log_import(caller: wasmtime.Caller, level: int, ptr: int, length: int) -> None:
