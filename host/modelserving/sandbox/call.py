@@ -5,6 +5,13 @@ slow: exports are looked up by name (never ``Instance.exports()``), and function
 ``wasmtime_func_call_unchecked`` on a prepared argument buffer (their types were checked at
 load). Every guest pointer is checked against the memory before the host reads or writes it, and
 every way a call can fail ends in exactly one failure class.
+
+The GIL: ctypes lets it go around every foreign call, and getting it back can take a whole switch
+interval (5 ms) when other threads run Python, as the controller's API writers do. So the C calls
+that run no guest code and return in microseconds (export lookup, memory and fuel queries, store
+limits) are bound to keep it (:func:`_held`); instantiation (a start function or ``_initialize``
+runs there) and function calls still let it go, so a slow or hostile guest, which may run until its
+deadline, never stops the controller's other threads.
 """
 
 from __future__ import annotations
@@ -12,9 +19,10 @@ from __future__ import annotations
 import ctypes
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import wasmtime
+from wasmtime import _bindings
 from wasmtime import _ffi as ffi
 
 from modelserving.abi.contract import ALLOC, INITIALIZE, MEMORY
@@ -32,6 +40,24 @@ _MAX_TABLES = 4
 _FUNC = ffi.WASMTIME_EXTERN_FUNC.value
 _MEMORY = ffi.WASMTIME_EXTERN_MEMORY.value
 _U32 = 0xFFFFFFFF
+_HOLDS_GIL = ctypes.PyDLL(ffi.dll._name)
+
+
+def _held(name: str) -> Any:
+    """wasmtime's C function ``name``, with wasmtime-py's signature, called holding the GIL."""
+    released = getattr(_bindings, f"_{name}")
+    function = getattr(_HOLDS_GIL, name)
+    function.restype, function.argtypes = released.restype, released.argtypes
+    return function
+
+
+_export_get = _held("wasmtime_instance_export_get")
+_memory_data_size = _held("wasmtime_memory_data_size")
+_memory_data = _held("wasmtime_memory_data")
+_get_fuel = _held("wasmtime_context_get_fuel")
+_set_fuel = _held("wasmtime_context_set_fuel")
+_set_epoch_deadline = _held("wasmtime_context_set_epoch_deadline")
+_store_limiter = _held("wasmtime_store_limiter")
 
 
 @dataclass
@@ -76,9 +102,11 @@ class _Instance:
         self.store = wasmtime.Store(engine.engine)
         self.ctx = self.store._context()
         self.limit_bytes = limits.memory_bytes
-        engine.context_set_fuel(self.ctx, limits.fuel)
-        ffi.wasmtime_context_set_epoch_deadline(self.ctx, engine.deadline_ticks(limits.timeout_ms))
-        ffi.wasmtime_store_limiter(
+        error = _set_fuel(self.ctx, limits.fuel)
+        if error:
+            raise wasmtime.WasmtimeError._from_ptr(error)
+        _set_epoch_deadline(self.ctx, engine.deadline_ticks(limits.timeout_ms))
+        _store_limiter(
             self.store.ptr(),
             limits.memory_bytes,
             engine.settings.max_table_elements,
@@ -109,7 +137,7 @@ class _Instance:
 
     def export(self, name: bytes) -> ffi.wasmtime_extern_t | None:
         item = ffi.wasmtime_extern_t()
-        found = ffi.wasmtime_instance_export_get(
+        found = _export_get(
             self.ctx, ctypes.byref(self.instance), name, len(name), ctypes.byref(item)
         )
         return item if found else None
@@ -138,16 +166,16 @@ class _Instance:
     def memory_size(self) -> int:
         if self.memory is None:
             return 0
-        return int(ffi.wasmtime_memory_data_size(self.ctx, ctypes.byref(self.memory)))
+        return int(_memory_data_size(self.ctx, ctypes.byref(self.memory)))
 
     def memory_base(self) -> int:
         assert self.memory is not None
-        data = ffi.wasmtime_memory_data(self.ctx, ctypes.byref(self.memory))
+        data = _memory_data(self.ctx, ctypes.byref(self.memory))
         return ctypes.addressof(data.contents)
 
     def fuel_left(self) -> int:
         fuel = ctypes.c_uint64(0)
-        error = ffi.wasmtime_context_get_fuel(self.ctx, ctypes.byref(fuel))
+        error = _get_fuel(self.ctx, ctypes.byref(fuel))
         if error:
             wasmtime.WasmtimeError._from_ptr(error)
             return 0
