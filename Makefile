@@ -49,7 +49,7 @@ test: system-deps lint crds-check wasm-check wasm-sdk-test wasm-go-test ## lint,
 test-unit: setup ## only the fast tests that need no cluster or toolchain
 	$(BIN)/pytest tests/unit
 
-bench: setup ## print performance figures (render, plugins native vs WebAssembly)
+bench: setup system-deps ## print performance figures (render, plugins native vs WebAssembly, the controller creating 800 Pods)
 	$(PY) -m modelserving.bench
 
 render-example: setup ## render the example ModelServing offline
