@@ -385,9 +385,20 @@ class Walk:
         return out
 
 
+MAKE_VARIABLES = frozenset(
+    {"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR"}
+)
+
+
 def shell_env(*prepend: Path, **extra: str) -> dict[str, str]:
     """The environment of a walk: these folders first on PATH, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    # Not pytest's variables, nor those of a make that runs pytest (`make test`): a make in a walk
+    # would print "make[1]: Entering directory" and share the outer make's job server.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PYTEST_") and k not in MAKE_VARIABLES
+    }
     env["PATH"] = os.pathsep.join([*(str(p) for p in prepend), env.get("PATH", "")])
     env.update(extra)
     env.setdefault("LC_ALL", "C.UTF-8")

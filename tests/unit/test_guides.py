@@ -68,3 +68,13 @@ def test_console_blocks_are_commands_and_outputs(tmp_path: Path) -> None:
         walk.run_step(one, steps(one)[0])
         assert walk.here() == tmp_path
     assert (tmp_path / "x.txt").read_text() == "a: 1\n"
+
+
+def test_a_walk_runs_outside_the_make_that_runs_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make test` runs pytest with MAKELEVEL set; a make inside a walk must not see it (it
+    would print "make[1]: Entering directory" lines that no guide shows)."""
+    monkeypatch.setenv("MAKELEVEL", "1")
+    monkeypatch.setenv("MAKEFLAGS", "w")
+    env = shell_env()
+    assert "MAKELEVEL" not in env and "MAKEFLAGS" not in env
+    assert env["PATH"]
