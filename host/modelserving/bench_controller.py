@@ -289,8 +289,11 @@ class PodWatch:
         self._thread.start()
 
     def _list(self) -> str:
-        """Note the Pods there are; the list's resourceVersion."""
-        query = {"labelSelector": self.selector}
+        """Note the Pods there are; the list's resourceVersion. The list comes from the API
+        server's watch cache (resourceVersion 0), so a watch from its resourceVersion starts at
+        once: from a newer one (a consistent list from etcd) the server first waits, up to
+        seconds, for its cache to catch up, and the first Pods would be seen late."""
+        query = {"labelSelector": self.selector, "resourceVersion": "0"}
         listed = self.kube.request("GET", PODS.path(self.namespace), query=query)
         for pod in listed.get("items") or []:
             self._seen(pod["metadata"]["name"])
