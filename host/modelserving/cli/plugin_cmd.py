@@ -64,7 +64,7 @@ from modelserving.cli.scaffold import (
 )
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.base import Builtin, HookError
-from modelserving.plugins.modules import ConfigMapTooLarge, ModuleTooLarge
+from modelserving.plugins.modules import ModuleTooLarge
 from modelserving.plugins.registry import default_registry
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import (
@@ -896,7 +896,7 @@ def pack_cmd(args: argparse.Namespace) -> int:
     load_bytes(default_sandbox(), data, name)
     try:
         packed = pack_module(data, name, key, args.namespace, args.gzip)
-    except (ModuleTooLarge, ConfigMapTooLarge) as exc:
+    except ModuleTooLarge as exc:
         raise DoesNotFit(f"{args.module}: {exc}") from None
     if len(packed.stored) * 4 // 3 > LAST_APPLIED_LIMIT - 4096:
         print(

@@ -152,7 +152,7 @@ class ModuleTooLarge(ValueError):
         self.limit = limit
 
 
-def _gzip(module: bytes) -> bytes:
+def gzip_module(module: bytes) -> bytes:
     """Deterministic gzip (no file name, mtime 0), as ``gzip -9 -n`` writes it."""
     return gzip.compress(module, compresslevel=9, mtime=0)
 
@@ -165,7 +165,7 @@ def module_size_remedy(
     module."""
     if gzipped:
         return f"even gzip-compressed it does not fit: {SMALLER_MODULE}"
-    packed = len(_gzip(module))
+    packed = len(gzip_module(module))
     if packed <= limit:
         return (
             "store it gzip-compressed (`modelserving plugin pack --gzip`, or `gzip -9 -n`): "
@@ -180,7 +180,7 @@ def check_module_size(
     """The bytes ``module`` (uncompressed) takes in a ConfigMap's ``binaryData``, stored as is or
     (``gzipped``) gzip-compressed; ModuleTooLarge, stating the limit (1 MiB) and the remedy, when
     that is more than ``limit``. Other keys of the ConfigMap count too (config_map_size)."""
-    stored = len(_gzip(module)) if gzipped else len(module)
+    stored = len(gzip_module(module)) if gzipped else len(module)
     if stored <= limit:
         return stored
     how = f"{stored} bytes gzip-compressed" if gzipped else f"{stored} bytes"
