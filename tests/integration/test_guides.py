@@ -141,7 +141,7 @@ def test_author_guide_deploys_a_fresh_rust_plugin(cluster: Cluster, tmp_path: Pa
             "configMapRef": {"name": "team-label", "key": "team-label.wasm.gz"},
             "sha256": first["sha256"],
         }
-        assert f"sha256: {first['sha256']}" in packed
+        assert f"\n# {first['sha256']}.\n" in packed  # the header comment names the digest
         assert entry["config"] == {"value": "ml"}
         stored = objs.core.read_namespaced_config_map("team-label", "demo").binary_data or {}
         assert set(stored) == {"team-label.wasm.gz"}

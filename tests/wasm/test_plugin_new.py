@@ -163,6 +163,17 @@ def test_generated_rust_project_builds_tests_runs_and_packs(
     assert "test result: ok. 6 passed; 0 failed" in tested
     check_run_and_pack(project, name, env, cli_sandbox, capsys, tmp_path)
 
+    # Reproducible: the same project made from an SDK in another folder, and put in another
+    # folder, builds the same bytes (neither path reaches the module).
+    sdk = tmp_path / "another" / "checkout" / "sdk-rust"
+    shutil.copytree(checkout_root() / "plugins-src" / "sdk-rust", sdk)
+    elsewhere = tmp_path / "somewhere" / "else" / name
+    argv = ["plugin", "new", name, "--lang", "rust", "--dir", str(elsewhere), "--sdk", str(sdk)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    make(elsewhere, "build", env)
+    assert (elsewhere / f"{name}.wasm").read_bytes() == (project / f"{name}.wasm").read_bytes()
+
 
 @pytest.mark.skipif(go_missing() is not None, reason=f"Go toolchain: {go_missing()}")
 @pytest.mark.timeout(1200)

@@ -925,7 +925,12 @@ def new_cmd(args: argparse.Namespace) -> int:
     except ScaffoldError as exc:
         raise UsageError(str(exc)) from None
     print(f"created {target}: the {language.title} plugin {name} (SDK: {sdk})")
+    vendor = target / language.vendor if language.vendor else None
+    copied = [p for p in written if vendor is not None and vendor in p.parents]
     for path in written:
-        print(f"  {path}")
+        if path not in copied:
+            print(f"  {path}")
+    if vendor is not None and copied:
+        print(f"  {vendor}/  (a copy of the SDK: {len(copied)} files)")
     print(f"next: cd {target} && make test build run pack   (README.md says more)")
     return 0

@@ -8,9 +8,13 @@ final ``.tmpl`` dropped; ``{{var}}`` in paths and contents is replaced by the va
 :func:`variables`, and an unknown one is an error. Adding a language is adding a template set
 and one entry to :data:`LANGUAGES`.
 
-The project depends on the SDK by absolute path. The SDK is found in the checkout this package
-runs from (``make setup`` installs it editable, so ``modelserving/`` is ``host/modelserving`` of
-the checkout), or given with ``--sdk DIR``.
+The SDK is found in the checkout this package runs from (``make setup`` installs it editable, so
+``modelserving/`` is ``host/modelserving`` of the checkout), or given with ``--sdk DIR``. A Rust
+project gets a copy of the SDK's sources (``vendor/modelserving-plugin``): Cargo hashes the
+absolute path of a path dependency outside the project into the crate's metadata, which changes
+the compiled code, so only a dependency inside the project builds the same bytes wherever the
+project and the checkout are. A Go project points at the SDK by absolute path (``replace``):
+Go builds with ``-trimpath`` do not depend on where the SDK is.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class Language:
     sdk_variables: Callable[[Path], dict[str, str]] = lambda _sdk: {}  # language-specific
     has_templates: bool = True  # False: announced, not implemented yet
     executables: tuple[str, ...] = ()  # project files made executable
+    vendor: str | None = None  # where in the project a copy of the SDK goes, or None
+    vendor_globs: tuple[str, ...] = ()  # the SDK's files that the copy holds
 
 
 # Rust keywords (2021 edition, reserved ones included) and the crates a plugin's crate name
@@ -140,6 +146,8 @@ LANGUAGES: dict[str, Language] = {
         name_problem=_rust_name_problem,
         sdk_problem=_rust_sdk_problem,
         executables=("build.sh",),
+        vendor="vendor/modelserving-plugin",
+        vendor_globs=("Cargo.toml", "src/**/*.rs"),
     ),
     "go": Language(
         name="go",
@@ -210,12 +218,27 @@ def variables(language: Language, name: str, sdk: Path, command: str) -> dict[st
         "name": name,
         "crate": rust_crate(name),
         "sdk_path": str(sdk),
-        "sdk_path_toml": json.dumps(str(sdk)),  # a TOML basic string (JSON escapes are valid)
         "sdk_path_sh": shlex.quote(str(sdk)),
         "sdk_docs": str(sdk.parent / "README.md"),
         "modelserving": command,
         "modelserving_sh": shlex.quote(command),
     }
+
+
+def vendored(language: Language, sdk: Path) -> dict[str, bytes]:
+    """The SDK's files copied into the project (project path: content); empty without ``vendor``."""
+    if language.vendor is None:
+        return {}
+    files: dict[str, bytes] = {}
+    for pattern in language.vendor_globs:
+        for path in sorted(sdk.glob(pattern)):
+            if path.is_file():
+                rel = path.relative_to(sdk).as_posix()
+                try:
+                    files[f"{language.vendor}/{rel}"] = path.read_bytes()
+                except OSError as exc:
+                    raise ScaffoldError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return files
 
 
 def _walk(
@@ -279,11 +302,12 @@ def scaffold(
     check_name(name, language)
     check_target(target)
     files = render(language, variables(language, name, sdk, command or modelserving_command()))
+    copies = vendored(language, sdk)
     written = []
-    for rel, text in files.items():
+    for rel, content in [*((r, t.encode("utf-8")) for r, t in files.items()), *copies.items()]:
         path = target / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(content)
         if rel in language.executables:
             path.chmod(0o755)
         written.append(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import tomllib
 from pathlib import Path
@@ -23,7 +24,7 @@ from modelserving.cli.scaffold import (
     variables,
 )
 
-RUST_FILES = [
+RUST_TEMPLATE_FILES = [
     ".cargo/config.toml",
     ".gitignore",
     "Cargo.toml",
@@ -65,22 +66,46 @@ def project_files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 
 
+def sdk_sources(sdk: Path) -> list[str]:
+    """The Rust SDK's files a project gets a copy of: its Cargo.toml and its sources."""
+    return sorted(
+        p.relative_to(sdk).as_posix() for p in [sdk / "Cargo.toml", *sdk.glob("src/**/*.rs")]
+    )
+
+
+def rust_files(sdk: Path) -> list[str]:
+    """A generated Rust project's files: the templates', and the SDK's under vendor/."""
+    return sorted(
+        RUST_TEMPLATE_FILES + [f"vendor/modelserving-plugin/{f}" for f in sdk_sources(sdk)]
+    )
+
+
 @needs_sdk
 def test_generates_the_rust_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "team-label"
     code, out, err = cli(capsys, "team-label", "--lang", "rust", "--dir", str(target))
     assert code == 0, err
     assert err == ""
-    assert project_files(target) == RUST_FILES
+    sdk_files = sdk_sources(SDK)
+    vendor = target / "vendor" / "modelserving-plugin"
+    assert project_files(target) == rust_files(SDK)
+    assert "src/lib.rs" in sdk_files and "src/patch.rs" in sdk_files
+    for name in sdk_files:  # the copy is exact
+        assert (vendor / name).read_bytes() == (SDK / name).read_bytes(), name
     assert out.splitlines()[0] == f"created {target}: the Rust plugin team-label (SDK: {SDK})"
     assert f"  {target / 'src/lib.rs'}" in out.splitlines()
+    copied = len(sdk_sources(SDK))
+    vendor_line = f"  {target / 'vendor/modelserving-plugin'}/  (a copy of the SDK: {copied} files)"
+    assert out.splitlines()[-2] == vendor_line
+    assert not any("/vendor/modelserving-plugin/src/" in line for line in out.splitlines())
     assert out.splitlines()[-1].startswith(f"next: cd {target} && make test build run pack")
 
     cargo = (target / "Cargo.toml").read_text()
     assert 'name = "team-label"' in cargo
     assert 'name = "team_label"' in cargo
     assert 'crate-type = ["cdylib", "rlib"]' in cargo
-    assert f'modelserving-plugin = {{ path = "{SDK}" }}' in cargo
+    assert 'modelserving-plugin = { path = "vendor/modelserving-plugin" }' in cargo
+    assert str(SDK) not in cargo
     assert "\n[workspace]\n" in cargo
     assert re.search(r"^\[dependencies\]\n(#.*\n)*modelserving-plugin = .*\n\n", cargo, re.M)
 
@@ -94,7 +119,7 @@ def test_generates_the_rust_project(tmp_path: Path, capsys: pytest.CaptureFixtur
         "TARGET=wasm32-unknown-unknown",
         "-Clink-arg=-zstack-size=65536 -Ctarget-feature=+bulk-memory",
         "--offline",
-        f"SDK={SDK}",
+        'SDK="$HERE/vendor/modelserving-plugin"',
         "CRATE=team_label",
     ):
         assert expected in script
@@ -113,7 +138,7 @@ def test_generates_the_rust_project(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "plugin pack team-label.wasm --name team-label --gzip" in readme
     assert str(checkout_root() / "plugins-src" / "README.md") in readme
     assert (target / ".gitignore").read_text() == "/target/\n/team-label.wasm\n"
-    for name in RUST_FILES:
+    for name in RUST_TEMPLATE_FILES:
         assert not PLACEHOLDER.search((target / name).read_text()), name
 
 
@@ -125,11 +150,11 @@ def test_default_dir_is_the_name_and_an_empty_dir_is_used(
     code, out, _ = cli(capsys, "p1", "--lang", "rust")
     assert code == 0
     assert out.startswith("created p1: ")
-    assert project_files(tmp_path / "p1") == RUST_FILES
+    assert project_files(tmp_path / "p1") == rust_files(SDK)
     (tmp_path / "empty").mkdir()
     code, _, err = cli(capsys, "p2", "--lang", "rust", "--dir", "empty")
     assert code == 0, err
-    assert project_files(tmp_path / "empty") == RUST_FILES
+    assert project_files(tmp_path / "empty") == rust_files(SDK)
 
 
 @needs_sdk
@@ -255,11 +280,17 @@ def test_sdk_option(
         f"error: the Rust guest SDK at {other} is unusable: {other / 'Cargo.toml'} is not the "
         "crate modelserving-plugin\n"
     )
+    given = tmp_path / "sdk-copy"
+    shutil.copytree(SDK, given, ignore=shutil.ignore_patterns("target"))
+    (given / "src" / "extra.rs").write_text("// only in the given SDK\n")
     code, _, err = cli(
-        capsys, "p", "--lang", "rust", "--dir", str(tmp_path / "p"), "--sdk", str(SDK)
+        capsys, "p", "--lang", "rust", "--dir", str(tmp_path / "p"), "--sdk", str(given)
     )
     assert code == 0, err
-    assert f'path = "{SDK}"' in (tmp_path / "p" / "Cargo.toml").read_text()
+    # the project's copy is of the SDK given
+    extra = tmp_path / "p" / "vendor" / "modelserving-plugin" / "src" / "extra.rs"
+    assert extra.read_text() == "// only in the given SDK\n"
+    assert project_files(tmp_path / "p") == rust_files(given)
 
 
 @needs_go_sdk
@@ -342,7 +373,6 @@ def test_go_without_its_sdk(
 
 def test_templates_and_substitution() -> None:
     values = variables(LANGUAGES["rust"], "x", Path("/sdk dir/sdk-rust"), "/venv/bin/modelserving")
-    assert values["sdk_path_toml"] == '"/sdk dir/sdk-rust"'
     assert values["sdk_path_sh"] == "'/sdk dir/sdk-rust'"
     assert substitute("a {{name}} {{crate}}", values, "t") == "a x x"
     with pytest.raises(ScaffoldError, match=r"template t: unknown variable \{\{nmae\}\}"):
@@ -350,7 +380,7 @@ def test_templates_and_substitution() -> None:
     files = render(
         LANGUAGES["rust"], variables(LANGUAGES["rust"], "my-plugin", SDK, "modelserving")
     )
-    assert sorted(files) == RUST_FILES
+    assert sorted(files) == RUST_TEMPLATE_FILES
     assert "use my_plugin::{" in files["tests/plugin.rs"]
 
 
