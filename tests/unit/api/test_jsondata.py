@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from modelserving.api.jsondata import json_copy, json_problem
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
 
 
 def test_copy_is_deep_and_equal() -> None:
@@ -15,6 +28,50 @@ def test_copy_is_deep_and_equal() -> None:
     assert copied == value
     copied["a"][0]["b"] = 2
     assert value["a"][0]["b"] == 1
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [lambda: None, threading.Lock()],
+    ids=["function", "lock"],
+)
+def test_copy_of_data_pickle_cannot_carry(odd: Any) -> None:
+    value: dict[str, Any] = {"a": [{"b": odd}], "c": {"d": "x"}}
+    copied = json_copy(value)
+    assert copied == value
+    assert copied["a"][0]["b"] is odd  # kept as it is
+    copied["a"][0]["e"] = 1
+    copied["c"]["d"] = "y"
+    assert value == {"a": [{"b": odd}], "c": {"d": "x"}}
+
+
+def test_copy_with_non_string_keys_and_tuples() -> None:
+    value: dict[Any, Any] = {1: {"x": [1]}, "t": (1, [2])}
+    copied = json_copy(value)
+    assert copied[1] == {"x": [1]} and copied[1] is not value[1]
+    copied[1]["x"].append(2)
+    assert value[1] == {"x": [1]}
+
+
+@given(json_values)
+def test_copy_equals_the_data_and_shares_no_container(value: Any) -> None:
+    copied = json_copy(value)
+    assert copied == value
+    assert not _containers(value) & _containers(copied)
+
+
+def _containers(value: Any) -> set[int]:
+    found: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found.add(id(item))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            found.add(id(item))
+            stack.extend(item)
+    return found
 
 
 @pytest.mark.parametrize("value", [None, 1, 1.5, "x", True, [], {}, {"a": [1, {"b": None}]}])
