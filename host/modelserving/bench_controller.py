@@ -18,7 +18,9 @@ created and stops when a watch on its Pods (name label) has seen the last one. T
 rotate (none, native, wasm; then wasm, none, native; ...) for ``--rounds`` rounds (default 3).
 Printed: every run (time, CPU of the controller and of the control plane, reconcile passes, hook
 calls), the medians of each variant and the plugins' overhead (target: WASM at most 5 % on the
-time), and from the controller's metrics where the plugin time went. Figures are printed, never
+time), the same comparisons made within each round (the variants of a round run back to back,
+which cancels the machine's slow drift), and from the controller's metrics where the plugin time
+went. Figures are printed, never
 asserted. Without the cluster binaries (and no Go to build them) or without the compiled module
 the benchmark is skipped with a message.
 
@@ -626,11 +628,30 @@ def summary(runs: list[Run]) -> None:
     medians(lambda r: r.seconds, "s", f"time to {POD_COUNT} Pods:")
     medians(lambda r: r.cpu, "s", "controller CPU in that time:")
     medians(lambda r: r.control_plane_cpu, "s", "control plane CPU:")
+    paired(runs)
     print(
         "  target: the three WASM plugins add at most 5 % to the time to all Pods "
         "(wasm vs none; wasm vs native is the sandbox's share)"
     )
     report_hooks(runs)
+
+
+def paired(runs: list[Run]) -> None:
+    """Each round's variants ran back to back, so comparing them within a round cancels what
+    drifts slowly (this machine's speed: a fixed CPU-bound loop varies by about 10 % here)."""
+    rounds = [runs[i : i + len(VARIANTS)] for i in range(0, len(runs), len(VARIANTS))]
+    for a, b in (("none", "native"), ("native", "wasm"), ("none", "wasm")):
+        ratios = []
+        for group in rounds:
+            by_variant = {r.variant: r.seconds for r in group}
+            base, other = by_variant.get(a), by_variant.get(b)
+            if base and other:
+                ratios.append((other / base - 1) * 100)
+        if len(ratios) >= 2:
+            print(
+                f"  {b} vs {a} within each round: median {statistics.median(ratios):+5.1f} % "
+                f"(rounds: {', '.join(f'{x:+.0f}' for x in ratios)} %)"
+            )
 
 
 def run_order(rounds: int) -> list[str]:
