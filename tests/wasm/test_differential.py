@@ -14,6 +14,7 @@ from modelserving.api.hook import Hook
 from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
+from modelserving.sandbox.cache import CompiledModule
 from tests.vectors import MODEL_SERVING, WHERE, native_response
 
 NAME = "demo-pod-tweaks"
@@ -83,7 +84,14 @@ def native(config: Any, pod: dict[str, Any] | None) -> bytes | None:
 
 def wasm(sandbox: Sandbox, config: Any, pod: dict[str, Any] | None) -> bytes | None:
     """The WebAssembly built-in's response bytes; None when its ValidateConfig refuses."""
-    compiled = sandbox.load(builtin_wasm(f"{NAME}.wasm"))
+    return module_response(sandbox, sandbox.load(builtin_wasm(f"{NAME}.wasm")), config, pod)
+
+
+def module_response(
+    sandbox: Sandbox, compiled: CompiledModule, config: Any, pod: dict[str, Any] | None
+) -> bytes | None:
+    """A demo-pod-tweaks module's response bytes (b"" without a Pod, after ValidateConfig);
+    None when its ValidateConfig refuses the config."""
     plugin = WasmPlugin(NAME, config, compiled, sandbox, sandbox.limits())
     try:
         plugin.validate_config()

@@ -13,16 +13,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from modelserving.abi.codec import encode_request
-from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.modules import CONFIG_MAP_MAX_BYTES, ModuleTooLarge, check_module_size
-from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import CallFailure, Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from tests import vectors
-from tests.wasm.test_differential import configs, native, pods
+from tests.wasm.test_differential import configs, module_response, native, pods
 from tests.wasm.test_vectors import FILES, load, wasm_outcome
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "wasm"
@@ -77,17 +74,7 @@ def test_the_go_and_rust_modules_answer_alike(sandbox: Sandbox, demo: bytes, pat
 
 def go_response(sandbox: Sandbox, go: CompiledModule, config: Any, pod: Any) -> bytes | None:
     """The Go module's response bytes; None when its ValidateConfig refuses the config."""
-    plugin = WasmPlugin(NAME, config, go, sandbox, sandbox.limits())
-    try:
-        plugin.validate_config()
-    except PluginFailure as failure:
-        return None if failure.failure_class == "PluginError" else str(failure).encode()
-    if pod is None:
-        return b""
-    request = encode_request(
-        Hook.ON_POD_CREATE, NAME, config, vectors.MODEL_SERVING, vectors.WHERE, pod
-    )
-    return sandbox.call(go, Hook.ON_POD_CREATE, request, sandbox.limits()).response
+    return module_response(sandbox, go, config, pod)
 
 
 # Fewer examples than the Rust built-in's differential test: a Go call costs milliseconds.
