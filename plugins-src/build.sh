@@ -6,6 +6,8 @@
 #                                differs (a stale module: run `make wasm` and commit the result)
 #   plugins-src/build.sh test    cargo test of the SDK and the built-ins on the host target
 #
+# `build` and `test` take package names to work on those only (`build.sh test accelerator`).
+#
 # Toolchain: Debian bookworm's Rust 1.63 (/usr/bin/rustc, /usr/bin/cargo and the wasm32 standard
 # library), installed with apt-get when missing; rustup's toolchains are ignored, so every
 # machine compiles with the same compiler and std and gets the same bytes. No crates are
@@ -71,12 +73,16 @@ setup_env() {
     cd "$SRC"
 }
 
-# The package names of the built-ins, one per directory of builtins/ with a Cargo.toml.
+# The package names of the built-ins, one per directory of builtins/ with a Cargo.toml (only
+# those named in ONLY, when it is set).
+ONLY=()
 builtins() {
-    local manifest
+    local manifest name
     for manifest in "$SRC"/builtins/*/Cargo.toml; do
         [[ -f "$manifest" ]] || continue
-        sed -n 's/^name *= *"\([^"]*\)".*/\1/p' "$manifest" | head -n 1
+        name="$(sed -n 's/^name *= *"\([^"]*\)".*/\1/p' "$manifest" | head -n 1)"
+        if ((${#ONLY[@]})) && [[ " ${ONLY[*]} " != *" $name "* ]]; then continue; fi
+        echo "$name"
     done
 }
 
@@ -127,15 +133,21 @@ cmd_check() {
 }
 
 cmd_test() {
-    "$CARGO" test --offline --locked --target-dir "$SRC/target" --workspace
+    local -a scope=(--workspace)
+    if ((${#ONLY[@]})); then
+        scope=()
+        for name in "${ONLY[@]}"; do scope+=(--package "$name"); done
+    fi
+    "$CARGO" test --offline --locked --target-dir "$SRC/target" "${scope[@]}"
 }
 
 main() {
     local mode="${1:-build}"
+    ONLY=("${@:2}")
     case "$mode" in
         build | check | test) ;;
         -h | --help | help)
-            sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+            sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
             return 0
             ;;
         *) die "unknown mode '$mode' (build, check or test)" ;;

@@ -26,6 +26,7 @@ from modelserving.api.errors import FailureClass, PatchRejected
 from modelserving.api.hook import Hook, HookRequest
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.base import HookError
 from modelserving.plugins.registry import default_registry
 
 VECTORS = Path(__file__).resolve().parent.parent / "abi" / "vectors"
@@ -226,7 +227,13 @@ def native_response(request: bytes) -> bytes | None:
         is_entry=fields["isEntry"],
         pod=fields["pod"],
     )
-    ops = plugin.on_pod_create(hook_request)
+    try:
+        if hook_request.hook == Hook.ON_POD_READY:
+            plugin.on_pod_ready(hook_request)
+            return b""
+        ops = plugin.on_pod_create(hook_request)
+    except HookError as exc:
+        return msgpack.packb({"error": str(exc)}, use_bin_type=True)
     return msgpack.packb({"patch": list(ops)}, use_bin_type=True) if ops else b""
 
 

@@ -1,0 +1,1 @@
+//! Shared helpers of the built-in plugins (filled in below).

@@ -1,0 +1,1 @@
+//! `accelerator`: placeholder until the plugin is written.

@@ -1,0 +1,1 @@
+//! `inference-engine`: placeholder until the plugin is written.

@@ -1,0 +1,1 @@
+//! `lws-standard-labels`: placeholder until the plugin is written.

@@ -1,0 +1,1 @@
+//! `rdma-network`: placeholder until the plugin is written.

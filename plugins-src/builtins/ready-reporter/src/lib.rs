@@ -1,0 +1,1 @@
+//! `ready-reporter`: placeholder until the plugin is written.
