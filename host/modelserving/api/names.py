@@ -1,4 +1,5 @@
-"""Kubernetes name rules (DNS-1123 subdomains, qualified label/annotation keys) as predicates.
+"""Kubernetes name rules (DNS-1123 subdomains, qualified label/annotation keys) and resource
+quantities as predicates.
 
 Used by config models (built-in plugins) to refuse values the API server would refuse later.
 """
@@ -29,3 +30,15 @@ def is_qualified_name(value: str) -> bool:
     if slash and not is_dns1123_subdomain(prefix):
         return False
     return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.fullmatch(name))
+
+
+_QUANTITY = re.compile(
+    r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
+)
+
+
+def is_quantity(value: str) -> bool:
+    """A non-negative Kubernetes resource quantity (``16Gi``, ``500m``, ``1.5``, ``2e3``): a
+    decimal number, then an optional binary (Ki..Ei) or decimal (n, u, m, k..E) suffix or
+    exponent; at most 64 characters. No sign: resource amounts are never negative."""
+    return len(value) <= 64 and _QUANTITY.fullmatch(value) is not None

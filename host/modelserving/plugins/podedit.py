@@ -1,0 +1,206 @@
+"""PodEdit: changes to a working copy of a Pod, each recorded as the JSON Patch operation it is.
+
+The built-ins that reach deep into a Pod (``accelerator``, ``inference-engine``, ``rdma-network``)
+edit through this class: every change is applied to the copy at once, so the next change sees
+the Pod as the patch leaves it (an index after an append, a map just created). The Rust crate
+``builtins-kit`` (``plugins-src/builtins-kit``) implements the same operations with the same
+operations and error texts, so a built-in's native and WebAssembly forms patch identically.
+
+Paths are sequences of map keys (``str``) and list indexes (``int``). The rules:
+
+* ``put`` sets a value; when a map on the way is missing (absent or null), the one ``add``
+  creates it with everything below it, so a patch never refers to a member that does not exist;
+* ``put_if_absent`` sets a value only when there is none (a value the user wrote is kept);
+* ``merge_map`` sets keys of a map, creating the whole map in one ``add`` when it is missing;
+* ``append_unless`` appends to a list (creating it when missing) unless an item matches;
+* ``upsert`` replaces the first matching item, else appends.
+
+A value of the wrong type on the way (a ``resources`` that is a string) raises ``HookError`` with
+a message naming the place: ``pod spec.containers[0].resources is a str, not a map``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from modelserving.api.hook import PatchOperation
+from modelserving.api.jsondata import json_copy
+from modelserving.plugins.base import HookError
+from modelserving.plugins.patch import escape
+
+Key = str | int
+Path = Sequence[Key]
+
+
+def type_name(value: Any) -> str:
+    """A value's type in the ABI's words (nil, bool, int, float, str, array, map)."""
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list):
+        return "array"
+    return "map" if isinstance(value, dict) else type(value).__name__
+
+
+def pointer(path: Path) -> str:
+    """The JSON Pointer of ``path``: ``/metadata/labels/a~1b`` for metadata, labels, a/b."""
+    return "".join("/" + escape(str(key)) for key in path)
+
+
+def dotted(path: Path) -> str:
+    """``path`` as error messages show it: ``spec.containers[0].resources``."""
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else key)
+    return out
+
+
+def str_field(item: Any, key: str) -> str | None:
+    """``item[key]`` when ``item`` is a map and the value a string, else None."""
+    value = item.get(key) if isinstance(item, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def int_field(item: Any, key: str) -> int | None:
+    """``item[key]`` when ``item`` is a map and the value an integer (not a bool), else None."""
+    value = item.get(key) if isinstance(item, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class PodEdit:
+    """Edits a working copy of one Pod; ``ops`` is the patch that leads from the Pod to it."""
+
+    def __init__(self, pod: Mapping[str, Any]) -> None:
+        self.pod: dict[str, Any] = json_copy(dict(pod))
+        self.ops: list[PatchOperation] = []
+
+    def get(self, path: Path) -> Any:
+        """The value at ``path``; None when it or anything on the way is missing or of another
+        type."""
+        node: Any = self.pod
+        for key in path:
+            if isinstance(key, int):
+                node = node[key] if isinstance(node, list) and key < len(node) else None
+            else:
+                node = node.get(key) if isinstance(node, dict) else None
+            if node is None:
+                return None
+        return node
+
+    def container(self, name: str | None) -> int:
+        """The index in ``spec.containers`` of the container ``name``, or of the first one."""
+        containers = self.get(["spec", "containers"])
+        if not isinstance(containers, list) or not containers:
+            raise HookError("the Pod has no containers")
+        if name is None:
+            return 0
+        for i, container in enumerate(containers):
+            if str_field(container, "name") == name:
+                return i
+        raise HookError(f"the Pod has no container named '{name}'")
+
+    def put(self, path: Path, value: Any) -> None:
+        """Set ``path`` to ``value``, creating the missing maps on the way in the same ``add``."""
+        node: Any = self.pod
+        for depth in range(len(path) - 1):
+            child = self._child(node, path, depth)
+            if child is None:  # add the missing member, holding the rest of the path
+                for key in reversed(path[depth + 1 :]):
+                    if isinstance(key, int):
+                        raise HookError(f"pod {dotted(path[: depth + 1])} has no item {key}")
+                    value = {key: value}
+                self._set(node, path[: depth + 1], value)
+                return
+            node = child
+        self._set(node, path, value)
+
+    def put_if_absent(self, path: Path, value: Any) -> bool:
+        """``put`` when ``path`` holds nothing (absent or null); whether it did."""
+        if self.get(path) is not None:
+            return False
+        self.put(path, value)
+        return True
+
+    def merge_map(self, path: Path, values: Mapping[str, Any]) -> None:
+        """Set each key of ``values`` in the map at ``path`` (the whole map in one ``add`` when
+        there is none)."""
+        if not values:
+            return
+        current = self.get(path)
+        if current is None:
+            self.put(path, dict(values))
+            return
+        if not isinstance(current, dict):
+            raise HookError(f"pod {dotted(path)} is a {type_name(current)}, not a map")
+        for key, value in values.items():
+            self.put([*path, key], value)
+
+    def append_unless(self, path: Path, item: Any, matches: Callable[[Any], bool]) -> bool:
+        """Append ``item`` to the list at ``path`` (created when missing) unless an item there
+        ``matches``; whether it appended."""
+        current = self._list(path)
+        if current is None:
+            self.put(path, [item])
+            return True
+        if any(matches(existing) for existing in current):
+            return False
+        self._record("add", pointer(path) + "/-", item)
+        current.append(json_copy(item))
+        return True
+
+    def upsert(self, path: Path, item: Any, matches: Callable[[Any], bool]) -> None:
+        """Replace the first item of the list at ``path`` that ``matches``, else append."""
+        current = self._list(path)
+        if current is None:
+            self.put(path, [item])
+            return
+        for i, existing in enumerate(current):
+            if matches(existing):
+                self._record("replace", pointer([*path, i]), item)
+                current[i] = json_copy(item)
+                return
+        self._record("add", pointer(path) + "/-", item)
+        current.append(json_copy(item))
+
+    def _list(self, path: Path) -> list[Any] | None:
+        current = self.get(path)
+        if current is None:
+            return None
+        if not isinstance(current, list):
+            raise HookError(f"pod {dotted(path)} is a {type_name(current)}, not an array")
+        return current
+
+    def _child(self, node: Any, path: Path, depth: int) -> Any:
+        """The member ``path[depth]`` of ``node`` (None when missing or null), checked to be a
+        container ``path[depth + 1]`` can index."""
+        key = path[depth]
+        if isinstance(key, int):
+            if not isinstance(node, list) or key >= len(node):
+                raise HookError(f"pod {dotted(path[:depth])} has no item {key}")
+            child = node[key]
+        else:
+            child = node.get(key)
+        if child is None:
+            return None
+        wanted, noun = (list, "an array") if isinstance(path[depth + 1], int) else (dict, "a map")
+        if not isinstance(child, wanted):
+            raise HookError(f"pod {dotted(path[: depth + 1])} is a {type_name(child)}, not {noun}")
+        return child
+
+    def _set(self, parent: Any, path: Path, value: Any) -> None:
+        key = path[-1]
+        if isinstance(key, int):
+            raise HookError(f"pod {dotted(path)}: put cannot set a list item")
+        self._record("add", pointer(path), value)
+        parent[key] = json_copy(value)
+
+    def _record(self, op: str, path: str, value: Any) -> None:
+        self.ops.append({"op": op, "path": path, "value": json_copy(value)})  # type: ignore[typeddict-item]
