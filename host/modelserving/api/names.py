@@ -32,6 +32,12 @@ def is_qualified_name(value: str) -> bool:
     return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.fullmatch(name))
 
 
+def is_label_value(value: str) -> bool:
+    """A label value: empty, or at most 63 letters, digits, '-', '_' and '.', starting and ending
+    with a letter or digit."""
+    return value == "" or (len(value) <= 63 and _QUALIFIED_NAME.fullmatch(value) is not None)
+
+
 _QUANTITY = re.compile(
     r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?"
 )

@@ -1,5 +1,5 @@
 //! Shared helpers of the built-in plugins: [`PodEdit`] (changes to a working copy of a Pod, each
-//! recorded as its JSON Patch operation) and [`is_quantity`].
+//! recorded as its JSON Patch operation), [`is_quantity`] and [`is_label_value`].
 //!
 //! The twin of the host's `modelserving.plugins.podedit` and `modelserving.api.names.is_quantity`:
 //! the same operations in the same order, the same error texts, so a built-in's native and
@@ -337,6 +337,24 @@ impl PodEdit {
     }
 }
 
+/// A label value: empty, or at most 63 letters, digits, `-`, `_` and `.`, starting and ending
+/// with a letter or digit. The same rule as the host's `is_label_value`.
+pub fn is_label_value(value: &str) -> bool {
+    let b = value.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    match (b.first(), b.last()) {
+        (None, _) => true,
+        (Some(first), Some(last)) => {
+            b.len() <= 63
+                && alnum(first)
+                && alnum(last)
+                && b.iter()
+                    .all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
 /// A non-negative Kubernetes resource quantity (`16Gi`, `500m`, `1.5`, `2e3`): a decimal
 /// number, then an optional binary (Ki..Ei) or decimal (n, u, m, k..E) suffix or exponent; at
 /// most 64 characters. The same rule as the host's `is_quantity`.
@@ -555,5 +573,15 @@ mod tests {
             assert!(!is_quantity(bad), "{bad}");
         }
         assert!(!is_quantity(&"1".repeat(65)));
+    }
+
+    #[test]
+    fn label_values() {
+        for ok in ["", "a", "A-b_c.9", &"x".repeat(63)] {
+            assert!(is_label_value(ok), "{ok}");
+        }
+        for bad in ["-a", "a-", "a b", "a/b", &"x".repeat(64)] {
+            assert!(!is_label_value(bad), "{bad}");
+        }
     }
 }

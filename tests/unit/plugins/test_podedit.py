@@ -9,7 +9,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from modelserving.api.names import is_quantity
+from modelserving.api.names import is_label_value, is_quantity
 from modelserving.plugins.base import HookError
 from modelserving.plugins.podedit import PodEdit, dotted, pointer, str_field
 
@@ -138,3 +138,8 @@ def test_quantities(value: str) -> None:
 )
 def test_not_quantities(value: str) -> None:
     assert not is_quantity(value)
+
+
+def test_label_values() -> None:
+    assert all(is_label_value(v) for v in ["", "a", "A-b_c.9", "x" * 63])
+    assert not any(is_label_value(v) for v in ["-a", "a-", "a b", "a/b", "x" * 64])
