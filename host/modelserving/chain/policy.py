@@ -150,7 +150,9 @@ class PatchValidator:
 
     def check_paths(self, ops: Iterable[PatchOperation]) -> None:
         for op in ops:
-            if op["op"] != "test" and not self.allows(op["path"], op["op"]):
+            if op["op"] == "test" or _adds_capabilities_only(op):
+                continue
+            if not self.allows(op["path"], op["op"]):
                 raise PatchRejected(
                     op["path"],
                     f"'{op['op']}' is not allowed here (patchPolicy.allowedPaths)",
@@ -469,6 +471,32 @@ def _may_grant(op: PatchOperation) -> bool:
     if field in _CONTAINER_KINDS and len(tokens) >= 4:
         return tokens[3] not in _NEUTRAL_CONTAINER_FIELDS
     return True
+
+
+_CAPABILITY_PATH = ("securityContext", "capabilities", "add")
+
+
+def _adds_capabilities_only(op: PatchOperation) -> bool:
+    """Whether ``op`` only adds capabilities to a container: an ``add`` of
+    ``securityContext.capabilities.add`` items, or of the maps and list on the way holding
+    nothing else. Such an operation needs no path rule; ``allowedCapabilities`` alone decides
+    (the privilege check), and an ``add`` over an existing map still counts as a replace."""
+    if op["op"] != "add":
+        return False
+    tokens = _split_pointer(op["path"])
+    if len(tokens) < 4 or tokens[0] != "spec" or tokens[1] not in _CONTAINER_KINDS:
+        return False
+    tail = tokens[3:]
+    if len(tail) > len(_CAPABILITY_PATH) + 1 or tuple(tail[:3]) != _CAPABILITY_PATH[: len(tail)]:
+        return False
+    value: Any = op["value"]
+    if len(tail) == len(_CAPABILITY_PATH) + 1:  # one item: .../add/- or .../add/<index>
+        return isinstance(value, str)
+    for key in _CAPABILITY_PATH[len(tail) :]:
+        if not isinstance(value, dict) or list(value) != [key]:
+            return False
+        value = value[key]
+    return isinstance(value, list) and all(isinstance(cap, str) for cap in value)
 
 
 def _touches_container_names(op: PatchOperation) -> bool:

@@ -1098,3 +1098,68 @@ def test_path_answers_are_cached_without_changing_them() -> None:
         assert not validator.allows("/spec/containers/0/image", "replace")
         assert validator.allows("/spec/volumes/-", "add")
         assert not validator.allows("/spec/volumes/0", "replace")
+
+
+# --- adding capabilities needs no path rule: allowedCapabilities decides -----------------------
+
+CAPABILITY_ADDS: dict[str, Ops] = {
+    "securityContext created": [
+        op("add", "/spec/containers/0/securityContext", {"capabilities": {"add": ["IPC_LOCK"]}})
+    ],
+    "capabilities created": [
+        op("add", "/spec/containers/0/securityContext", {"runAsNonRoot": True}),
+        op("add", "/spec/containers/0/securityContext/capabilities", {"add": ["IPC_LOCK"]}),
+    ],
+    "item appended": [
+        op("add", "/spec/containers/0/securityContext", {"capabilities": {"add": ["CHOWN"]}}),
+        op("add", "/spec/containers/0/securityContext/capabilities/add/-", "IPC_LOCK"),
+    ],
+}
+
+
+@pytest.mark.parametrize("ops", list(CAPABILITY_ADDS.values()), ids=list(CAPABILITY_ADDS))
+def test_adding_a_capability_is_judged_by_allowed_capabilities_alone(
+    pod: dict[str, Any], ops: Ops
+) -> None:
+    last = ops[-1:]
+    if len(ops) > 1:  # set up the container's securityContext first (a path the policy allows)
+        pod = PatchValidator(policy_with(["/spec/containers/*/securityContext"])).apply(
+            pod, ops[:1]
+        )
+    exc = rejected(PatchValidator(), pod, last)
+    assert exc.reason.endswith("add it to patchPolicy.allowedCapabilities")
+    assert "IPC_LOCK" in exc.reason
+    allowed = PatchPolicy(allowed_capabilities=[*BASELINE_CAPABILITIES, "IPC_LOCK"])
+    assert PatchValidator(allowed).apply(pod, last) == expected(pod, last)
+
+
+@pytest.mark.parametrize(
+    "ops",
+    [
+        [
+            op(
+                "add",
+                "/spec/containers/0/securityContext",
+                {"capabilities": {"add": ["CHOWN"]}, "x": 1},
+            )
+        ],
+        [op("add", "/spec/containers/0/securityContext", {"capabilities": {"drop": ["ALL"]}})],
+        [op("add", "/spec/containers/0/securityContext/capabilities", {"add": "CHOWN"})],
+        [op("add", "/spec/containers/0/securityContext/capabilities/drop", ["CHOWN"])],
+        [op("replace", "/spec/containers/0/securityContext", {"capabilities": {"add": []}})],
+        [op("add", "/spec/securityContext", {"capabilities": {"add": ["CHOWN"]}})],
+    ],
+    ids=["other fields", "drop", "not a list", "drop list", "replace", "pod level"],
+)
+def test_only_pure_capability_adds_skip_the_path_rules(pod: dict[str, Any], ops: Ops) -> None:
+    assert "patchPolicy.allowedPaths" in rejected(PatchValidator(), pod, ops).reason
+
+
+def test_a_capability_add_over_an_existing_security_context_is_a_replace(
+    pod: dict[str, Any],
+) -> None:
+    pod = PatchValidator(policy_with(["/spec/containers/*/securityContext"])).apply(
+        pod, [op("add", "/spec/containers/0/securityContext", {"runAsNonRoot": True})]
+    )
+    ops = [op("add", "/spec/containers/0/securityContext", {"capabilities": {"add": ["CHOWN"]}})]
+    assert "replaces it" in rejected(PatchValidator(), pod, ops).reason
