@@ -10,15 +10,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from modelserving.api.errors import ModelServingError, PluginConfigError, PluginFailure
 from modelserving.api.labels import API_VERSION, KIND
 from modelserving.api.modelserving import ModelServing
+from modelserving.api.policy import PatchPolicy
 from modelserving.api.validation import object_ref, parse_model_serving
 from modelserving.chain.chain import PluginOutcome, build_chain
+from modelserving.chain.policy import PatchValidator
 from modelserving.chain.render import Rendered, render
 from modelserving.cli.manifests import ManifestError, dump_stream, read_documents
+from modelserving.controller.config import load_config
 from modelserving.plugins.modules import ConfigMapModules
 from modelserving.sandbox import default_sandbox
 
@@ -55,6 +59,13 @@ def add_parser(sub: Any) -> None:
         "--explain", action="store_true", help="show each plugin's validated patch above every Pod"
     )
     p.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="operator configuration file (YAML) whose patchPolicy applies, as `run --config` "
+        "uses it (default: the default policy)",
+    )
+    p.add_argument(
         "--volcano",
         action="store_true",
         help="assume the Volcano PodGroup CRD is installed (gang scheduling objects)",
@@ -76,18 +87,21 @@ def _explain(pod_name: str, outcomes: list[PluginOutcome]) -> str:
     return "\n".join(lines)
 
 
-def _render(ms: ModelServing, gang: bool, config_maps: ConfigMaps) -> Rendered:
+def _render(ms: ModelServing, gang: bool, config_maps: ConfigMaps, policy: PatchPolicy) -> Rendered:
     """Build the chain and render; plugin errors are prefixed with the ModelServing's name, so
     that with several files the reader knows which object is wrong."""
     sandbox = default_sandbox()
     modules = ConfigMapModules(config_maps, ms.namespace, sandbox.settings.max_module_bytes)
+    validator = PatchValidator(policy)
     try:
-        return render(ms, build_chain(ms, modules=modules, sandbox=sandbox), gang=gang)
+        chain = build_chain(ms, validator=validator, modules=modules, sandbox=sandbox)
+        return render(ms, chain, gang=gang)
     except (PluginConfigError, PluginFailure) as exc:
         raise RenderError(f"{ms.ref}: {exc}") from exc
 
 
 def run(args: argparse.Namespace) -> int:
+    policy = load_config(args.config).patch_policy if args.config else PatchPolicy()
     manifests: list[dict[str, Any]] = []
     for path in args.files:
         for doc in read_documents(path):
@@ -114,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[PluginOutcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
-        rendered = _render(ms, args.volcano, config_maps)
+        rendered = _render(ms, args.volcano, config_maps, policy)
         objects.extend(rendered.objects)
         for pod, pod_outcomes in rendered.outcomes.items():
             outcomes[f"{ms.namespace}/{pod}"] = pod_outcomes
