@@ -233,7 +233,8 @@ def native_response(request: bytes) -> bytes | None:
             return b""
         ops = plugin.on_pod_create(hook_request)
     except HookError as exc:
-        return msgpack.packb({"error": str(exc)}, use_bin_type=True)
+        error: bytes = msgpack.packb({"error": str(exc)}, use_bin_type=True)
+        return error
     return msgpack.packb({"patch": list(ops)}, use_bin_type=True) if ops else b""
 
 

@@ -34,7 +34,8 @@ def pods(out: str) -> dict[str, dict[str, Any]]:
 def engine(pod: dict[str, Any]) -> dict[str, Any]:
     containers = pod["spec"]["containers"]
     assert [c["name"] for c in containers] == ["engine"]
-    return containers[0]
+    container: dict[str, Any] = containers[0]
+    return container
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,10 @@
 ``build_chain`` resolves each PluginSpec to an implementation and validates its config, so a bad
 plugin list fails before any Pod is made. ``Chain.on_pod_create`` runs the in-scope plugins in
 list order, each on the Pod the previous one produced, validates every patch with the patch
-policy, applies the failure policy and times each call. ``ChainCache`` reuses a chain for as long
-as the ModelServing's generation and plugin list stay the same.
+policy, applies the failure policy and times each call. ``Chain.on_pod_ready`` runs the in-scope
+OnPodReady hooks and hands what they measured (``Observation``s) to the observer with each
+call's record. ``ChainCache`` reuses a chain for as long as the ModelServing's generation and
+plugin list stay the same.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.validation import pydantic_errors
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
-from modelserving.plugins.base import HOOK_METHODS, Builtin, HookError
+from modelserving.plugins.base import HOOK_METHODS, Builtin, HookError, Observation
 from modelserving.plugins.modules import ModuleUnavailable
 from modelserving.plugins.registry import Registry, default_registry
 from modelserving.plugins.wasm import WasmPlugin
@@ -102,7 +104,9 @@ class CreateResult:
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
-    """One hook call as metrics see it: ``result`` is "ok" or the failure class."""
+    """One hook call as metrics see it: ``result`` is "ok" or the failure class; ``role`` is
+    the Pod's role (from the request); ``observations`` what a successful OnPodReady call
+    measured."""
 
     plugin: str
     hook: str
@@ -110,6 +114,8 @@ class CallRecord:
     result: str
     seconds: float
     fuel: int | None = None
+    role: str = ""
+    observations: tuple[Observation, ...] = ()
 
 
 CallObserver = Callable[[CallRecord], None]
@@ -139,13 +145,23 @@ class Chain:
         """Set by the controller once it has reported this chain (a new chain starts False)."""
 
     def _observe(
-        self, entry: ChainEntry, hook: Hook, failure: PluginFailure | None, seconds: float
+        self,
+        entry: ChainEntry,
+        hook: Hook,
+        failure: PluginFailure | None,
+        seconds: float,
+        role: str = "",
+        observations: tuple[Observation, ...] = (),
     ) -> None:
         if self.observer is None:
             return
         result = "ok" if failure is None else str(failure.failure_class)
         fuel = _fuel(entry) if failure is None and entry.runtime == "Wasm" else None
-        self.observer(CallRecord(entry.name, str(hook), entry.runtime, result, seconds, fuel))
+        self.observer(
+            CallRecord(
+                entry.name, str(hook), entry.runtime, result, seconds, fuel, role, observations
+            )
+        )
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -194,7 +210,8 @@ class Chain:
                     raise
             finally:
                 outcome.duration_us = (time.perf_counter() - start) * 1e6
-                self._observe(entry, Hook.ON_POD_CREATE, outcome.failure, outcome.duration_us / 1e6)
+                seconds = outcome.duration_us / 1e6
+                self._observe(entry, Hook.ON_POD_CREATE, outcome.failure, seconds, desired.role)
             outcomes.append(outcome)
         if pod is desired.pod:
             pod = json_copy(pod)
@@ -220,20 +237,27 @@ class Chain:
     def on_pod_ready(
         self, desired: DesiredPod, pod: dict[str, Any], ms: ModelServing | None = None
     ) -> list[PluginFailure]:
-        """Run OnPodReady of every in-scope plugin; failures are returned, never raised."""
+        """Run OnPodReady of every in-scope plugin; failures are returned, never raised.
+
+        What each successful call returned (its ``Observation``s) goes to the observer with the
+        call's record, attributed to the plugin and the Pod's role.
+        """
         failures = []
         for entry in self.entries:
             if entry.on_ready is None or not entry.spec.applies_to(desired.role, desired.is_entry):
                 continue
             start = time.perf_counter()
             failed: PluginFailure | None = None
+            observations: tuple[Observation, ...] = ()
             try:
                 request = self.request(Hook.ON_POD_READY, desired, json_copy(pod), ms)
-                _call(entry, entry.on_ready, request, desired.name)
+                returned = _call(entry, entry.on_ready, request, desired.name)
+                observations = _observations(entry, returned, desired.name)
             except PluginFailure as failure:
                 failed = failure
                 failures.append(failure)
-            self._observe(entry, Hook.ON_POD_READY, failed, time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            self._observe(entry, Hook.ON_POD_READY, failed, seconds, desired.role, observations)
         return failures
 
     def has_ready_hooks(self, desired: DesiredPod) -> bool:
@@ -259,6 +283,19 @@ def _call(entry: ChainEntry, hook: HookCall, request: HookRequest, pod_name: str
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}"
     raise PluginFailure(FailureClass.PLUGIN_ERROR, entry.name, request.hook, message, pod_name)
+
+
+def _observations(entry: ChainEntry, returned: Any, pod_name: str) -> tuple[Observation, ...]:
+    """What an OnPodReady hook returned, as observations: None is none; anything but a list or
+    tuple of ``Observation`` is a PluginFailure (a plugin bug)."""
+    if returned is None:
+        return ()
+    if isinstance(returned, list | tuple) and all(isinstance(o, Observation) for o in returned):
+        return tuple(returned)
+    message = (
+        f"on_pod_ready returned {type(returned).__name__}, not None or a sequence of Observation"
+    )
+    raise PluginFailure(FailureClass.PLUGIN_ERROR, entry.name, Hook.ON_POD_READY, message, pod_name)
 
 
 def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> dict[str, Any]:

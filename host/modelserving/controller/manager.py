@@ -58,6 +58,10 @@ class _Reports(Recorder):
         self.metrics.observe_hook(
             record.plugin, record.hook, record.runtime, record.result, record.seconds, record.fuel
         )
+        for observation in record.observations:
+            self.metrics.observe_plugin_value(
+                record.plugin, observation.name, record.role, observation.seconds
+            )
 
     def pods(self, created: int, deleted: int) -> None:
         for _ in range(created):

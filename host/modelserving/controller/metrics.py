@@ -1,8 +1,9 @@
 """Prometheus metrics of the controller, on a registry of their own.
 
 The reconciler and the plugin chain's caller feed a ``Metrics`` instance: every hook call
-(``observe_hook``), module loads (``observe_module_load``, ``sync_module_cache``), every
-reconcile, Pods created and deleted, the work queue's depth and leadership. ``serve`` exposes
+(``observe_hook``), what OnPodReady plugins measured (``observe_plugin_value``), module loads
+(``observe_module_load``, ``sync_module_cache``), every reconcile, Pods created and deleted,
+the work queue's depth and leadership. ``serve`` exposes
 the registry over HTTP for scraping. Each ``Metrics`` owns a private ``CollectorRegistry`` (not
 prometheus_client's global one), so tests and several controllers in one process do not share
 counters.
@@ -10,6 +11,7 @@ counters.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -24,6 +26,8 @@ from prometheus_client import (
     start_http_server,
 )
 
+log = logging.getLogger(__name__)
+
 PREFIX: Final = "modelserving"
 
 HOOK_BUCKETS: Final = (
@@ -35,6 +39,14 @@ FUEL_BUCKETS: Final = (
     1e3, 3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7, 3e7, 1e8, 3e8, 1e9, 3e9, 1e10,
 )  # fmt: skip
 """Fuel units: 1e3, 3e3, 1e4, ... 3e9, 1e10 (powers of ten and half-steps)."""
+
+OBSERVATION_BUCKETS: Final = (
+    1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+)  # fmt: skip
+"""Seconds: what plugins measure (a Pod becoming Ready, say) takes seconds to an hour."""
+
+MAX_OBSERVATION_NAMES: Final = 16
+"""Distinct observation names kept per plugin; later names are dropped (one warning)."""
 
 RECONCILE_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -143,8 +155,19 @@ class Metrics:
             namespace=PREFIX,
             registry=reg,
         )
+        self.plugin_observations = Histogram(
+            "plugin_observation_seconds",
+            "What OnPodReady plugins measured, by plugin, observation name and Pod role.",
+            ["plugin", "name", "role"],
+            namespace=PREFIX,
+            registry=reg,
+            buckets=OBSERVATION_BUCKETS,
+        )
         self._cache_lock = threading.Lock()
         self._cache_seen: tuple[int, int, int] = (0, 0, 0)
+        self._names_lock = threading.Lock()
+        self._observation_names: dict[str, set[str]] = {}
+        self._names_refused: set[str] = set()
 
     def observe_hook(
         self,
@@ -161,6 +184,29 @@ class Metrics:
         self.hook_duration.labels(plugin, hook, runtime).observe(seconds)
         if fuel is not None:
             self.fuel_used.labels(plugin, hook).observe(fuel)
+
+    def observe_plugin_value(self, plugin: str, name: str, role: str, seconds: float) -> bool:
+        """One observation of ``plugin`` (``name`` ends in ``_seconds``) for a Pod of ``role``.
+
+        Each plugin gets at most ``MAX_OBSERVATION_NAMES`` distinct names; an observation under
+        a further name is dropped (False), with one warning per plugin.
+        """
+        with self._names_lock:
+            names = self._observation_names.setdefault(plugin, set())
+            if name not in names and len(names) >= MAX_OBSERVATION_NAMES:
+                if plugin not in self._names_refused:
+                    self._names_refused.add(plugin)
+                    log.warning(
+                        "plugin '%s' reported more than %d observation names; dropping '%s' "
+                        "and every further new name",
+                        plugin,
+                        MAX_OBSERVATION_NAMES,
+                        name,
+                    )
+                return False
+            names.add(name)
+        self.plugin_observations.labels(plugin, name, role).observe(seconds)
+        return True
 
     def observe_module_load(self, result: str) -> None:
         """One module load; ``result`` in ``MODULE_LOAD_RESULTS`` (ValueError otherwise)."""

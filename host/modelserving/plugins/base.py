@@ -1,12 +1,15 @@
 """The plugin contract: hook protocols, config models and the definition a built-in registers.
 
 A plugin is any object with a ``name`` and at least one hook: ``on_pod_create`` returns JSON Patch
-operations for the Pod (it never changes the Pod it is given), ``on_pod_ready`` observes. Raise
-``HookError`` to fail a call with a message; the chain applies the plugin's failure policy.
+operations for the Pod (it never changes the Pod it is given), ``on_pod_ready`` observes and may
+return ``Observation``s (named measurements in seconds, which the controller exports as metrics).
+Raise ``HookError`` to fail a call with a message; the chain applies the plugin's failure policy.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -27,6 +30,48 @@ class EmptyConfig(PluginConfig):
     """For plugins that take no configuration."""
 
 
+_OBSERVATION_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}", re.ASCII)
+OBSERVATION_SUFFIX = "_seconds"
+
+
+def observation_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an observation (None when it can): it must match
+    ``[a-z][a-z0-9_]{0,62}`` and end in ``_seconds``."""
+    if not _OBSERVATION_NAME.fullmatch(name):
+        return f"the name '{name[:70]}' does not match [a-z][a-z0-9_]{{0,62}}"
+    if not name.endswith(OBSERVATION_SUFFIX):
+        return f"the name '{name}' does not end in {OBSERVATION_SUFFIX}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One measurement an OnPodReady hook reports: ``name`` (ends in ``_seconds``) and a
+    non-negative, finite number of seconds. ValueError when either is invalid."""
+
+    name: str
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ValueError(
+                f"invalid observation: the name must be a str, not {type(self.name).__name__}"
+            )
+        problem = observation_name_problem(self.name)
+        if problem is not None:
+            raise ValueError(f"invalid observation: {problem}")
+        seconds = self.seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ValueError(
+                f"invalid observation {self.name}: seconds must be a number, "
+                f"not {type(seconds).__name__}"
+            )
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(
+                f"invalid observation {self.name}: seconds must be finite and >= 0, not {seconds}"
+            )
+
+
 @runtime_checkable
 class PodCreateHook(Protocol):
     def on_pod_create(self, request: HookRequest) -> Sequence[PatchOperation]: ...
@@ -34,7 +79,9 @@ class PodCreateHook(Protocol):
 
 @runtime_checkable
 class PodReadyHook(Protocol):
-    def on_pod_ready(self, request: HookRequest) -> None: ...
+    """Observes a Ready Pod; may return measurements (None or an empty sequence: none)."""
+
+    def on_pod_ready(self, request: HookRequest) -> Sequence[Observation] | None: ...
 
 
 HOOK_METHODS = ("on_pod_create", "on_pod_ready")

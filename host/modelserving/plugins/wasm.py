@@ -3,13 +3,15 @@
 It encodes each HookRequest (the parts shared by every Pod once per ModelServing), calls the
 module in a fresh instance, decodes the response and turns every failure into a
 ``PluginFailure`` naming the plugin, the hook, the Pod and exactly one failure class. Guest log
-lines go to the ``modelserving.plugin`` logger, attributed to the plugin and the Pod.
+lines go to the ``modelserving.plugin`` logger, attributed to the plugin and the Pod. In an
+OnPodReady call, info lines ``observe <name> <value>`` from ``modelserving.log`` are
+observations (``modelserving.plugins.logs.parse_observation``): returned by ``on_pod_ready``
+when the call succeeds, never logged.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from modelserving.abi.codec import PodContext, RequestEncoder, Response, decode_response
@@ -17,15 +19,9 @@ from modelserving.abi.contract import ResponseError
 from modelserving.api.errors import FailureClass, PluginFailure
 from modelserving.api.hook import Hook, HookRequest, PatchOperation
 from modelserving.api.modelserving import ModelServing
+from modelserving.plugins.base import Observation
+from modelserving.plugins.logs import OBSERVE_PREFIX, emit, parse_observation
 from modelserving.sandbox import CallFailure, CallResult, CompiledModule, Limits, LogRecord, Sandbox
-
-log = logging.getLogger("modelserving.plugin")
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warn": logging.WARNING,
-    "error": logging.ERROR,
-}
 
 
 @dataclass
@@ -34,6 +30,7 @@ class HookOutcome:
 
     response: Response
     call: CallResult
+    observations: list[Observation] = field(default_factory=list)
 
 
 def _request_view(ms: ModelServing) -> dict[str, Any]:
@@ -64,6 +61,7 @@ class WasmPlugin:
             name, config, _request_view(model_serving) if model_serving is not None else None
         )
         self.last: HookOutcome | None = None
+        self._warned_observation = False
 
     @property
     def digest(self) -> str:
@@ -91,18 +89,19 @@ class WasmPlugin:
         try:
             call = self.sandbox.call(self.compiled, hook, payload, self.limits)
         except CallFailure as failure:
-            self._emit(hook, pod, failure.logs)
+            self._emit(hook, pod, self._take_observations(hook, failure.logs)[0])
             raise PluginFailure(
                 failure.failure_class, self.name, hook, failure.message, pod
             ) from None
-        self._emit(hook, pod, call.logs)
+        records, observations = self._take_observations(hook, call.logs)
+        self._emit(hook, pod, records)
         try:
             response = decode_response(call.response, hook)
         except ResponseError as exc:
             raise PluginFailure(
                 FailureClass.INVALID_RESPONSE, self.name, hook, str(exc), pod
             ) from None
-        self.last = HookOutcome(response, call)
+        self.last = HookOutcome(response, call, observations)
         if response.error:
             raise PluginFailure(FailureClass.PLUGIN_ERROR, self.name, hook, response.error, pod)
         return self.last
@@ -115,18 +114,40 @@ class WasmPlugin:
     def on_pod_create(self, request: HookRequest) -> list[PatchOperation]:
         return self.run(Hook.ON_POD_CREATE, self.encode(request), request.pod_name).response.patch
 
-    def on_pod_ready(self, request: HookRequest) -> None:
-        self.run(Hook.ON_POD_READY, self.encode(request), request.pod_name)
+    def on_pod_ready(self, request: HookRequest) -> list[Observation]:
+        """Run OnPodReady; the observations its guest logged (empty when none)."""
+        return self.run(Hook.ON_POD_READY, self.encode(request), request.pod_name).observations
+
+    def _take_observations(
+        self, hook: Hook, records: list[LogRecord]
+    ) -> tuple[list[LogRecord], list[Observation]]:
+        """The log lines to emit and the observations of an OnPodReady call (other hooks have
+        none). A line that starts with ``observe `` but does not parse stays a log line; the
+        first such line of this plugin gets a warning saying why."""
+        if hook is not Hook.ON_POD_READY:
+            return records, []
+        kept: list[LogRecord] = []
+        observations: list[Observation] = []
+        for record in records:
+            candidate = record.source == "log" and record.level == "info"
+            if not candidate or not record.message.startswith(OBSERVE_PREFIX):
+                kept.append(record)
+                continue
+            try:
+                observation = parse_observation(record.message)
+            except ValueError as exc:
+                kept.append(record)
+                if not self._warned_observation:
+                    self._warned_observation = True
+                    why = (
+                        f"a line starting with 'observe ' is not an observation: {exc} (said once)"
+                    )
+                    kept.append(LogRecord("warn", why, "host"))
+                continue
+            if observation is not None:
+                observations.append(observation)
+        return kept, observations
 
     def _emit(self, hook: Hook, pod: str | None, records: list[LogRecord]) -> None:
-        on_pod = f" on Pod {pod}" if pod else ""
         for record in records:
-            log.log(
-                _LEVELS.get(record.level, logging.INFO),
-                "plugin '%s' %s%s: %s",
-                self.name,
-                hook,
-                on_pod,
-                record.message,
-                extra={"plugin": self.name, "hook": str(hook), "pod": pod, "source": record.source},
-            )
+            emit(self.name, hook, pod, record.level, record.message, record.source)

@@ -136,7 +136,7 @@ def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *docs: dict[str,
 def test_unknown_plugin_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = refused(tmp_path, capsys, manifest(plugins=[{"name": "gpu-magic"}]))
     assert "spec.plugins[0] (plugin 'gpu-magic')" in err
-    assert "no built-in plugin has this name (known: demo-pod-tweaks)" in err
+    assert "no built-in plugin has this name (known: accelerator, demo-pod-tweaks, " in err
 
 
 def test_unknown_config_field_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,7 +32,7 @@ def replayed(edit: PodEdit, original: dict[str, Any]) -> Any:
 
 def test_put_creates_the_missing_maps_in_one_add() -> None:
     edit = PodEdit(pod())
-    limits = ["spec", "containers", 0, "resources", "limits"]
+    limits: list[str | int] = ["spec", "containers", 0, "resources", "limits"]
     edit.put([*limits, "nvidia.com/gpu"], "8")
     edit.put([*limits, "memory"], "1Gi")
     assert steps(edit) == [
@@ -106,7 +106,7 @@ def test_merge_map_and_put_if_absent() -> None:
     annotations = ["metadata", "annotations"]
     edit.merge_map(annotations, {"a/b": "1", "c": "2"})
     edit.merge_map(annotations, {"c": "3"})
-    probe = ["spec", "containers", 0, "readinessProbe"]
+    probe: list[str | int] = ["spec", "containers", 0, "readinessProbe"]
     assert edit.put_if_absent(probe, {"x": 1})
     assert not edit.put_if_absent(probe, {"x": 2})
     assert steps(edit) == [

@@ -89,10 +89,32 @@ def test_default_registry_holds_the_built_ins() -> None:
     assert default_registry() is registry, "built once"
 
 
+# The least config of the built-ins that have required fields.
+REQUIRED_CONFIG: dict[str, dict[str, Any]] = {
+    "accelerator": {"vendor": "nvidia"},
+    "inference-engine": {"engine": "vllm"},
+}
+
+
 def test_every_default_built_in_makes_an_instance_with_its_hooks() -> None:
     for builtin in default_registry():
-        instance: Any = builtin.factory(builtin.name, builtin.config_model())
+        config = builtin.config_model.model_validate(REQUIRED_CONFIG.get(builtin.name, {}))
+        instance: Any = builtin.factory(builtin.name, config)
         assert instance.name == builtin.name
         for hook in builtin.hooks:
             assert callable(getattr(instance, hook))
         assert builtin.summary
+
+
+def test_the_library_of_built_ins_is_registered_with_wasm_twins() -> None:
+    names = {
+        "accelerator",
+        "demo-pod-tweaks",
+        "inference-engine",
+        "lws-standard-labels",
+        "rdma-network",
+        "ready-reporter",
+    }
+    assert set(default_registry().names()) == names
+    for builtin in default_registry():
+        assert builtin.wasm_module == f"{builtin.name}.wasm"
