@@ -14,6 +14,7 @@ import yaml
 
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.cli.main import main
+from tests.guides import Walk, check_all_marked, marked, shell_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "multinode-vllm-rdma.yaml"
@@ -121,3 +122,13 @@ def test_without_ipc_lock_allowed_the_error_names_the_setting(
     assert "rdma-network" in err
     assert "IPC_LOCK" in err
     assert "patchPolicy.allowedCapabilities" in err
+
+
+def test_the_pages_commands_print_what_it_shows() -> None:
+    guide = ROOT / "docs" / "builtin-plugins.md"
+    check_all_marked(guide)
+    blocks = marked(guide, ["builtins"])
+    assert [b.name for b in blocks] == ["render"]
+    with Walk(ROOT, shell_env(ROOT / ".venv" / "bin")) as walk:
+        for block in blocks:
+            walk.run(block)
