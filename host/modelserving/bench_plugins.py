@@ -1,8 +1,9 @@
-"""``make bench``, plugin part: each built-in's OnPodCreate, native against WebAssembly.
+"""``make bench``, plugin part: each built-in's hook, native against WebAssembly.
 
 For every built-in with a compiled module, one Pod of about 10 KB goes through the chain as the
 controller runs it (native: copy, hook, validate and apply; WebAssembly: encode, fresh instance,
-call, decode, validate and apply), with fuel and the deadline on. Also: the cost of a fresh
+call, decode, validate and apply), with fuel and the deadline on: OnPodCreate, or OnPodReady
+(a Running and Ready Pod) for the built-ins that only observe. Also: the cost of a fresh
 instance alone, and loading a module cold (compile), from the disk cache (a restart) and from
 memory. Figures are printed, never asserted.
 """
@@ -20,8 +21,10 @@ from typing import Any
 import wasmtime
 
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
+from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain.chain import Chain, build_chain
+from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.registry import default_registry
 from modelserving.sandbox import Sandbox, SandboxSettings
@@ -37,6 +40,18 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "annotations": {"example.com/team": "llm"},
         "env": [{"name": "VAR_3", "value": "y"}, {"name": "NCCL_DEBUG", "value": "INFO"}],
     },
+    "accelerator": {"vendor": "nvidia", "devices": 8, "shmSize": "16Gi"},
+    "inference-engine": {"engine": "vllm"},
+    "rdma-network": {"networks": ["rdma-net"], "hugepages": {"pageSize": "2Mi", "amount": "1Gi"}},
+    "ready-reporter": {"warnAfterSeconds": 600},
+}
+# rdma-network adds IPC_LOCK, which an operator allows like this.
+POLICY = PatchPolicy(allowed_capabilities=[*BASELINE_CAPABILITIES, "IPC_LOCK"])
+READY_STATUS = {
+    "phase": "Running",
+    "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-24T10:02:13Z"}
+    ],
 }
 
 
@@ -92,9 +107,27 @@ def median_us(fn: Callable[[], object], n: int = 20) -> float:
 
 def chain_for(plugin: str, runtime: str, sandbox: Sandbox) -> tuple[Chain, DesiredPod]:
     ms = parse_model_serving(ten_kb_manifest(plugin, runtime))
-    chain = build_chain(ms, sandbox=sandbox)
+    chain = build_chain(ms, validator=PatchValidator(POLICY), sandbox=sandbox)
     desired = next(iter(plan(ms)[0].roles[0].pods()))
     return chain, desired
+
+
+def bench_ready(name: str, sandbox: Sandbox) -> None:
+    """OnPodReady of an observing built-in on a Running and Ready Pod."""
+    native, desired = chain_for(name, "Native", sandbox)
+    wasm, _ = chain_for(name, "Wasm", sandbox)
+    pod = {**desired.pod, "status": READY_STATUS}
+    pod["metadata"] = {**pod["metadata"], "creationTimestamp": "2026-11-24T10:00:00Z"}
+    assert not native.on_pod_ready(desired, pod) and not wasm.on_pod_ready(desired, pod)
+    n50, n99 = percentiles(lambda: native.on_pod_ready(desired, pod))
+    w50, w99 = percentiles(lambda: wasm.on_pod_ready(desired, pod))
+    plugin: Any = wasm.entries[0].plugin
+    fuel = plugin.last.call.fuel_consumed if plugin.last else 0
+    size = len(json.dumps(pod, separators=(",", ":")))
+    print(f"  {name} OnPodReady, Pod of {size / 1024:.1f} KB as JSON, {ITERATIONS} calls:")
+    print(f"    native       p50 {n50:7.1f} us   p99 {n99:7.1f} us")
+    print(f"    wasm         p50 {w50:7.1f} us   p99 {w99:7.1f} us   fuel {fuel}")
+    print(f"    wasm/native  p50 {w50 / n50:.2f}x")
 
 
 def bench_builtin(name: str, sandbox: Sandbox) -> None:
@@ -150,7 +183,10 @@ def main() -> None:
             except ArtifactMissing as exc:
                 print(f"  {builtin.name}: skipped: {exc}")
                 continue
-            bench_builtin(builtin.name, sandbox)
+            if "on_pod_create" in builtin.hooks:
+                bench_builtin(builtin.name, sandbox)
+            else:
+                bench_ready(builtin.name, sandbox)
             bench_loading(builtin.name, data, sandbox)
 
 

@@ -203,4 +203,6 @@ class PodEdit:
         parent[key] = json_copy(value)
 
     def _record(self, op: str, path: str, value: Any) -> None:
-        self.ops.append({"op": op, "path": path, "value": json_copy(value)})  # type: ignore[typeddict-item]
+        # The operation holds ``value`` itself (as PodPatch does; the chain copies what a plugin
+        # returns); the working copy always gets its own copy, since later edits change it.
+        self.ops.append({"op": op, "path": path, "value": value})  # type: ignore[typeddict-item]
