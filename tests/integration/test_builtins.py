@@ -35,7 +35,7 @@ def objs(cluster: Cluster, namespace: str, controller: Controller) -> Objects:
     return Objects(cluster, namespace)
 
 
-def observed(ctl: Controller, plugin: str, role: str) -> float:
+def observed(ctl: Controller, namespace: str, plugin: str, role: str) -> float:
     """How many observations of ``plugin`` for ``role`` the controller's histogram counted."""
     for family in ctl.metrics.registry.collect():
         for sample in family.samples:
@@ -43,6 +43,7 @@ def observed(ctl: Controller, plugin: str, role: str) -> float:
                 sample.name == "modelserving_plugin_observation_seconds_count"
                 and sample.labels.get("plugin") == plugin
                 and sample.labels.get("role") == role
+                and sample.labels.get("namespace") == namespace
             ):
                 return sample.value
     return 0.0
@@ -80,10 +81,10 @@ def test_labels_ports_and_readiness_latency(objs: Objects, controller: Controlle
             assert "ports" not in container and "readinessProbe" not in container
     wait_for(
         "a readiness latency per Pod",
-        lambda: observed(controller, "ready-reporter", "server") >= 4,
+        lambda: observed(controller, objs.namespace, "ready-reporter", "server") >= 4,
         timeout=90,
     )
-    assert observed(controller, "ready-reporter", "server") == 4
+    assert observed(controller, objs.namespace, "ready-reporter", "server") == 4
 
 
 def test_the_multi_node_vllm_example_is_accepted_by_the_api_server(

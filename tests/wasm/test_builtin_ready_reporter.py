@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,7 +144,10 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
     pod["spec"] = {"containers": [{"name": "engine", "image": "x"}]}
     status = draw(st.integers(0, 19))
     if status:
-        pod["status"] = {"phase": "Running", "conditions": draw(conditions(date))}
+        # the Ready condition on the same date as the creation, or on any other (the day
+        # arithmetic across months and years; more than a week is unmeasurable)
+        ready_date = draw(st.just(date) | dates)
+        pod["status"] = {"phase": "Running", "conditions": draw(conditions(ready_date))}
     if status == 1:
         pod["status"] = draw(st.sampled_from([None, "Running", {"phase": "Running"}]))
     return pod
@@ -293,3 +297,27 @@ def test_the_generated_cases_reach_every_outcome(sandbox: Sandbox) -> None:
     never = native(None, where, pod)
     assert never is not None and outcome(never) == "unmeasurable"
     assert never == wasm(sandbox, None, where, pod)
+
+
+@pytest.mark.parametrize(
+    ("ready_at", "expected"),
+    [
+        ("2025-03-08T09:00:00Z", "measured"),  # exactly a week
+        ("2025-03-08T09:00:00.001Z", "unmeasurable"),  # a millisecond more
+        ("2026-03-01T09:00:00Z", "unmeasurable"),
+        ("2024-03-01T09:00:00Z", "measured"),  # before the creation: 0
+    ],
+)
+def test_latencies_up_to_a_week_are_measured(
+    sandbox: Sandbox, ready_at: str, expected: str
+) -> None:
+    where = PodContext("llama-0", "decode", "decode-0", False)
+    pod = {
+        "metadata": {"name": "p", "creationTimestamp": "2025-03-01T09:00:00Z"},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": ready_at}]
+        },
+    }
+    result = native(None, where, pod)
+    assert result is not None and outcome(result) == expected
+    assert result == wasm(sandbox, None, where, pod)

@@ -106,7 +106,7 @@ class CreateResult:
 class CallRecord:
     """One hook call as metrics see it: ``result`` is "ok" or the failure class; ``role`` is
     the Pod's role (from the request); ``observations`` what a successful OnPodReady call
-    measured."""
+    measured; ``namespace`` the ModelServing's."""
 
     plugin: str
     hook: str
@@ -116,6 +116,7 @@ class CallRecord:
     fuel: int | None = None
     role: str = ""
     observations: tuple[Observation, ...] = ()
+    namespace: str = ""
 
 
 CallObserver = Callable[[CallRecord], None]
@@ -159,7 +160,15 @@ class Chain:
         fuel = _fuel(entry) if failure is None and entry.runtime == "Wasm" else None
         self.observer(
             CallRecord(
-                entry.name, str(hook), entry.runtime, result, seconds, fuel, role, observations
+                entry.name,
+                str(hook),
+                entry.runtime,
+                result,
+                seconds,
+                fuel,
+                role,
+                observations,
+                self.model_serving.namespace,
             )
         )
 

@@ -60,7 +60,7 @@ class _Reports(Recorder):
         )
         for observation in record.observations:
             self.metrics.observe_plugin_value(
-                record.plugin, observation.name, record.role, observation.seconds
+                record.namespace, record.plugin, observation.name, record.role, observation.seconds
             )
 
     def pods(self, created: int, deleted: int) -> None:

@@ -157,8 +157,9 @@ class Metrics:
         )
         self.plugin_observations = Histogram(
             "plugin_observation_seconds",
-            "What OnPodReady plugins measured, by plugin, observation name and Pod role.",
-            ["plugin", "name", "role"],
+            "What OnPodReady plugins measured, by namespace, plugin, observation name and Pod "
+            "role.",
+            ["namespace", "plugin", "name", "role"],
             namespace=PREFIX,
             registry=reg,
             buckets=OBSERVATION_BUCKETS,
@@ -166,8 +167,8 @@ class Metrics:
         self._cache_lock = threading.Lock()
         self._cache_seen: tuple[int, int, int] = (0, 0, 0)
         self._names_lock = threading.Lock()
-        self._observation_names: dict[str, set[str]] = {}
-        self._names_refused: set[str] = set()
+        self._observation_names: dict[tuple[str, str], set[str]] = {}
+        self._names_refused: set[tuple[str, str]] = set()
 
     def observe_hook(
         self,
@@ -185,27 +186,34 @@ class Metrics:
         if fuel is not None:
             self.fuel_used.labels(plugin, hook).observe(fuel)
 
-    def observe_plugin_value(self, plugin: str, name: str, role: str, seconds: float) -> bool:
-        """One observation of ``plugin`` (``name`` ends in ``_seconds``) for a Pod of ``role``.
+    def observe_plugin_value(
+        self, namespace: str, plugin: str, name: str, role: str, seconds: float
+    ) -> bool:
+        """One observation of ``plugin`` (``name`` ends in ``_seconds``) for a Pod of ``role``
+        in ``namespace``.
 
-        Each plugin gets at most ``MAX_OBSERVATION_NAMES`` distinct names; an observation under
-        a further name is dropped (False), with one warning per plugin.
+        Each plugin gets at most ``MAX_OBSERVATION_NAMES`` distinct names per namespace (so one
+        team's plugin cannot use up another's budget, nor write into its series); an
+        observation under a further name is dropped (False), with one warning per plugin and
+        namespace.
         """
+        key = (namespace, plugin)
         with self._names_lock:
-            names = self._observation_names.setdefault(plugin, set())
+            names = self._observation_names.setdefault(key, set())
             if name not in names and len(names) >= MAX_OBSERVATION_NAMES:
-                if plugin not in self._names_refused:
-                    self._names_refused.add(plugin)
+                if key not in self._names_refused:
+                    self._names_refused.add(key)
                     log.warning(
-                        "plugin '%s' reported more than %d observation names; dropping '%s' "
-                        "and every further new name",
+                        "plugin '%s' in namespace %s reported more than %d observation names; "
+                        "dropping '%s' and every further new name",
                         plugin,
+                        namespace,
                         MAX_OBSERVATION_NAMES,
                         name,
                     )
                 return False
             names.add(name)
-        self.plugin_observations.labels(plugin, name, role).observe(seconds)
+        self.plugin_observations.labels(namespace, plugin, name, role).observe(seconds)
         return True
 
     def observe_module_load(self, result: str) -> None:

@@ -32,6 +32,9 @@ class EmptyConfig(PluginConfig):
 
 _OBSERVATION_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}", re.ASCII)
 OBSERVATION_SUFFIX = "_seconds"
+MAX_OBSERVATION_SECONDS = 7 * 24 * 3600
+"""The largest observation taken: a week (no readiness or step takes longer; a bigger value
+would only ruin the histogram's sum)."""
 
 
 def observation_name_problem(name: str) -> str | None:
@@ -66,9 +69,10 @@ class Observation:
                 f"invalid observation {self.name}: seconds must be a number, "
                 f"not {type(seconds).__name__}"
             )
-        if not math.isfinite(seconds) or seconds < 0:
+        if not math.isfinite(seconds) or not 0 <= seconds <= MAX_OBSERVATION_SECONDS:
             raise ValueError(
-                f"invalid observation {self.name}: seconds must be finite and >= 0, not {seconds}"
+                f"invalid observation {self.name}: seconds must be between 0 and "
+                f"{MAX_OBSERVATION_SECONDS} (7 days), not {seconds}"
             )
 
 

@@ -79,7 +79,7 @@ def test_observations_are_frozen_values() -> None:
         ("observe pod_ready_seconds 12.345", Observation("pod_ready_seconds", 12.345)),
         ("observe a_seconds 0", Observation("a_seconds", 0.0)),
         ("observe a_seconds 007.50", Observation("a_seconds", 7.5)),
-        ("observe a_seconds " + "9" * 20, Observation("a_seconds", 1e20)),
+        ("observe a_seconds 604800", Observation("a_seconds", 604800.0)),
         ("observe a_seconds " + "1." + "0" * 18, Observation("a_seconds", 1.0)),
     ],
 )
@@ -112,6 +112,8 @@ def test_other_lines_are_not_observations(line: str) -> None:
         ("observe a_seconds nan", "not a non-negative decimal"),
         ("observe a_seconds \u0661", "not a non-negative decimal"),  # an Arabic-Indic digit
         ("observe a_seconds " + "9" * 21, "longer than 20 characters"),
+        ("observe a_seconds " + "9" * 20, "between 0 and 604800"),
+        ("observe a_seconds 604800.001", "between 0 and 604800"),
     ],
 )
 def test_malformed_observation_lines(line: str, why: str) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import field_validator
 
 from modelserving.api.hook import Hook, HookRequest
-from modelserving.plugins.base import Builtin, Observation, PluginConfig
+from modelserving.plugins.base import MAX_OBSERVATION_SECONDS, Builtin, Observation, PluginConfig
 from modelserving.plugins.logs import emit
 
 NAME = "ready-reporter"
@@ -132,14 +132,20 @@ def _ready_since(pod: Any) -> Any:
     raise ValueError("it has no Ready condition with status True")
 
 
+MAX_LATENCY_MS = MAX_OBSERVATION_SECONDS * 1000
+
+
 def ready_latency_ms(pod: Any) -> int:
-    """Milliseconds from the Pod's creation to its Ready condition (0 when negative);
-    ValueError saying why it cannot be measured."""
+    """Milliseconds from the Pod's creation to its Ready condition (0 when negative, at most a
+    week, the largest observation the host takes); ValueError saying why it cannot be
+    measured."""
     created = _time_ms(
         _field(_field(pod, "metadata"), "creationTimestamp"), "metadata.creationTimestamp"
     )
     since = _ready_since(pod)
     ready = _time_ms(since, "the Ready condition's lastTransitionTime")
+    if ready - created > MAX_LATENCY_MS:
+        raise ValueError("it became Ready more than a week (604800 s) after its creation")
     return max(0, ready - created)
 
 

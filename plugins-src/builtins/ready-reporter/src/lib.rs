@@ -231,8 +231,11 @@ fn ready_since(pod: RawValue<'_>) -> Result<Option<RawValue<'_>>, String> {
     Err("it has no Ready condition with status True".to_owned())
 }
 
-/// Milliseconds from the Pod's creation to its Ready condition (0 when negative), or why it
-/// cannot be measured.
+/// The largest latency measured: a week, the largest observation the host takes.
+const MAX_LATENCY_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// Milliseconds from the Pod's creation to its Ready condition (0 when negative, at most a
+/// week), or why it cannot be measured.
 pub fn ready_latency_ms(pod: RawValue<'_>) -> Result<i64, String> {
     let created = time_ms(
         field(field(Some(pod), "metadata"), "creationTimestamp"),
@@ -240,6 +243,9 @@ pub fn ready_latency_ms(pod: RawValue<'_>) -> Result<i64, String> {
     )?;
     let since = ready_since(pod)?;
     let ready = time_ms(since, "the Ready condition's lastTransitionTime")?;
+    if ready - created > MAX_LATENCY_MS {
+        return Err("it became Ready more than a week (604800 s) after its creation".to_owned());
+    }
     Ok((ready - created).max(0))
 }
 
