@@ -19,7 +19,7 @@ from typing import Any
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
 from modelserving.api.jsondata import MAX_DEPTH, json_copy, json_problem
-from modelserving.api.policy import PatchPolicy
+from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
 from modelserving.plugins.patch import escape
 
 _ALLOWS_CACHE_SIZE = 8192
@@ -477,10 +477,13 @@ _CAPABILITY_PATH = ("securityContext", "capabilities", "add")
 
 
 def _adds_capabilities_only(op: PatchOperation) -> bool:
-    """Whether ``op`` only adds capabilities to a container: an ``add`` of
+    """Whether ``op`` only adds privileged capabilities to a container: an ``add`` of
     ``securityContext.capabilities.add`` items, or of the maps and list on the way holding
-    nothing else. Such an operation needs no path rule; ``allowedCapabilities`` alone decides
-    (the privilege check), and an ``add`` over an existing map still counts as a replace."""
+    nothing else, none of them a Pod Security baseline capability. Such an operation needs no
+    path rule; ``allowedCapabilities`` alone decides (the privilege check), and an ``add`` over
+    an existing map still counts as a replace. Baseline capabilities are not privileges, so the
+    privilege check would let them through: adding one (say back into a container that drops
+    ALL) still needs a path rule."""
     if op["op"] != "add":
         return False
     tokens = _split_pointer(op["path"])
@@ -491,12 +494,19 @@ def _adds_capabilities_only(op: PatchOperation) -> bool:
         return False
     value: Any = op["value"]
     if len(tail) == len(_CAPABILITY_PATH) + 1:  # one item: .../add/- or .../add/<index>
-        return isinstance(value, str)
+        return _privileged_capability(value)
     for key in _CAPABILITY_PATH[len(tail) :]:
         if not isinstance(value, dict) or list(value) != [key]:
             return False
         value = value[key]
-    return isinstance(value, list) and all(isinstance(cap, str) for cap in value)
+    return isinstance(value, list) and bool(value) and all(map(_privileged_capability, value))
+
+
+_BASELINE = frozenset(BASELINE_CAPABILITIES)
+
+
+def _privileged_capability(cap: Any) -> bool:
+    return isinstance(cap, str) and cap.upper().removeprefix("CAP_") not in _BASELINE
 
 
 def _touches_container_names(op: PatchOperation) -> bool:

@@ -1114,6 +1114,10 @@ CAPABILITY_ADDS: dict[str, Ops] = {
         op("add", "/spec/containers/0/securityContext", {"capabilities": {"add": ["CHOWN"]}}),
         op("add", "/spec/containers/0/securityContext/capabilities/add/-", "IPC_LOCK"),
     ],
+    "item appended, CAP_ spelling": [
+        op("add", "/spec/containers/0/securityContext", {"capabilities": {"add": ["CHOWN"]}}),
+        op("add", "/spec/containers/0/securityContext/capabilities/add/-", "cap_ipc_lock"),
+    ],
 }
 
 
@@ -1155,11 +1159,31 @@ def test_only_pure_capability_adds_skip_the_path_rules(pod: dict[str, Any], ops:
     assert "patchPolicy.allowedPaths" in rejected(PatchValidator(), pod, ops).reason
 
 
+def test_baseline_capabilities_still_need_a_path_rule(pod: dict[str, Any]) -> None:
+    """The privilege check lets baseline capabilities through, so without a path rule a plugin
+    could add them back into a container that drops ALL."""
+    hardened = PatchValidator(policy_with(["/spec/containers/*/securityContext"])).apply(
+        pod,
+        [op("add", "/spec/containers/0/securityContext", {"capabilities": {"drop": ["ALL"]}})],
+    )
+    base = "/spec/containers/0/securityContext/capabilities"
+    for ops in (
+        [op("add", f"{base}/add", ["SETUID", "DAC_OVERRIDE"])],
+        [op("add", f"{base}/add", ["IPC_LOCK", "CAP_SETUID"])],
+        [op("add", f"{base}/add", [])],
+    ):
+        assert "patchPolicy.allowedPaths" in rejected(PatchValidator(), hardened, ops).reason
+    ipc = [op("add", f"{base}/add", ["IPC_LOCK"])]
+    allowed = PatchPolicy(allowed_capabilities=[*BASELINE_CAPABILITIES, "IPC_LOCK"])
+    assert PatchValidator(allowed).apply(hardened, ipc) == expected(hardened, ipc)
+
+
 def test_a_capability_add_over_an_existing_security_context_is_a_replace(
     pod: dict[str, Any],
 ) -> None:
     pod = PatchValidator(policy_with(["/spec/containers/*/securityContext"])).apply(
         pod, [op("add", "/spec/containers/0/securityContext", {"runAsNonRoot": True})]
     )
-    ops = [op("add", "/spec/containers/0/securityContext", {"capabilities": {"add": ["CHOWN"]}})]
+    sc = {"capabilities": {"add": ["IPC_LOCK"]}}
+    ops = [op("add", "/spec/containers/0/securityContext", sc)]
     assert "replaces it" in rejected(PatchValidator(), pod, ops).reason

@@ -258,13 +258,23 @@ def test_what_the_template_says_is_kept() -> None:
 
 
 def test_a_port_named_http_or_with_the_number_counts_as_there() -> None:
-    by_name = bare_pod(ports=[{"name": "http", "containerPort": 9999}])
+    by_name = bare_pod(ports=[{"name": "http", "containerPort": 30000}])
     by_number = bare_pod(ports=[{"containerPort": 30000, "protocol": "UDP"}])
     as_string = bare_pod(ports=[{"name": "web", "containerPort": "30000"}])
     assert not [op for op in run({"engine": "sglang"}, by_name) if "ports" in op["path"]]
     assert not [op for op in run({"engine": "sglang"}, by_number) if "ports" in op["path"]]
     [port_op] = [op for op in run({"engine": "sglang"}, as_string) if "ports" in op["path"]]
     assert port_op["path"] == f"{ENGINE}/ports/-"
+
+
+def test_a_port_named_http_on_another_number_is_refused_on_the_entry_pod() -> None:
+    """The probes use the configured port: a template's own 'http' port elsewhere would leave
+    them probing nothing, and the Pod never Ready."""
+    pod = bare_pod(ports=[{"name": "http", "containerPort": 8080}])
+    with pytest.raises(HookError, match="port named 'http' that is not the engine's port 30000"):
+        run({"engine": "sglang"}, pod)
+    assert run({"engine": "sglang", "port": 8080}, pod)  # the fix the message suggests
+    assert run({"engine": "sglang"}, pod, is_entry=False)  # workers get no port
 
 
 def test_a_null_probe_or_list_counts_as_absent() -> None:

@@ -38,7 +38,7 @@ from pydantic import Field, field_validator
 
 from modelserving.api.hook import HookRequest, PatchOperation
 from modelserving.api.names import is_quantity
-from modelserving.plugins.base import Builtin, PluginConfig
+from modelserving.plugins.base import Builtin, HookError, PluginConfig
 from modelserving.plugins.podedit import Key, PodEdit, int_field, str_field
 
 NAME = "inference-engine"
@@ -160,6 +160,16 @@ class InferenceEngine:
         )
 
     def _add_port(self, edit: PodEdit, container: list[Key]) -> None:
+        ports = edit.get([*container, "ports"])
+        for port in ports if isinstance(ports, list) else []:
+            if str_field(port, "name") == PORT_NAME:
+                if int_field(port, "containerPort") != self.port:
+                    raise HookError(
+                        f"the container has a port named '{PORT_NAME}' that is not the engine's "
+                        f"port {self.port} (the probes would miss the server); set the plugin's "
+                        "port to it, or rename that port"
+                    )
+                break
         edit.append_unless(
             [*container, "ports"],
             {"name": PORT_NAME, "containerPort": self.port, "protocol": "TCP"},

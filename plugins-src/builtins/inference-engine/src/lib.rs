@@ -203,6 +203,18 @@ fn add_shared_memory(
 }
 
 fn add_port(config: &Config, edit: &mut PodEdit, container: &[Key<'_>]) -> Result<(), String> {
+    let ports = edit.get(&at(container, "ports")).and_then(Value::as_array);
+    let named = ports.and_then(|ps| ps.iter().find(|p| str_field(p, "name") == Some(PORT_NAME)));
+    if let Some(existing) = named {
+        if int_field(existing, "containerPort") != Some(config.port) {
+            return Err(format!(
+                "the container has a port named '{PORT_NAME}' that is not the engine's port {} \
+                 (the probes would miss the server); set the plugin's port to it, or rename \
+                 that port",
+                config.port
+            ));
+        }
+    }
     let port = Value::map([
         ("name", Value::from(PORT_NAME)),
         ("containerPort", Value::Int(config.port)),
@@ -602,7 +614,7 @@ mod tests {
         );
         let startup = edit.ops()[3].value.clone().unwrap();
         assert_eq!(startup.get("failureThreshold"), Some(&Value::Int(2)));
-        // a port named http with another number also counts
+        // a port named http with another number is an error: the probes would miss it
         let named = Value::map([
             ("name", Value::from("engine")),
             (
@@ -613,8 +625,15 @@ mod tests {
                 ])]),
             ),
         ]);
-        let got = ops(&c, pod(named), true).unwrap();
-        assert!(!got.iter().any(|(_, p)| p.contains("ports")), "{got:?}");
+        let err = ops(&c, pod(named.clone()), true).unwrap_err();
+        assert!(
+            err.starts_with(
+                "the container has a port named 'http' that is not the engine's port 8000"
+            ),
+            "{err}"
+        );
+        // workers get no port, so no check
+        assert!(ops(&c, pod(named), false).is_ok());
     }
 
     #[test]
