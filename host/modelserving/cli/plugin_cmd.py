@@ -64,6 +64,7 @@ from modelserving.cli.scaffold import (
 )
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.base import Builtin, HookError
+from modelserving.plugins.logs import parse_observation
 from modelserving.plugins.modules import ModuleTooLarge
 from modelserving.plugins.registry import default_registry
 from modelserving.plugins.wasm import WasmPlugin
@@ -648,6 +649,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         except Failed as exc:
             exc.logs = list(call.logs)
             raise
+    extra: dict[str, Any] = {}
+    if hook is Hook.ON_POD_READY:
+        extra["observations"] = _observations(call.logs)
     _print_json(
         {
             "hook": hook.value,
@@ -664,9 +668,26 @@ def run_cmd(args: argparse.Namespace) -> int:
             "fuelConsumed": call.fuel_consumed,
             "durationUs": round(call.duration_us, 1),
             "logs": [r.to_json() for r in call.logs],
+            **extra,
         }
     )
     return 0
+
+
+def _observations(logs: list[LogRecord]) -> list[dict[str, Any]]:
+    """The observations among an OnPodReady call's log lines, as the controller would take
+    them (abi/README.md, 7.1); the lines stay in ``logs`` too."""
+    found = []
+    for record in logs:
+        if record.source != "log" or record.level != "info":
+            continue
+        try:
+            observation = parse_observation(record.message)
+        except ValueError:
+            continue
+        if observation is not None:
+            found.append({"name": observation.name, "seconds": observation.seconds})
+    return found
 
 
 # --- inspect ---------------------------------------------------------------------------------

@@ -101,10 +101,11 @@ class WasmPlugin:
             raise PluginFailure(
                 FailureClass.INVALID_RESPONSE, self.name, hook, str(exc), pod
             ) from None
-        self.last = HookOutcome(response, call, observations)
+        outcome = HookOutcome(response, call, observations)
+        self.last = outcome  # for the CLI and benchmarks; callers use what is returned
         if response.error:
             raise PluginFailure(FailureClass.PLUGIN_ERROR, self.name, hook, response.error, pod)
-        return self.last
+        return outcome
 
     def validate_config(self) -> None:
         """Run ms_validate_config, when exported; PluginFailure when the config is refused."""

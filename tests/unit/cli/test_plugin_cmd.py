@@ -276,6 +276,30 @@ def test_run_builtin_module(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert out["pod"]["metadata"]["annotations"] == {"example.com/team": "llm"}
 
 
+def test_run_on_pod_ready_lists_the_observations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod = {
+        **POD,
+        "metadata": {**POD["metadata"], "creationTimestamp": "2026-11-24T10:00:00Z"},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-24T10:01:01Z"}
+            ]
+        },
+    }
+    request = write_request(tmp_path, {"pod": pod})
+    out = run_ok(capsys, "ready-reporter", "--hook", "on-pod-ready", "--request", request)
+    assert out["observations"] == [{"name": "pod_ready_seconds", "seconds": 61.0}]
+    assert {"level": "info", "message": "observe pod_ready_seconds 61.000", "source": "log"} in out[
+        "logs"
+    ]
+    not_ready = write_request(tmp_path, {"pod": POD}, name="not-ready.yaml")
+    out = run_ok(capsys, "ready-reporter", "--hook", "on-pod-ready", "--request", not_ready)
+    assert out["observations"] == []
+    assert out["logs"][0]["message"].startswith("cannot measure readiness of Pod ")
+
+
 # --- request defaults ------------------------------------------------------------------------
 
 
