@@ -1,5 +1,5 @@
-"""Kubernetes name rules (DNS-1123 subdomains, qualified label/annotation keys) and resource
-quantities as predicates.
+"""Kubernetes name rules (DNS-1123 subdomains, qualified label/annotation keys, env var names) and
+resource quantities as predicates.
 
 Used by config models (built-in plugins) to refuse values the API server would refuse later.
 """
@@ -36,6 +36,15 @@ def is_label_value(value: str) -> bool:
     """A label value: empty, or at most 63 letters, digits, '-', '_' and '.', starting and ending
     with a letter or digit."""
     return value == "" or (len(value) <= 63 and _QUALIFIED_NAME.fullmatch(value) is not None)
+
+
+_ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def is_env_var_name(value: str) -> bool:
+    """A container env var name: ASCII letters, digits, '-', '.' and '_', not starting with a
+    digit (the Rust SDK's ``names::is_env_var_name``)."""
+    return _ENV_VAR_NAME.fullmatch(value) is not None
 
 
 _QUANTITY = re.compile(

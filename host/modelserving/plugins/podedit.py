@@ -3,8 +3,8 @@
 The built-ins that reach deep into a Pod (``accelerator``, ``inference-engine``, ``rdma-network``)
 edit through this class: every change is applied to the copy at once, so the next change sees
 the Pod as the patch leaves it (an index after an append, a map just created). The Rust crate
-``builtins-kit`` (``plugins-src/builtins-kit``) implements the same operations with the same
-operations and error texts, so a built-in's native and WebAssembly forms patch identically.
+``builtins-kit`` (``plugins-src/builtins-kit``) implements the same edits with the same operations
+and error texts, so a built-in's native and WebAssembly forms patch identically.
 
 Paths are sequences of map keys (``str``) and list indexes (``int``). The rules:
 
@@ -12,8 +12,16 @@ Paths are sequences of map keys (``str``) and list indexes (``int``). The rules:
   creates it with everything below it, so a patch never refers to a member that does not exist;
 * ``put_if_absent`` sets a value only when there is none (a value the user wrote is kept);
 * ``merge_map`` sets keys of a map, creating the whole map in one ``add`` when it is missing;
-* ``append_unless`` appends to a list (creating it when missing) unless an item matches;
-* ``upsert`` replaces the first matching item, else appends.
+* ``append_unless`` appends to a list (creating it when missing) unless an item matches.
+
+On top of them, the edits the built-ins share (one container, by index in ``spec.containers``):
+
+* ``set_amount`` sets ``resources.limits[resource]``, and ``resources.requests[resource]`` only
+  when the container already requests it (Kubernetes defaults a missing request to the limit);
+* ``add_volume`` appends a volume unless one of that name exists, then its mount unless a mount
+  at that path exists (what the user wrote is kept);
+* ``add_shared_memory`` is ``add_volume`` of the ``dshm`` memory ``emptyDir`` at ``/dev/shm``;
+* ``add_env`` appends an env var unless the container has one of that name.
 
 A value of the wrong type on the way (a ``resources`` that is a string) raises ``HookError`` with
 a message naming the place: ``pod spec.containers[0].resources is a str, not a map``.
@@ -31,6 +39,11 @@ from modelserving.plugins.patch import escape
 
 Key = str | int
 Path = Sequence[Key]
+
+SHM_VOLUME = "dshm"
+"""The shared-memory volume's name."""
+SHM_PATH = "/dev/shm"
+"""Where the shared-memory volume is mounted."""
 
 
 def type_name(value: Any) -> str:
@@ -156,19 +169,46 @@ class PodEdit:
         current.append(json_copy(item))
         return True
 
-    def upsert(self, path: Path, item: Any, matches: Callable[[Any], bool]) -> None:
-        """Replace the first item of the list at ``path`` that ``matches``, else append."""
-        current = self._list(path)
-        if current is None:
-            self.put(path, [item])
-            return
-        for i, existing in enumerate(current):
-            if matches(existing):
-                self._record("replace", pointer([*path, i]), item)
-                current[i] = json_copy(item)
-                return
-        self._record("add", pointer(path) + "/-", item)
-        current.append(json_copy(item))
+    def set_amount(self, container: int, resource: str, amount: str) -> None:
+        """``resources.limits[resource] = amount`` in the container, and the request too when the
+        container already has one for ``resource``."""
+        resources: Path = ["spec", "containers", container, "resources"]
+        self.put([*resources, "limits", resource], amount)
+        if self.get([*resources, "requests", resource]) is not None:
+            self.put([*resources, "requests", resource], amount)
+
+    def add_volume(self, container: int, volume: dict[str, Any], mount_path: str) -> None:
+        """Append ``volume`` to ``spec.volumes`` unless a volume of its name exists, then its
+        mount at ``mount_path`` to the container unless a mount at that path exists."""
+        name = str_field(volume, "name")
+        if name is None:
+            raise HookError("add_volume: the volume has no name")
+        self.append_unless(["spec", "volumes"], volume, lambda v: str_field(v, "name") == name)
+        self.append_unless(
+            ["spec", "containers", container, "volumeMounts"],
+            {"name": name, "mountPath": mount_path},
+            lambda m: str_field(m, "mountPath") == mount_path,
+        )
+
+    def add_shared_memory(self, container: int, size: str | None) -> None:
+        """The memory ``emptyDir`` ``dshm`` (``sizeLimit`` when ``size`` is given) mounted at
+        ``/dev/shm``, through ``add_volume``."""
+        empty_dir: dict[str, Any] = {"medium": "Memory"}
+        if size is not None:
+            empty_dir["sizeLimit"] = size
+        self.add_volume(container, {"name": SHM_VOLUME, "emptyDir": empty_dir}, SHM_PATH)
+
+    def add_env(self, container: int, var: dict[str, Any]) -> None:
+        """Append ``var`` to the container's ``env`` unless a var of its name is there (what the
+        user wrote wins)."""
+        name = str_field(var, "name")
+        if name is None:
+            raise HookError("add_env: the env var has no name")
+        self.append_unless(
+            ["spec", "containers", container, "env"],
+            var,
+            lambda e: str_field(e, "name") == name,
+        )
 
     def _list(self, path: Path) -> list[Any] | None:
         current = self.get(path)

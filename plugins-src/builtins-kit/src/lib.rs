@@ -1,13 +1,18 @@
 //! Shared helpers of the built-in plugins: [`PodEdit`] (changes to a working copy of a Pod, each
-//! recorded as its JSON Patch operation), [`is_quantity`] and [`is_label_value`].
+//! recorded as its JSON Patch operation), [`is_quantity`], [`is_label_value`] and
+//! [`is_dns1123_label`].
 //!
-//! The twin of the host's `modelserving.plugins.podedit` and `modelserving.api.names.is_quantity`:
-//! the same operations in the same order, the same error texts, so a built-in's native and
-//! WebAssembly forms produce byte-identical patches. The rules (see the Python module for the
-//! long form): `put` creates the missing maps on the way in one `add`; `put_if_absent` keeps a
-//! value already there; `merge_map` creates a missing map whole; `append_unless` appends unless
-//! an item matches; `upsert` replaces the first match or appends. A value of the wrong type on
-//! the way is an error such as `pod spec.containers[0].resources is a str, not a map`.
+//! The twin of the host's `modelserving.plugins.podedit` and of `modelserving.api.names`'
+//! predicates: the same operations in the same order, the same error texts, so a built-in's
+//! native and WebAssembly forms produce byte-identical patches. The rules (see the Python module
+//! for the long form): `put` creates the missing maps on the way in one `add`; `put_if_absent`
+//! keeps a value already there; `merge_map` creates a missing map whole; `append_unless` appends
+//! unless an item matches. On top of them, the edits the built-ins share, on one container:
+//! `set_amount` sets a resource's limit (and its request only when there is one); `add_volume`
+//! appends a volume unless one of that name exists, then its mount unless a mount at that path
+//! exists; `add_shared_memory` adds the `dshm` memory `emptyDir` at `/dev/shm`; `add_env`
+//! appends an env var unless one of that name exists. A value of the wrong type on the way is an
+//! error such as `pod spec.containers[0].resources is a str, not a map`.
 
 use modelserving_plugin::{escape, Op, Request, Value};
 
@@ -19,6 +24,18 @@ pub enum Key<'a> {
 }
 
 pub use Key::{F, I};
+
+/// The shared-memory volume's name.
+pub const SHM_VOLUME: &str = "dshm";
+/// Where the shared-memory volume is mounted.
+pub const SHM_PATH: &str = "/dev/shm";
+
+/// The path of a field of container `index`.
+fn in_container<'a>(index: usize, rest: &[Key<'a>]) -> Vec<Key<'a>> {
+    let mut path = vec![F("spec"), F("containers"), I(index)];
+    path.extend_from_slice(rest);
+    path
+}
 
 /// The JSON Pointer of `path`.
 pub fn pointer(path: &[Key<'_>]) -> String {
@@ -287,34 +304,70 @@ impl PodEdit {
         Ok(true)
     }
 
-    /// Replace the first item of the list at `path` that `matches`, else append.
-    pub fn upsert(
+    /// `resources.limits[resource] = amount` in the container, and the request too when the
+    /// container already has one for `resource`.
+    pub fn set_amount(
         &mut self,
-        path: &[Key<'_>],
-        item: Value,
-        matches: impl Fn(&Value) -> bool,
+        container: usize,
+        resource: &str,
+        amount: &str,
     ) -> Result<(), String> {
-        if self.list_len(path)?.is_none() {
-            return self.put(path, Value::Array(vec![item]));
+        let limit = in_container(container, &[F("resources"), F("limits"), F(resource)]);
+        self.put(&limit, Value::from(amount))?;
+        let request = in_container(container, &[F("resources"), F("requests"), F(resource)]);
+        if self.get(&request).is_some() {
+            self.put(&request, Value::from(amount))?;
         }
-        match self
-            .list_mut(path)
-            .iter()
-            .position(|existing| matches(existing))
-        {
-            Some(i) => {
-                let mut at = path.to_vec();
-                at.push(I(i));
-                self.ops.push(Op::replace(pointer(&at), item.clone()));
-                self.list_mut(path)[i] = item;
-            }
-            None => {
-                let mut at = pointer(path);
-                at.push_str("/-");
-                self.ops.push(Op::add(at, item.clone()));
-                self.list_mut(path).push(item);
-            }
+        Ok(())
+    }
+
+    /// Append `volume` to `spec.volumes` unless a volume of its name exists, then its mount at
+    /// `mount_path` to the container unless a mount at that path exists.
+    pub fn add_volume(
+        &mut self,
+        container: usize,
+        volume: Value,
+        mount_path: &str,
+    ) -> Result<(), String> {
+        let name = match str_field(&volume, "name") {
+            Some(name) => name.to_owned(),
+            None => return Err("add_volume: the volume has no name".to_owned()),
+        };
+        self.append_unless(&[F("spec"), F("volumes")], volume, |v| {
+            str_field(v, "name") == Some(name.as_str())
+        })?;
+        let mount = Value::map([("name", name.as_str()), ("mountPath", mount_path)]);
+        self.append_unless(&in_container(container, &[F("volumeMounts")]), mount, |m| {
+            str_field(m, "mountPath") == Some(mount_path)
+        })?;
+        Ok(())
+    }
+
+    /// The memory `emptyDir` `dshm` (`sizeLimit` when `size` is given) mounted at `/dev/shm`,
+    /// through `add_volume`.
+    pub fn add_shared_memory(
+        &mut self,
+        container: usize,
+        size: Option<&str>,
+    ) -> Result<(), String> {
+        let mut empty_dir = Value::map([("medium", "Memory")]);
+        if let Some(size) = size {
+            empty_dir.set("sizeLimit", size);
         }
+        let volume = Value::map([("name", Value::from(SHM_VOLUME)), ("emptyDir", empty_dir)]);
+        self.add_volume(container, volume, SHM_PATH)
+    }
+
+    /// Append `var` to the container's `env` unless a var of its name is there (what the user
+    /// wrote wins).
+    pub fn add_env(&mut self, container: usize, var: Value) -> Result<(), String> {
+        let name = match str_field(&var, "name") {
+            Some(name) => name.to_owned(),
+            None => return Err("add_env: the env var has no name".to_owned()),
+        };
+        self.append_unless(&in_container(container, &[F("env")]), var, |e| {
+            str_field(e, "name") == Some(name.as_str())
+        })?;
         Ok(())
     }
 
@@ -350,6 +403,19 @@ pub fn is_label_value(value: &str) -> bool {
                 && alnum(last)
                 && b.iter()
                     .all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
+/// A DNS-1123 label: at most 63 lower-case letters, digits and `-`, starting and ending with a
+/// letter or digit. The same rule as the host's `is_dns1123_label`.
+pub fn is_dns1123_label(value: &str) -> bool {
+    let b = value.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            b.len() <= 63 && alnum(first) && alnum(last) && b.iter().all(|c| alnum(c) || *c == b'-')
         }
         _ => false,
     }
@@ -498,7 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn lists_append_unless_and_upsert() {
+    fn lists_append_unless() {
         let mut e = PodEdit::new(pod());
         let tol = [F("spec"), F("tolerations")];
         let same = |v: &Value| str_field(v, "key") == Some("a");
@@ -511,24 +577,227 @@ mod tests {
         assert!(e
             .append_unless(&tol, Value::map([("key", "b")]), |_| false)
             .unwrap());
-        e.upsert(&tol, Value::map([("key", "b"), ("v", "1")]), |v| {
-            str_field(v, "key") == Some("b")
-        })
-        .unwrap();
-        e.upsert(&tol, Value::map([("key", "c")]), |_| false)
-            .unwrap();
         assert_eq!(
             paths(&e),
             [
                 ("add".into(), "/spec/tolerations".into()),
                 ("add".into(), "/spec/tolerations/-".into()),
-                ("replace".into(), "/spec/tolerations/1".into()),
-                ("add".into(), "/spec/tolerations/-".into()),
             ]
         );
         assert_eq!(
-            e.get(&tol).and_then(Value::as_array).map(|a| a.len()),
-            Some(3)
+            e.get(&tol),
+            Some(&Value::array([
+                Value::map([("key", "a")]),
+                Value::map([("key", "b")])
+            ]))
+        );
+    }
+
+    /// `pod()` with `engine` replaced by `engine`, and `spec` extended by `spec`.
+    fn pod_with(engine: Value, spec: Vec<(&str, Value)>) -> Value {
+        let mut p = pod();
+        if let Some(Value::Map(entries)) = member_mut(&mut p, F("spec")) {
+            if let Value::Array(containers) = &mut entries[0].1 {
+                containers[0] = engine;
+            }
+            for (k, v) in spec {
+                entries.push((k.to_owned(), v));
+            }
+        }
+        p
+    }
+
+    fn values(edit: &PodEdit) -> Vec<(String, Value)> {
+        edit.ops()
+            .iter()
+            .map(|o| (o.path.clone(), o.value.clone().unwrap_or(Value::Nil)))
+            .collect()
+    }
+
+    fn at(path: &str, value: impl Into<Value>) -> (String, Value) {
+        (path.to_owned(), value.into())
+    }
+
+    #[test]
+    fn set_amount_updates_the_request_only_when_present() {
+        let engine = Value::map([
+            ("name", Value::from("engine")),
+            (
+                "resources",
+                Value::map([(
+                    "requests",
+                    Value::map([("a.com/x", Value::from("1")), ("c.com/z", Value::Nil)]),
+                )]),
+            ),
+        ]);
+        let mut e = PodEdit::new(pod_with(engine, vec![]));
+        e.set_amount(0, "a.com/x", "2").unwrap();
+        e.set_amount(0, "b.com/y", "3").unwrap();
+        e.set_amount(0, "c.com/z", "4").unwrap();
+        assert_eq!(
+            values(&e),
+            [
+                at(
+                    "/spec/containers/0/resources/limits",
+                    Value::map([("a.com/x", "2")])
+                ),
+                at("/spec/containers/0/resources/requests/a.com~1x", "2"),
+                at("/spec/containers/0/resources/limits/b.com~1y", "3"),
+                at("/spec/containers/0/resources/limits/c.com~1z", "4"),
+            ]
+        );
+        assert_eq!(
+            e.set_amount(1, "a.com/x", "1").unwrap_err(),
+            "pod spec.containers[1].resources is a str, not a map"
+        );
+    }
+
+    fn volume(name: &str) -> Value {
+        Value::map([
+            ("name", Value::from(name)),
+            ("emptyDir", Value::Map(vec![])),
+        ])
+    }
+
+    #[test]
+    fn add_volume_to_a_bare_pod_once() {
+        let mut e = PodEdit::new(pod());
+        e.add_volume(0, volume("v"), "/v").unwrap();
+        e.add_volume(0, volume("v"), "/v").unwrap();
+        assert_eq!(
+            values(&e),
+            [
+                at("/spec/volumes", Value::array([volume("v")])),
+                at(
+                    "/spec/containers/0/volumeMounts",
+                    Value::array([Value::map([("name", "v"), ("mountPath", "/v")])])
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn add_volume_existing_volume_name_kept() {
+        let mine = Value::map([
+            ("name", Value::from("v")),
+            ("hostPath", Value::map([("path", "/x")])),
+        ]);
+        let p = pod_with(
+            Value::map([("name", "engine")]),
+            vec![("volumes", Value::array([mine.clone()]))],
+        );
+        let mut e = PodEdit::new(p);
+        e.add_volume(0, volume("v"), "/v").unwrap();
+        assert_eq!(
+            values(&e),
+            [at(
+                "/spec/containers/0/volumeMounts",
+                Value::array([Value::map([("name", "v"), ("mountPath", "/v")])])
+            )]
+        );
+        assert_eq!(
+            e.get(&[F("spec"), F("volumes")]),
+            Some(&Value::array([mine]))
+        );
+    }
+
+    #[test]
+    fn add_volume_existing_mount_path_kept() {
+        let engine = Value::map([
+            ("name", Value::from("engine")),
+            (
+                "volumeMounts",
+                Value::array([Value::map([("name", "mine"), ("mountPath", "/v")])]),
+            ),
+        ]);
+        let p = pod_with(engine, vec![("volumes", Value::array([volume("other")]))]);
+        let mut e = PodEdit::new(p);
+        e.add_volume(0, volume("v"), "/v").unwrap();
+        assert_eq!(values(&e), [at("/spec/volumes/-", volume("v"))]);
+    }
+
+    #[test]
+    fn add_volume_errors() {
+        let p = pod_with(
+            Value::map([("name", "engine")]),
+            vec![("volumes", Value::from("x"))],
+        );
+        let mut e = PodEdit::new(p);
+        assert_eq!(
+            e.add_volume(0, volume("v"), "/v").unwrap_err(),
+            "pod spec.volumes is a str, not an array"
+        );
+        assert_eq!(
+            e.add_volume(0, Value::map([("emptyDir", Value::Map(vec![]))]), "/v")
+                .unwrap_err(),
+            "add_volume: the volume has no name"
+        );
+        assert!(e.ops().is_empty());
+    }
+
+    #[test]
+    fn add_shared_memory_with_and_without_a_size() {
+        let mount = Value::array([Value::map([("name", SHM_VOLUME), ("mountPath", SHM_PATH)])]);
+        for (size, empty_dir) in [
+            (None, Value::map([("medium", "Memory")])),
+            (
+                Some("1Gi"),
+                Value::map([("medium", "Memory"), ("sizeLimit", "1Gi")]),
+            ),
+        ] {
+            let mut e = PodEdit::new(pod());
+            e.add_shared_memory(0, size).unwrap();
+            let shm = Value::map([("name", Value::from("dshm")), ("emptyDir", empty_dir)]);
+            assert_eq!(
+                values(&e),
+                [
+                    at("/spec/volumes", Value::array([shm])),
+                    at("/spec/containers/0/volumeMounts", mount.clone()),
+                ]
+            );
+        }
+        assert_eq!((SHM_VOLUME, SHM_PATH), ("dshm", "/dev/shm"));
+    }
+
+    #[test]
+    fn add_env_name_present() {
+        let engine = Value::map([
+            ("name", Value::from("engine")),
+            (
+                "env",
+                Value::array([Value::map([("name", "A"), ("value", "mine")])]),
+            ),
+        ]);
+        let mut e = PodEdit::new(pod_with(engine, vec![]));
+        e.add_env(0, Value::map([("name", "A"), ("value", "x")]))
+            .unwrap();
+        e.add_env(0, Value::map([("name", "B"), ("value", "1")]))
+            .unwrap();
+        e.add_env(1, Value::map([("name", "A"), ("value", "x")]))
+            .unwrap();
+        assert_eq!(
+            values(&e),
+            [
+                at(
+                    "/spec/containers/0/env/-",
+                    Value::map([("name", "B"), ("value", "1")])
+                ),
+                at(
+                    "/spec/containers/1/env",
+                    Value::array([Value::map([("name", "A"), ("value", "x")])])
+                ),
+            ]
+        );
+        assert_eq!(
+            e.add_env(0, Value::map([("value", "x")])).unwrap_err(),
+            "add_env: the env var has no name"
+        );
+        let bad = pod_with(Value::map([("name", "engine"), ("env", "x")]), vec![]);
+        assert_eq!(
+            PodEdit::new(bad)
+                .add_env(0, Value::map([("name", "A")]))
+                .unwrap_err(),
+            "pod spec.containers[0].env is a str, not an array"
         );
     }
 
@@ -573,6 +842,16 @@ mod tests {
             assert!(!is_quantity(bad), "{bad}");
         }
         assert!(!is_quantity(&"1".repeat(65)));
+    }
+
+    #[test]
+    fn dns1123_labels() {
+        for ok in ["a", "0", "a-b", &"a".repeat(63)] {
+            assert!(is_dns1123_label(ok), "{ok}");
+        }
+        for bad in ["", "A", "-a", "a-", "a.b", "a_b", "é", &"a".repeat(64)] {
+            assert!(!is_dns1123_label(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -24,10 +24,17 @@ def sample(metrics: Metrics, suffix: str, **labels: str) -> float | None:
 
 def test_observations_are_counted_by_plugin_name_and_role() -> None:
     metrics = Metrics()
-    assert metrics.observe_plugin_value("ns", "ready-reporter", "pod_ready_seconds", "prefill", 42.5)
+    assert metrics.observe_plugin_value(
+        "ns", "ready-reporter", "pod_ready_seconds", "prefill", 42.5
+    )
     metrics.observe_plugin_value("ns", "ready-reporter", "pod_ready_seconds", "prefill", 700.0)
     metrics.observe_plugin_value("ns", "ready-reporter", "pod_ready_seconds", "decode", 0.2)
-    prefill = {"namespace": "ns", "plugin": "ready-reporter", "name": "pod_ready_seconds", "role": "prefill"}
+    prefill = {
+        "namespace": "ns",
+        "plugin": "ready-reporter",
+        "name": "pod_ready_seconds",
+        "role": "prefill",
+    }
     assert sample(metrics, "_count", **prefill) == 2
     assert sample(metrics, "_sum", **prefill) == pytest.approx(742.5)
     assert sample(metrics, "_bucket", **prefill, le="30.0") == 0
@@ -63,8 +70,7 @@ def test_names_are_bounded_per_plugin(caplog: pytest.LogCaptureFixture) -> None:
     assert kept == [True] * MAX_OBSERVATION_NAMES + [False] * 3
     assert sample(metrics, "_count", namespace="ns", plugin="p", name=names[-1], role="r") is None
     assert (
-        sample(metrics, "_count", namespace="ns", plugin="p", name=names[0], role="other-role")
-        == 1
+        sample(metrics, "_count", namespace="ns", plugin="p", name=names[0], role="other-role") == 1
     )
     assert sample(metrics, "_count", namespace="ns", plugin="q", name=names[-1], role="r") == 1
     assert sample(metrics, "_count", namespace="other", plugin="p", name=names[-1], role="r") == 1

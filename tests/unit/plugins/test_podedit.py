@@ -3,15 +3,28 @@ the Rust twin (plugins-src/builtins-kit) has the same cases as its unit tests.""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import jsonpatch
 import pytest
 
-from modelserving.api.names import is_label_value, is_quantity
+from modelserving.api.names import (
+    is_dns1123_label,
+    is_env_var_name,
+    is_label_value,
+    is_quantity,
+)
 from modelserving.plugins.base import HookError
-from modelserving.plugins.podedit import PodEdit, dotted, pointer, str_field
+from modelserving.plugins.podedit import (
+    SHM_PATH,
+    SHM_VOLUME,
+    PodEdit,
+    dotted,
+    pointer,
+    str_field,
+)
 
 
 def pod() -> dict[str, Any]:
@@ -80,25 +93,136 @@ def test_containers_by_name() -> None:
         PodEdit({}).container(None)
 
 
-def test_lists_append_unless_and_upsert() -> None:
+def test_lists_append_unless() -> None:
     original = pod()
     edit = PodEdit(original)
     path = ["spec", "tolerations"]
     assert edit.append_unless(path, {"key": "a"}, lambda t: str_field(t, "key") == "a")
     assert not edit.append_unless(path, {"key": "a"}, lambda t: str_field(t, "key") == "a")
     assert edit.append_unless(path, {"key": "b"}, lambda t: False)
-    edit.upsert(path, {"key": "b", "v": "1"}, lambda t: str_field(t, "key") == "b")
-    edit.upsert(path, {"key": "c"}, lambda t: False)
-    assert steps(edit) == [
-        ("add", "/spec/tolerations"),
-        ("add", "/spec/tolerations/-"),
-        ("replace", "/spec/tolerations/1"),
-        ("add", "/spec/tolerations/-"),
-    ]
-    assert edit.pod["spec"]["tolerations"] == [{"key": "a"}, {"key": "b", "v": "1"}, {"key": "c"}]
+    assert steps(edit) == [("add", "/spec/tolerations"), ("add", "/spec/tolerations/-")]
+    assert edit.pod["spec"]["tolerations"] == [{"key": "a"}, {"key": "b"}]
     assert replayed(edit, original) == edit.pod
     with pytest.raises(HookError, match=r"^pod metadata.name is a str, not an array$"):
         edit.append_unless(["metadata", "name"], 1, lambda _: False)
+
+
+def pod_with(engine: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """``pod()`` with the container ``engine`` replaced and ``spec`` extended."""
+    original = pod()
+    original["spec"]["containers"][0] = engine
+    original["spec"].update(spec)
+    return original
+
+
+def values(edit: PodEdit) -> list[tuple[str, str]]:
+    """Each operation's path and value, the value as JSON text (so map key order counts)."""
+    return [(op["path"], json.dumps(op["value"])) for op in edit.ops]
+
+
+def at(path: str, value: Any) -> tuple[str, str]:
+    return (path, json.dumps(value))
+
+
+def test_set_amount_updates_the_request_only_when_present() -> None:
+    original = pod_with(
+        {"name": "engine", "resources": {"requests": {"a.com/x": "1", "c.com/z": None}}}
+    )
+    edit = PodEdit(original)
+    edit.set_amount(0, "a.com/x", "2")
+    edit.set_amount(0, "b.com/y", "3")
+    edit.set_amount(0, "c.com/z", "4")
+    assert values(edit) == [
+        at("/spec/containers/0/resources/limits", {"a.com/x": "2"}),
+        at("/spec/containers/0/resources/requests/a.com~1x", "2"),
+        at("/spec/containers/0/resources/limits/b.com~1y", "3"),
+        at("/spec/containers/0/resources/limits/c.com~1z", "4"),
+    ]
+    assert replayed(edit, original) == edit.pod
+    with pytest.raises(
+        HookError, match=r"^pod spec.containers\[1\].resources is a str, not a map$"
+    ):
+        edit.set_amount(1, "a.com/x", "1")
+
+
+def volume(name: str) -> dict[str, Any]:
+    return {"name": name, "emptyDir": {}}
+
+
+def test_add_volume_to_a_bare_pod_once() -> None:
+    original = pod()
+    edit = PodEdit(original)
+    edit.add_volume(0, volume("v"), "/v")
+    edit.add_volume(0, volume("v"), "/v")
+    assert values(edit) == [
+        at("/spec/volumes", [volume("v")]),
+        at("/spec/containers/0/volumeMounts", [{"name": "v", "mountPath": "/v"}]),
+    ]
+    assert replayed(edit, original) == edit.pod
+
+
+def test_add_volume_existing_volume_name_kept() -> None:
+    mine = {"name": "v", "hostPath": {"path": "/x"}}
+    edit = PodEdit(pod_with({"name": "engine"}, volumes=[mine]))
+    edit.add_volume(0, volume("v"), "/v")
+    assert values(edit) == [
+        at("/spec/containers/0/volumeMounts", [{"name": "v", "mountPath": "/v"}])
+    ]
+    assert edit.get(["spec", "volumes"]) == [mine]
+
+
+def test_add_volume_existing_mount_path_kept() -> None:
+    engine = {"name": "engine", "volumeMounts": [{"name": "mine", "mountPath": "/v"}]}
+    original = pod_with(engine, volumes=[volume("other")])
+    edit = PodEdit(original)
+    edit.add_volume(0, volume("v"), "/v")
+    assert values(edit) == [at("/spec/volumes/-", volume("v"))]
+    assert replayed(edit, original) == edit.pod
+
+
+def test_add_volume_errors() -> None:
+    edit = PodEdit(pod_with({"name": "engine"}, volumes="x"))
+    with pytest.raises(HookError, match=r"^pod spec.volumes is a str, not an array$"):
+        edit.add_volume(0, volume("v"), "/v")
+    with pytest.raises(HookError, match=r"^add_volume: the volume has no name$"):
+        edit.add_volume(0, {"emptyDir": {}}, "/v")
+    assert edit.ops == []
+
+
+@pytest.mark.parametrize(
+    ("size", "empty_dir"),
+    [(None, {"medium": "Memory"}), ("1Gi", {"medium": "Memory", "sizeLimit": "1Gi"})],
+)
+def test_add_shared_memory_with_and_without_a_size(
+    size: str | None, empty_dir: dict[str, str]
+) -> None:
+    original = pod()
+    edit = PodEdit(original)
+    edit.add_shared_memory(0, size)
+    assert values(edit) == [
+        at("/spec/volumes", [{"name": "dshm", "emptyDir": empty_dir}]),
+        at("/spec/containers/0/volumeMounts", [{"name": SHM_VOLUME, "mountPath": SHM_PATH}]),
+    ]
+    assert replayed(edit, original) == edit.pod
+    assert (SHM_VOLUME, SHM_PATH) == ("dshm", "/dev/shm")
+
+
+def test_add_env_name_present() -> None:
+    original = pod_with({"name": "engine", "env": [{"name": "A", "value": "mine"}]})
+    edit = PodEdit(original)
+    edit.add_env(0, {"name": "A", "value": "x"})
+    edit.add_env(0, {"name": "B", "value": "1"})
+    edit.add_env(1, {"name": "A", "value": "x"})
+    assert values(edit) == [
+        at("/spec/containers/0/env/-", {"name": "B", "value": "1"}),
+        at("/spec/containers/1/env", [{"name": "A", "value": "x"}]),
+    ]
+    assert replayed(edit, original) == edit.pod
+    with pytest.raises(HookError, match=r"^add_env: the env var has no name$"):
+        edit.add_env(0, {"value": "x"})
+    bad = PodEdit(pod_with({"name": "engine", "env": "x"}))
+    with pytest.raises(HookError, match=r"^pod spec.containers\[0\].env is a str, not an array$"):
+        bad.add_env(0, {"name": "A"})
 
 
 def test_merge_map_and_put_if_absent() -> None:
@@ -143,3 +267,14 @@ def test_not_quantities(value: str) -> None:
 def test_label_values() -> None:
     assert all(is_label_value(v) for v in ["", "a", "A-b_c.9", "x" * 63])
     assert not any(is_label_value(v) for v in ["-a", "a-", "a b", "a/b", "x" * 64])
+
+
+def test_dns1123_labels() -> None:
+    assert all(is_dns1123_label(v) for v in ["a", "0", "a-b", "a" * 63])
+    assert not any(is_dns1123_label(v) for v in ["", "A", "-a", "a-", "a.b", "a_b", "é", "a" * 64])
+
+
+def test_env_var_names() -> None:
+    """The cases of the Rust SDK's ``names::is_env_var_name`` test."""
+    assert all(is_env_var_name(v) for v in ["A", "_a", "-", ".x9", "a.b-c_D1"])
+    assert not any(is_env_var_name(v) for v in ["", "1A", "A B", "A=B", "é", "A\n"])

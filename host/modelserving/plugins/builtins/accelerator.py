@@ -23,7 +23,6 @@ volume and its mount. Entry and worker Pods are treated the same. The Rust twin 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -32,6 +31,7 @@ from pydantic import Field, field_validator, model_validator
 from modelserving.api.hook import HookRequest, PatchOperation
 from modelserving.api.names import (
     is_dns1123_subdomain,
+    is_env_var_name,
     is_label_value,
     is_qualified_name,
     is_quantity,
@@ -53,10 +53,7 @@ DEFAULT_ENV: dict[str, list[dict[str, str]]] = {
     "ascend": [],
     "amd": [],
 }
-SHM_VOLUME = "dshm"
-SHM_PATH = "/dev/shm"
 TOLERATION_MATCH = ("key", "operator", "value", "effect")
-_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
 class Toleration(PluginConfig):
@@ -102,7 +99,7 @@ class EnvVar(PluginConfig):
     @field_validator("name")
     @classmethod
     def _env_name(cls, name: str) -> str:
-        if not _ENV_NAME.fullmatch(name):
+        if not is_env_var_name(name):
             raise ValueError(f"'{name}' is not a valid environment variable name")
         return name
 
@@ -176,36 +173,18 @@ class Accelerator:
 
     def on_pod_create(self, request: HookRequest) -> Sequence[PatchOperation]:
         edit = PodEdit(request.pod)
-        container: list[str | int] = ["spec", "containers", edit.container(self._container)]
-        self._devices(edit, container)
+        container = edit.container(self._container)
+        edit.set_amount(container, self._resource, self._amount)
         if self._runtime_class is not None:
             edit.put(["spec", "runtimeClassName"], self._runtime_class)
         edit.merge_map(["spec", "nodeSelector"], self._node_selector)
         for toleration in self._tolerations:
             edit.append_unless(["spec", "tolerations"], toleration, _same_as(toleration))
         for var in self._env:
-            edit.append_unless([*container, "env"], var, _named(var["name"]))
+            edit.add_env(container, var)
         if self._shm_size is not None:
-            self._shared_memory(edit, container, self._shm_size)
+            edit.add_shared_memory(container, self._shm_size)
         return edit.ops
-
-    def _devices(self, edit: PodEdit, container: list[str | int]) -> None:
-        """The limit, and the request when the container already requests the resource."""
-        resources = [*container, "resources"]
-        edit.put([*resources, "limits", self._resource], self._amount)
-        if edit.get([*resources, "requests", self._resource]) is not None:
-            edit.put([*resources, "requests", self._resource], self._amount)
-
-    @staticmethod
-    def _shared_memory(edit: PodEdit, container: list[str | int], size: str) -> None:
-        volume = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
-        edit.append_unless(
-            ["spec", "volumes"], volume, lambda v: str_field(v, "name") == SHM_VOLUME
-        )
-        mount = {"name": SHM_VOLUME, "mountPath": SHM_PATH}
-        edit.append_unless(
-            [*container, "volumeMounts"], mount, lambda m: str_field(m, "mountPath") == SHM_PATH
-        )
 
 
 def _same_as(toleration: dict[str, Any]) -> Callable[[Any], bool]:
@@ -214,11 +193,6 @@ def _same_as(toleration: dict[str, Any]) -> Callable[[Any], bool]:
     return lambda existing: all(
         str_field(existing, k) == toleration.get(k) for k in TOLERATION_MATCH
     )
-
-
-def _named(name: str) -> Callable[[Any], bool]:
-    """Whether an existing env var is named ``name``."""
-    return lambda existing: str_field(existing, "name") == name
 
 
 def _make(name: str, config: Any) -> Accelerator:

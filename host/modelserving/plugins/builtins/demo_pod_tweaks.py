@@ -9,19 +9,17 @@ Config (camelCase, unknown fields refused):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from modelserving.api.hook import HookRequest, PatchOperation
-from modelserving.api.names import is_dns1123_subdomain, is_qualified_name
+from modelserving.api.names import is_dns1123_subdomain, is_env_var_name, is_qualified_name
 from modelserving.plugins.base import Builtin, PluginConfig
 from modelserving.plugins.patch import PodPatch
 
 NAME = "demo-pod-tweaks"
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
 class EnvVar(PluginConfig):
@@ -34,7 +32,7 @@ class EnvVar(PluginConfig):
     @field_validator("name")
     @classmethod
     def _env_name(cls, name: str) -> str:
-        if not _ENV_NAME.fullmatch(name):
+        if not is_env_var_name(name):
             raise ValueError(f"'{name}' is not a valid environment variable name")
         return name
 

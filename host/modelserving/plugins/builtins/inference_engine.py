@@ -31,7 +31,7 @@ byte-identical patches and errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -45,8 +45,6 @@ NAME = "inference-engine"
 DEFAULT_PORTS = {"vllm": 8000, "sglang": 30000, "trt-llm": 8000}
 DEFAULT_HEALTH_PATH = "/health"
 MAX_HEALTH_PATH = 256
-SHM_VOLUME = "dshm"
-SHM_PATH = "/dev/shm"
 PORT_NAME = "http"
 STARTUP_PERIOD_SECONDS = 10
 READINESS_PERIOD_SECONDS = 5
@@ -103,11 +101,6 @@ class InferenceEngineConfig(PluginConfig):
         return size
 
 
-def _has_name(name: str) -> Callable[[Any], bool]:
-    """Whether a list item (an env var, a volume) is named ``name``."""
-    return lambda item: str_field(item, "name") == name
-
-
 def field_env(name: str, field_path: str) -> dict[str, Any]:
     """An env var from the downward API."""
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
@@ -127,37 +120,19 @@ class InferenceEngine:
 
     def on_pod_create(self, request: HookRequest) -> Sequence[PatchOperation]:
         edit = PodEdit(request.pod)
-        container: list[Key] = ["spec", "containers", edit.container(self.container)]
-        self._add_env(edit, container)
-        self._add_shared_memory(edit, container)
+        index = edit.container(self.container)
+        self._add_env(edit, index)
+        edit.add_shared_memory(index, self.shm_size)
+        container: list[Key] = ["spec", "containers", index]
         if request.is_entry:
             self._add_port(edit, container)
             self._add_probes(edit, container)
         return edit.ops
 
-    def _add_env(self, edit: PodEdit, container: list[Key]) -> None:
+    def _add_env(self, edit: PodEdit, container: int) -> None:
         wanted = _FIELD_ENV + (_VLLM_ENV if self.engine == "vllm" else ())
         for name, field_path in wanted:
-            edit.append_unless(
-                [*container, "env"],
-                field_env(name, field_path),
-                _has_name(name),
-            )
-
-    def _add_shared_memory(self, edit: PodEdit, container: list[Key]) -> None:
-        empty_dir: dict[str, Any] = {"medium": "Memory"}
-        if self.shm_size is not None:
-            empty_dir["sizeLimit"] = self.shm_size
-        edit.append_unless(
-            ["spec", "volumes"],
-            {"name": SHM_VOLUME, "emptyDir": empty_dir},
-            _has_name(SHM_VOLUME),
-        )
-        edit.append_unless(
-            [*container, "volumeMounts"],
-            {"name": SHM_VOLUME, "mountPath": SHM_PATH},
-            lambda mount: str_field(mount, "mountPath") == SHM_PATH,
-        )
+            edit.add_env(container, field_env(name, field_path))
 
     def _add_port(self, edit: PodEdit, container: list[Key]) -> None:
         ports = edit.get([*container, "ports"])

@@ -37,7 +37,7 @@ from modelserving.api.names import (
     is_quantity,
 )
 from modelserving.plugins.base import Builtin, HookError, PluginConfig
-from modelserving.plugins.podedit import Path, PodEdit, str_field, type_name
+from modelserving.plugins.podedit import Path, PodEdit, type_name
 
 NAME = "rdma-network"
 DEFAULT_RESOURCE = "rdma/rdma_shared_device_a"
@@ -106,25 +106,11 @@ class RdmaNetworkConfig(PluginConfig):
         return networks
 
 
-def set_amount(edit: PodEdit, container: int, resource: str, amount: str) -> None:
-    """``resources.limits[resource] = amount``, and the request too when the container has one
-    for it (Kubernetes defaults a missing request to the limit)."""
-    resources: Path = ["spec", "containers", container, "resources"]
-    edit.put([*resources, "limits", resource], amount)
-    if edit.get([*resources, "requests", resource]) is not None:
-        edit.put([*resources, "requests", resource], amount)
-
-
 def add_hugepages(edit: PodEdit, container: int, hugepages: Hugepages) -> None:
     """The hugepages limit, an emptyDir of that medium and its mount at ``/dev/hugepages``."""
-    set_amount(edit, container, f"hugepages-{hugepages.page_size}", hugepages.amount)
+    edit.set_amount(container, f"hugepages-{hugepages.page_size}", hugepages.amount)
     volume = {"name": HUGEPAGES_VOLUME, "emptyDir": {"medium": f"HugePages-{hugepages.page_size}"}}
-    edit.append_unless(
-        ["spec", "volumes"], volume, lambda v: str_field(v, "name") == HUGEPAGES_VOLUME
-    )
-    mount = {"name": HUGEPAGES_VOLUME, "mountPath": HUGEPAGES_MOUNT}
-    mounts: Path = ["spec", "containers", container, "volumeMounts"]
-    edit.append_unless(mounts, mount, lambda m: str_field(m, "mountPath") == HUGEPAGES_MOUNT)
+    edit.add_volume(container, volume, HUGEPAGES_MOUNT)
 
 
 def add_ipc_lock(edit: PodEdit, container: int) -> None:
@@ -173,7 +159,7 @@ class RdmaNetwork:
         config = self.config
         edit = PodEdit(request.pod)
         container = edit.container(config.container)
-        set_amount(edit, container, config.resource_name, str(config.devices))
+        edit.set_amount(container, config.resource_name, str(config.devices))
         if config.hugepages is not None:
             add_hugepages(edit, container, config.hugepages)
         if config.ipc_lock:

@@ -23,15 +23,13 @@
 //! the resource), the runtime class, the node selector, the tolerations, the env, the
 //! shared-memory volume and its mount. Entry and worker Pods are treated the same.
 
-use builtins_kit::{is_label_value, is_quantity, str_field, Key, PodEdit, F, I};
+use builtins_kit::{is_label_value, is_quantity, str_field, PodEdit, F};
 use modelserving_plugin::config::Fields;
 use modelserving_plugin::names::{is_dns1123_subdomain, is_env_var_name, is_qualified_name};
 use modelserving_plugin::{export_plugin, Op, Request, Value};
 
 pub const NAME: &str = "accelerator";
 pub const MAX_DEVICES: i64 = 128;
-pub const SHM_VOLUME: &str = "dshm";
-pub const SHM_PATH: &str = "/dev/shm";
 /// The fields that make two tolerations the same one.
 const TOLERATION_MATCH: [&str; 4] = ["key", "operator", "value", "effect"];
 
@@ -279,50 +277,14 @@ fn same_toleration(existing: &Value, new: &Value) -> bool {
         .all(|k| str_field(existing, k) == str_field(new, k))
 }
 
-fn with<'a>(base: &[Key<'a>], more: &[Key<'a>]) -> Vec<Key<'a>> {
-    let mut path = base.to_vec();
-    path.extend_from_slice(more);
-    path
-}
-
-/// The limit, and the request when the container already requests the resource.
-fn devices(edit: &mut PodEdit, container: &[Key<'_>], config: &Config) -> Result<(), String> {
-    let amount = config.devices.to_string();
-    let resource = config.resource_name.as_str();
-    edit.put(
-        &with(container, &[F("resources"), F("limits"), F(resource)]),
-        Value::from(amount.as_str()),
-    )?;
-    let request = with(container, &[F("resources"), F("requests"), F(resource)]);
-    if edit.get(&request).is_some() {
-        edit.put(&request, Value::from(amount))?;
-    }
-    Ok(())
-}
-
-fn shared_memory(edit: &mut PodEdit, container: &[Key<'_>], size: &str) -> Result<(), String> {
-    let volume = Value::map([
-        ("name", Value::from(SHM_VOLUME)),
-        (
-            "emptyDir",
-            Value::map([("medium", "Memory"), ("sizeLimit", size)]),
-        ),
-    ]);
-    edit.append_unless(&[F("spec"), F("volumes")], volume, |v| {
-        str_field(v, "name") == Some(SHM_VOLUME)
-    })?;
-    let mount = Value::map([("name", SHM_VOLUME), ("mountPath", SHM_PATH)]);
-    edit.append_unless(&with(container, &[F("volumeMounts")]), mount, |m| {
-        str_field(m, "mountPath") == Some(SHM_PATH)
-    })?;
-    Ok(())
-}
-
 /// The patch for one Pod under `config`.
 pub fn patch_pod(config: &Config, edit: &mut PodEdit) -> Result<(), String> {
-    let index = edit.container(config.container.as_deref())?;
-    let container = [F("spec"), F("containers"), I(index)];
-    devices(edit, &container, config)?;
+    let container = edit.container(config.container.as_deref())?;
+    edit.set_amount(
+        container,
+        &config.resource_name,
+        &config.devices.to_string(),
+    )?;
     if let Some(name) = &config.runtime_class_name {
         edit.put(&[F("spec"), F("runtimeClassName")], Value::from(name))?;
     }
@@ -332,13 +294,11 @@ pub fn patch_pod(config: &Config, edit: &mut PodEdit) -> Result<(), String> {
             same_toleration(t, toleration)
         })?;
     }
-    let env_path = with(&container, &[F("env")]);
     for var in &config.env {
-        let name = str_field(var, "name");
-        edit.append_unless(&env_path, var.clone(), |e| str_field(e, "name") == name)?;
+        edit.add_env(container, var.clone())?;
     }
     if let Some(size) = &config.shm_size {
-        shared_memory(edit, &container, size)?;
+        edit.add_shared_memory(container, Some(size))?;
     }
     Ok(())
 }
@@ -362,6 +322,7 @@ export_plugin! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use builtins_kit::{SHM_PATH, SHM_VOLUME};
 
     fn parse(config: Value) -> Result<Config, String> {
         Config::parse(&config)

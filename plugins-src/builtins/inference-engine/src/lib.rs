@@ -28,8 +28,6 @@ use modelserving_plugin::{export_plugin, Op, Request, Value};
 pub const NAME: &str = "inference-engine";
 pub const DEFAULT_HEALTH_PATH: &str = "/health";
 pub const MAX_HEALTH_PATH: usize = 256;
-const SHM_VOLUME: &str = "dshm";
-const SHM_PATH: &str = "/dev/shm";
 const PORT_NAME: &str = "http";
 const STARTUP_PERIOD_SECONDS: i64 = 10;
 const READINESS_PERIOD_SECONDS: i64 = 5;
@@ -164,7 +162,7 @@ fn field_env(name: &str, field_path: &str) -> Value {
     ])
 }
 
-fn add_env(config: &Config, edit: &mut PodEdit, container: &[Key<'_>]) -> Result<(), String> {
+fn add_env(config: &Config, edit: &mut PodEdit, container: usize) -> Result<(), String> {
     let mut wanted = vec![
         ("POD_IP", "status.podIP"),
         ("POD_NAME", "metadata.name"),
@@ -173,32 +171,9 @@ fn add_env(config: &Config, edit: &mut PodEdit, container: &[Key<'_>]) -> Result
     if config.engine == Engine::Vllm {
         wanted.push(("VLLM_HOST_IP", "status.podIP"));
     }
-    let env = at(container, "env");
     for (name, field_path) in wanted {
-        edit.append_unless(&env, field_env(name, field_path), |var| {
-            str_field(var, "name") == Some(name)
-        })?;
+        edit.add_env(container, field_env(name, field_path))?;
     }
-    Ok(())
-}
-
-fn add_shared_memory(
-    config: &Config,
-    edit: &mut PodEdit,
-    container: &[Key<'_>],
-) -> Result<(), String> {
-    let mut empty_dir = Value::map([("medium", "Memory")]);
-    if let Some(size) = &config.shm_size {
-        empty_dir.set("sizeLimit", size.as_str());
-    }
-    let volume = Value::map([("name", Value::from(SHM_VOLUME)), ("emptyDir", empty_dir)]);
-    edit.append_unless(&[F("spec"), F("volumes")], volume, |v| {
-        str_field(v, "name") == Some(SHM_VOLUME)
-    })?;
-    let mount = Value::map([("name", SHM_VOLUME), ("mountPath", SHM_PATH)]);
-    edit.append_unless(&at(container, "volumeMounts"), mount, |m| {
-        str_field(m, "mountPath") == Some(SHM_PATH)
-    })?;
     Ok(())
 }
 
@@ -262,9 +237,9 @@ fn add_probes(config: &Config, edit: &mut PodEdit, container: &[Key<'_>]) -> Res
 /// The patch for one Pod under `config`.
 pub fn patch_pod(config: &Config, edit: &mut PodEdit, is_entry: bool) -> Result<(), String> {
     let index = edit.container(config.container.as_deref())?;
+    add_env(config, edit, index)?;
+    edit.add_shared_memory(index, config.shm_size.as_deref())?;
     let container = [F("spec"), F("containers"), Key::I(index)];
-    add_env(config, edit, &container)?;
-    add_shared_memory(config, edit, &container)?;
     if is_entry {
         add_port(config, edit, &container)?;
         add_probes(config, edit, &container)?;
