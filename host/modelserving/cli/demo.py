@@ -1,6 +1,7 @@
 """The demo behind ``make run`` without a cluster: a local control plane, the CRD, and a
-ModelServing whose Pods carry a built-in plugin's and a ConfigMap-delivered WebAssembly plugin's
-changes. Used by ``modelserving run --local-cluster``.
+ModelServing whose Pods carry built-in plugins' and a ConfigMap-delivered WebAssembly plugin's
+changes (and whose readiness ready-reporter measures). Used by ``modelserving run
+--local-cluster``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ NAME = "demo"
 MODULE_CONFIG_MAP = "demo-pod-tweaks-wasm"
 MODULE_KEY = "plugin.wasm"
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+LWS_LABELS = ",".join(
+    f"leaderworkerset.sigs.k8s.io/{key}" for key in ("group-index", "worker-index")
+)
 
 
 def start_local_cluster(directory: Path) -> Path:
@@ -45,7 +49,7 @@ def module_config_map(module: bytes) -> dict[str, Any]:
 
 
 def demo_model_serving(module_sha256: str) -> dict[str, Any]:
-    """Two ServingGroups of one role (entry + 1 worker); two plugins."""
+    """Two ServingGroups of one role (entry + 1 worker); four plugins."""
     container = {"name": "engine", "image": "vllm/vllm-openai:v0.10.0"}
     return {
         "apiVersion": labels.API_VERSION,
@@ -75,6 +79,8 @@ def demo_model_serving(module_sha256: str) -> dict[str, Any]:
                         "env": [{"name": "FROM_WASM", "value": "yes"}],
                     },
                 },
+                {"name": "lws-standard-labels", "runtime": "Wasm"},
+                {"name": "ready-reporter"},
             ],
             "template": {
                 "roles": [
@@ -130,8 +136,11 @@ def how_to_look(kubeconfig: Path) -> str:
             "",
             f"The controller is running. ModelServing {NAMESPACE}/{NAME} uses the built-in",
             "demo-pod-tweaks plugin and the same plugin compiled to WebAssembly, delivered by",
-            f"ConfigMap {MODULE_CONFIG_MAP}. Look at the result in another terminal:",
+            f"ConfigMap {MODULE_CONFIG_MAP}; lws-standard-labels (its WebAssembly twin) labels",
+            "the Pods as LeaderWorkerSet would; ready-reporter logs how long each Pod took to",
+            "become Ready. Look at the result in another terminal:",
             f"  {k} get modelservings,pods,services",
+            f"  {k} get pods -L {LWS_LABELS}",
             f"  {k} get modelserving {NAME} -o jsonpath='{{.status.conditions}}'",
             f"  {k} get pod {NAME}-0-server-0-0 -o jsonpath='{{.metadata.annotations}}'",
             f"  {k} get events --field-selector involvedObject.name={NAME}",
