@@ -52,8 +52,9 @@ test-unit: setup ## only the fast tests that need no cluster or toolchain
 bench: setup system-deps ## print performance figures (render, plugins native vs WebAssembly, the controller creating 800 Pods)
 	$(PY) -m modelserving.bench
 
-render-example: setup ## render the example ModelServing offline
+render-example: setup ## render the example ModelServings offline (two roles; multi-node vLLM with built-in plugins)
 	$(BIN)/modelserving render -f examples/prefill-decode.yaml
+	$(BIN)/modelserving render --config examples/operator-rdma.yaml -f examples/multinode-vllm-rdma.yaml
 
 run: setup system-deps ## the controller in the foreground: against $$KUBECONFIG, else a local control plane with a demo
 	@if [ -n "$$KUBECONFIG" ]; then \
