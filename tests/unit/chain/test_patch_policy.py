@@ -1144,16 +1144,17 @@ def test_adding_a_capability_is_judged_by_allowed_capabilities_alone(
             op(
                 "add",
                 "/spec/containers/0/securityContext",
-                {"capabilities": {"add": ["CHOWN"]}, "x": 1},
+                {"capabilities": {"add": ["IPC_LOCK"]}, "readOnlyRootFilesystem": False},
             )
         ],
         [op("add", "/spec/containers/0/securityContext", {"capabilities": {"drop": ["ALL"]}})],
         [op("add", "/spec/containers/0/securityContext/capabilities", {"add": "CHOWN"})],
         [op("add", "/spec/containers/0/securityContext/capabilities/drop", ["CHOWN"])],
         [op("replace", "/spec/containers/0/securityContext", {"capabilities": {"add": []}})],
-        [op("add", "/spec/securityContext", {"capabilities": {"add": ["CHOWN"]}})],
+        [op("add", "/spec/securityContext", {"capabilities": {"add": ["IPC_LOCK"]}})],
+        [op("add", "/spec/volumes/0/securityContext", {"capabilities": {"add": ["IPC_LOCK"]}})],
     ],
-    ids=["other fields", "drop", "not a list", "drop list", "replace", "pod level"],
+    ids=["other fields", "drop", "not a list", "drop list", "replace", "pod level", "no container"],
 )
 def test_only_pure_capability_adds_skip_the_path_rules(pod: dict[str, Any], ops: Ops) -> None:
     assert "patchPolicy.allowedPaths" in rejected(PatchValidator(), pod, ops).reason
@@ -1176,6 +1177,15 @@ def test_baseline_capabilities_still_need_a_path_rule(pod: dict[str, Any]) -> No
     ipc = [op("add", f"{base}/add", ["IPC_LOCK"])]
     allowed = PatchPolicy(allowed_capabilities=[*BASELINE_CAPABILITIES, "IPC_LOCK"])
     assert PatchValidator(allowed).apply(hardened, ipc) == expected(hardened, ipc)
+    # one item at a time, appended or inserted, in any spelling
+    with_ipc = PatchValidator(allowed).apply(hardened, ipc)
+    for ops in (
+        [op("add", f"{base}/add/-", "SETUID")],
+        [op("add", f"{base}/add/0", "cap_chown")],
+    ):
+        assert "patchPolicy.allowedPaths" in rejected(PatchValidator(allowed), with_ipc, ops).reason
+    more = [op("add", f"{base}/add/0", "cap_ipc_lock")]
+    assert PatchValidator(allowed).apply(with_ipc, more) == expected(with_ipc, more)
 
 
 def test_a_capability_add_over_an_existing_security_context_is_a_replace(

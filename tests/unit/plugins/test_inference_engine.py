@@ -275,6 +275,17 @@ def test_a_port_named_http_on_another_number_is_refused_on_the_entry_pod() -> No
         run({"engine": "sglang"}, pod)
     assert run({"engine": "sglang", "port": 8080}, pod)  # the fix the message suggests
     assert run({"engine": "sglang"}, pod, is_entry=False)  # workers get no port
+    # not refused when the probes have a port to hit, or when no probe is added
+    both = bare_pod(
+        ports=[{"name": "web", "containerPort": 30000}, {"name": "http", "containerPort": 8080}]
+    )
+    assert not [op for op in run({"engine": "sglang"}, both) if "ports" in op["path"]]
+    own_probes = bare_pod(
+        ports=[{"name": "http", "containerPort": 8080}],
+        startupProbe={"exec": {"command": ["true"]}},
+        readinessProbe={"exec": {"command": ["true"]}},
+    )
+    assert not [op for op in run({"engine": "sglang"}, own_probes) if "ports" in op["path"]]
 
 
 def test_a_null_probe_or_list_counts_as_absent() -> None:

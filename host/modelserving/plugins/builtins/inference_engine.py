@@ -135,16 +135,22 @@ class InferenceEngine:
             edit.add_env(container, field_env(name, field_path))
 
     def _add_port(self, edit: PodEdit, container: list[Key]) -> None:
+        """The ``http`` port, unless the engine's port or the name is taken. A port named
+        ``http`` on another number, with the engine's port not declared at all, is refused when
+        a probe is still to be added: it would probe a port nothing declares, and the name
+        cannot be used twice."""
         ports = edit.get([*container, "ports"])
-        for port in ports if isinstance(ports, list) else []:
-            if str_field(port, "name") == PORT_NAME:
-                if int_field(port, "containerPort") != self.port:
-                    raise HookError(
-                        f"the container has a port named '{PORT_NAME}' that is not the engine's "
-                        f"port {self.port} (the probes would miss the server); set the plugin's "
-                        "port to it, or rename that port"
-                    )
-                break
+        items = ports if isinstance(ports, list) else []
+        declared = any(int_field(port, "containerPort") == self.port for port in items)
+        named = any(str_field(port, "name") == PORT_NAME for port in items)
+        probes = ("startupProbe", "readinessProbe")
+        adds_probe = any(edit.get([*container, probe]) is None for probe in probes)
+        if named and not declared and adds_probe:
+            raise HookError(
+                f"the container has a port named '{PORT_NAME}' that is not the engine's "
+                f"port {self.port} (the probes would miss the server); set the plugin's "
+                "port to it, or rename that port"
+            )
         edit.append_unless(
             [*container, "ports"],
             {"name": PORT_NAME, "containerPort": self.port, "protocol": "TCP"},

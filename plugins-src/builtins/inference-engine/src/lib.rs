@@ -177,18 +177,30 @@ fn add_env(config: &Config, edit: &mut PodEdit, container: usize) -> Result<(), 
     Ok(())
 }
 
+/// The `http` port, unless the engine's port or the name is taken. A port named `http` on
+/// another number, with the engine's port not declared at all, is refused when a probe is still
+/// to be added: it would probe a port nothing declares, and the name cannot be used twice.
 fn add_port(config: &Config, edit: &mut PodEdit, container: &[Key<'_>]) -> Result<(), String> {
-    let ports = edit.get(&at(container, "ports")).and_then(Value::as_array);
-    let named = ports.and_then(|ps| ps.iter().find(|p| str_field(p, "name") == Some(PORT_NAME)));
-    if let Some(existing) = named {
-        if int_field(existing, "containerPort") != Some(config.port) {
-            return Err(format!(
-                "the container has a port named '{PORT_NAME}' that is not the engine's port {} \
-                 (the probes would miss the server); set the plugin's port to it, or rename \
-                 that port",
-                config.port
-            ));
-        }
+    let items = edit
+        .get(&at(container, "ports"))
+        .and_then(Value::as_array)
+        .unwrap_or(&[]);
+    let declared = items
+        .iter()
+        .any(|p| int_field(p, "containerPort") == Some(config.port));
+    let named = items
+        .iter()
+        .any(|p| str_field(p, "name") == Some(PORT_NAME));
+    let adds_probe = ["startupProbe", "readinessProbe"]
+        .iter()
+        .any(|probe| edit.get(&at(container, probe)).is_none());
+    if named && !declared && adds_probe {
+        return Err(format!(
+            "the container has a port named '{PORT_NAME}' that is not the engine's port {} \
+             (the probes would miss the server); set the plugin's port to it, or rename that \
+             port",
+            config.port
+        ));
     }
     let port = Value::map([
         ("name", Value::from(PORT_NAME)),
