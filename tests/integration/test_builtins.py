@@ -1,10 +1,12 @@
 """The built-in plugin library on a real control plane: the API server accepts the Pods the
 plugins make (native and Wasm), LeaderWorkerSet labels and engine ports land on the right Pods,
-and ready-reporter's readiness latency reaches the controller's metrics."""
+and ready-reporter's readiness latency reaches the controller's metrics. Also a Go plugin,
+delivered gzip-compressed by ConfigMap."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +14,20 @@ from typing import Any
 import pytest
 import yaml
 
+from modelserving.api import labels
 from modelserving.controller.manager import Controller
+from modelserving.plugins.modules import CONFIG_MAP_MAX_BYTES, gzip_module
 from tests.integration import controller_env
 from tests.integration.conftest import Cluster, wait_for
-from tests.integration.controller_env import Objects, install_crd, model_serving, running_controller
+from tests.integration.controller_env import (
+    Objects,
+    install_crd,
+    model_serving,
+    module_config_map,
+    running_controller,
+    sha256,
+    wasm_plugin,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LWS = "leaderworkerset.sigs.k8s.io/"
@@ -103,3 +115,32 @@ def test_the_multi_node_vllm_example_is_accepted_by_the_api_server(
     ]
     worker = pods["llama-405b-0-leader-0-1"]
     assert worker["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "rdma-net"
+
+
+def test_a_go_plugin_delivered_gzip_compressed_by_config_map(
+    objs: Objects, controller: Controller
+) -> None:
+    """The Go port of demo-pod-tweaks (2 MB, so gzip-compressed to fit a ConfigMap) deployed
+    like a team would deploy it, next to the native original: the same changes on every Pod."""
+    module = (ROOT / "examples" / "wasm" / "go-demo-pod-tweaks.wasm").read_bytes()
+    packed = gzip_module(module)
+    assert len(packed) < CONFIG_MAP_MAX_BYTES < len(module)
+    objs.core.create_namespaced_config_map(
+        objs.namespace, module_config_map(objs.namespace, "go-tweaks", packed)
+    )
+    config = {"annotations": {"example.com/go": "yes"}, "env": [{"name": "FROM_GO", "value": "1"}]}
+    plugins = [
+        {"name": "demo-pod-tweaks", "config": {"annotations": {"example.com/native": "yes"}}},
+        wasm_plugin("go-tweaks", "go-tweaks", module, config=config),
+    ]
+    objs.create(model_serving("go", replicas=1, workers=1, plugins=plugins))
+    pods = objs.wait_pods("go", 2, timeout=90)
+    for pod in pods:
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["example.com/go"] == "yes"
+        assert annotations["example.com/native"] == "yes"
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert env["FROM_GO"] == "1"
+        applied = json.loads(annotations[labels.PLUGINS_APPLIED_ANNOTATION])
+        assert applied[1] == {"name": "go-tweaks", "runtime": "Wasm", "sha256": sha256(module)}
+    assert objs.wait_condition("go", "PluginsReady", "True")["reason"] == "PluginsLoaded"
