@@ -34,6 +34,26 @@ def _pack(value: Any) -> bytes:
     return _packb(value, use_bin_type=True)  # type: ignore[no-any-return]
 
 
+def _pack_str(text: str) -> bytes:
+    """``_pack(text)`` for a str, without a Packer: msgpack's fixstr / str8 / str16 / str32."""
+    data = text.encode("utf-8")
+    n = len(data)
+    if n < 32:
+        return bytes([0xA0 | n]) + data
+    if n < 0x100:
+        return b"\xd9" + bytes([n]) + data
+    if n < 0x10000:
+        return b"\xda" + n.to_bytes(2, "big") + data
+    return b"\xdb" + n.to_bytes(4, "big") + data
+
+
+_K_SERVING_GROUP = _pack("servingGroup")
+_K_ROLE_NAME = _pack("roleName")
+_K_ROLE_ID = _pack("roleId")
+_ENTRY = {True: _pack("isEntry") + _pack(True), False: _pack("isEntry") + _pack(False)}
+_K_POD = _pack("pod")
+
+
 def _map_header(n: int) -> bytes:
     if n < 16:
         return bytes([0x80 | n])
@@ -74,15 +94,14 @@ class RequestEncoder:
                 self._hooks[hook],
                 self._plugin,
                 self._ms,
-                _pack("servingGroup"),
-                _pack(where.serving_group),
-                _pack("roleName"),
-                _pack(where.role_name),
-                _pack("roleId"),
-                _pack(where.role_id),
-                _pack("isEntry"),
-                _pack(where.is_entry),
-                _pack("pod"),
+                _K_SERVING_GROUP,
+                _pack_str(where.serving_group),
+                _K_ROLE_NAME,
+                _pack_str(where.role_name),
+                _K_ROLE_ID,
+                _pack_str(where.role_id),
+                _ENTRY[bool(where.is_entry)],
+                _K_POD,
                 _pack(pod),
             )
         )

@@ -7,11 +7,14 @@ from typing import Any
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelserving.abi.codec import (
     PodContext,
     RequestEncoder,
     Response,
+    _pack_str,
     decode_response,
     encode_request,
 )
@@ -372,3 +375,15 @@ def test_an_op_that_is_not_a_string_is_a_bad_op(op: Any, shown: str) -> None:
     assert str(info.value) == (
         f"patch[0].op must be one of add, remove, replace, test, not {shown}"
     )
+
+
+@given(st.text(max_size=40) | st.integers(0, 70_000).map(lambda n: "é" * (n // 2)))
+@settings(max_examples=200, deadline=None)
+def test_strings_are_packed_as_msgpack_packs_them(text: str) -> None:
+    assert _pack_str(text) == msgpack.packb(text, use_bin_type=True)
+
+
+def test_string_headers_at_each_size_boundary() -> None:
+    for n in (0, 31, 32, 255, 256, 65_535, 65_536):
+        text = "a" * n
+        assert _pack_str(text) == msgpack.packb(text, use_bin_type=True), n
