@@ -645,27 +645,12 @@ mod tests {
     #[test]
     fn exports_through_the_abi_glue() {
         let request = |hook: &str, config: Value, is_entry: bool| {
-            let mut m = vec![
-                ("abiVersion".to_owned(), Value::Int(1)),
-                ("hook".to_owned(), Value::from(hook)),
-                (
-                    "plugin".to_owned(),
-                    Value::map([("name", Value::from(NAME)), ("config", config)]),
-                ),
-            ];
-            if hook != "ValidateConfig" {
-                for (k, v) in [
-                    ("modelServing", Value::map([("kind", "ModelServing")])),
-                    ("servingGroup", Value::from("g")),
-                    ("roleName", Value::from("r")),
-                    ("roleId", Value::from("r-0")),
-                    ("isEntry", Value::Bool(is_entry)),
-                    ("pod", pod(Value::map([("name", "engine")]))),
-                ] {
-                    m.push((k.to_owned(), v));
-                }
-            }
-            Value::Map(m).to_msgpack()
+            let place = builtins_kit::testing::Place {
+                is_entry,
+                ..Default::default()
+            };
+            let pod = pod(Value::map([("name", "engine")]));
+            builtins_kit::testing::request(hook, NAME, config, &place, pod)
         };
         let cfg = Value::map([("engine", "vllm")]);
         let ok = modelserving_call(

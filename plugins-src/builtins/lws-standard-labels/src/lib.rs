@@ -308,33 +308,17 @@ mod tests {
     }
 
     fn request(hook: &str, config: Value, is_entry: bool, pod: Value) -> Vec<u8> {
-        let mut m = vec![
-            ("abiVersion".to_owned(), Value::Int(1)),
-            ("hook".to_owned(), Value::from(hook)),
-            (
-                "plugin".to_owned(),
-                Value::map([("name", Value::from(NAME)), ("config", config)]),
-            ),
-        ];
-        if hook != "ValidateConfig" {
-            for (k, v) in [
-                (
-                    "modelServing",
-                    Value::map([(
-                        "metadata",
-                        Value::map([("name", "llm"), ("namespace", "team-a")]),
-                    )]),
-                ),
-                ("servingGroup", Value::from("llm-3")),
-                ("roleName", Value::from("prefill")),
-                ("roleId", Value::from("prefill-1")),
-                ("isEntry", Value::Bool(is_entry)),
-                ("pod", pod),
-            ] {
-                m.push((k.to_owned(), v));
-            }
-        }
-        Value::Map(m).to_msgpack()
+        let place = builtins_kit::testing::Place {
+            model_serving: Value::map([(
+                "metadata",
+                Value::map([("name", "llm"), ("namespace", "team-a")]),
+            )]),
+            serving_group: "llm-3",
+            role_name: "prefill",
+            role_id: "prefill-1",
+            is_entry,
+        };
+        builtins_kit::testing::request(hook, NAME, config, &place, pod)
     }
 
     #[test]

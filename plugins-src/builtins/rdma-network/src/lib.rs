@@ -631,27 +631,8 @@ mod tests {
     #[test]
     fn exports_through_the_abi_glue() {
         let request = |hook: &str, config: Value| {
-            let mut m = vec![
-                ("abiVersion".to_owned(), Value::Int(1)),
-                ("hook".to_owned(), Value::from(hook)),
-                (
-                    "plugin".to_owned(),
-                    Value::map([("name", Value::from(NAME)), ("config", config)]),
-                ),
-            ];
-            if hook != "ValidateConfig" {
-                for (k, v) in [
-                    ("modelServing", Value::map([("kind", "ModelServing")])),
-                    ("servingGroup", Value::from("g")),
-                    ("roleName", Value::from("r")),
-                    ("roleId", Value::from("r-0")),
-                    ("isEntry", Value::Bool(false)),
-                    ("pod", pod(Value::map([("name", "c")]))),
-                ] {
-                    m.push((k.to_owned(), v));
-                }
-            }
-            Value::Map(m).to_msgpack()
+            let pod = pod(Value::map([("name", "c")]));
+            builtins_kit::testing::request(hook, NAME, config, &Default::default(), pod)
         };
         let ok = modelserving_call(Hook::ValidateConfig, &request("ValidateConfig", Value::Nil))
             .unwrap();

@@ -430,21 +430,14 @@ mod tests {
     }
 
     fn request(config: Value, pod: Value, is_entry: bool) -> Vec<u8> {
-        Value::map([
-            ("abiVersion", Value::Int(1)),
-            ("hook", Value::from("OnPodReady")),
-            (
-                "plugin",
-                Value::map([("name", Value::from(NAME)), ("config", config)]),
-            ),
-            ("modelServing", Value::map([("kind", "ModelServing")])),
-            ("servingGroup", Value::from("llm-0")),
-            ("roleName", Value::from("prefill")),
-            ("roleId", Value::from("prefill-0")),
-            ("isEntry", Value::Bool(is_entry)),
-            ("pod", pod),
-        ])
-        .to_msgpack()
+        let place = builtins_kit::testing::Place {
+            serving_group: "llm-0",
+            role_name: "prefill",
+            role_id: "prefill-0",
+            is_entry,
+            ..Default::default()
+        };
+        builtins_kit::testing::request("OnPodReady", NAME, config, &place, pod)
     }
 
     fn pod(created: Value, conditions: Value) -> Value {
@@ -582,15 +575,13 @@ mod tests {
     #[test]
     fn exports_through_the_abi_glue() {
         let validate = |config: Value| {
-            let bytes = Value::map([
-                ("abiVersion", Value::Int(1)),
-                ("hook", Value::from("ValidateConfig")),
-                (
-                    "plugin",
-                    Value::map([("name", Value::from(NAME)), ("config", config)]),
-                ),
-            ])
-            .to_msgpack();
+            let bytes = builtins_kit::testing::request(
+                "ValidateConfig",
+                NAME,
+                config,
+                &Default::default(),
+                Value::Nil,
+            );
             modelserving_call(Hook::ValidateConfig, &bytes).unwrap()
         };
         assert!(validate(Value::Nil).is_empty());
