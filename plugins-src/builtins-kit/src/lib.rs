@@ -390,64 +390,6 @@ impl PodEdit {
     }
 }
 
-/// Requests as the host encodes them, for the built-ins' native tests of their exported glue.
-pub mod testing {
-    use modelserving_plugin::Value;
-
-    /// Where a Pod hook's Pod sits, and the ModelServing it comes from.
-    #[derive(Clone, Debug)]
-    pub struct Place<'a> {
-        pub model_serving: Value,
-        pub serving_group: &'a str,
-        pub role_name: &'a str,
-        pub role_id: &'a str,
-        pub is_entry: bool,
-    }
-
-    impl Default for Place<'_> {
-        fn default() -> Self {
-            Place {
-                model_serving: Value::map([("kind", "ModelServing")]),
-                serving_group: "g",
-                role_name: "r",
-                role_id: "r-0",
-                is_entry: false,
-            }
-        }
-    }
-
-    /// The msgpack request of `hook` (`"OnPodCreate"`, `"OnPodReady"` or `"ValidateConfig"`)
-    /// to `plugin` with `config`; a Pod hook also carries `place` and `pod`, in the host's key
-    /// order.
-    pub fn request(
-        hook: &str,
-        plugin: &str,
-        config: Value,
-        place: &Place<'_>,
-        pod: Value,
-    ) -> Vec<u8> {
-        let mut m = vec![
-            ("abiVersion".to_owned(), Value::Int(1)),
-            ("hook".to_owned(), Value::from(hook)),
-            (
-                "plugin".to_owned(),
-                Value::map([("name", Value::from(plugin)), ("config", config)]),
-            ),
-        ];
-        if hook != "ValidateConfig" {
-            m.extend([
-                ("modelServing".to_owned(), place.model_serving.clone()),
-                ("servingGroup".to_owned(), Value::from(place.serving_group)),
-                ("roleName".to_owned(), Value::from(place.role_name)),
-                ("roleId".to_owned(), Value::from(place.role_id)),
-                ("isEntry".to_owned(), Value::Bool(place.is_entry)),
-                ("pod".to_owned(), pod),
-            ]);
-        }
-        Value::Map(m).to_msgpack()
-    }
-}
-
 /// A label value: empty, or at most 63 letters, digits, `-`, `_` and `.`, starting and ending
 /// with a letter or digit. The same rule as the host's `is_label_value`.
 pub fn is_label_value(value: &str) -> bool {
@@ -920,5 +862,67 @@ mod tests {
         for bad in ["-a", "a-", "a b", "a/b", &"x".repeat(64)] {
             assert!(!is_label_value(bad), "{bad}");
         }
+    }
+}
+
+/// Requests as the host encodes them, for the built-ins' native tests of their exported glue
+/// (feature `testing`, which the built-ins enable for their tests only, so no module carries it).
+// Kept at the end of the file: panic locations (file:line) are compiled into the modules, so
+// lines added above the code they use change every built-in's bytes.
+#[cfg(feature = "testing")]
+pub mod testing {
+    use modelserving_plugin::Value;
+
+    /// Where a Pod hook's Pod sits, and the ModelServing it comes from.
+    #[derive(Clone, Debug)]
+    pub struct Place<'a> {
+        pub model_serving: Value,
+        pub serving_group: &'a str,
+        pub role_name: &'a str,
+        pub role_id: &'a str,
+        pub is_entry: bool,
+    }
+
+    impl Default for Place<'_> {
+        fn default() -> Self {
+            Place {
+                model_serving: Value::map([("kind", "ModelServing")]),
+                serving_group: "g",
+                role_name: "r",
+                role_id: "r-0",
+                is_entry: false,
+            }
+        }
+    }
+
+    /// The msgpack request of `hook` (`"OnPodCreate"`, `"OnPodReady"` or `"ValidateConfig"`)
+    /// to `plugin` with `config`; a Pod hook also carries `place` and `pod`, in the host's key
+    /// order.
+    pub fn request(
+        hook: &str,
+        plugin: &str,
+        config: Value,
+        place: &Place<'_>,
+        pod: Value,
+    ) -> Vec<u8> {
+        let mut m = vec![
+            ("abiVersion".to_owned(), Value::Int(1)),
+            ("hook".to_owned(), Value::from(hook)),
+            (
+                "plugin".to_owned(),
+                Value::map([("name", Value::from(plugin)), ("config", config)]),
+            ),
+        ];
+        if hook != "ValidateConfig" {
+            m.extend([
+                ("modelServing".to_owned(), place.model_serving.clone()),
+                ("servingGroup".to_owned(), Value::from(place.serving_group)),
+                ("roleName".to_owned(), Value::from(place.role_name)),
+                ("roleId".to_owned(), Value::from(place.role_id)),
+                ("isEntry".to_owned(), Value::Bool(place.is_entry)),
+                ("pod".to_owned(), pod),
+            ]);
+        }
+        Value::Map(m).to_msgpack()
     }
 }
