@@ -12,10 +12,13 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, runtime_checkable
+
+from pydantic import AfterValidator
 
 from modelserving.api._base import ApiModel
 from modelserving.api.hook import HookRequest, PatchOperation
+from modelserving.api.names import is_quantity
 
 
 class HookError(Exception):
@@ -28,6 +31,16 @@ class PluginConfig(ApiModel):
 
 class EmptyConfig(PluginConfig):
     """For plugins that take no configuration."""
+
+
+def _quantity(value: str) -> str:
+    if not is_quantity(value):
+        raise ValueError(f"'{value}' is not a valid quantity (such as 16Gi)")
+    return value
+
+
+Quantity = Annotated[str, AfterValidator(_quantity)]
+"""A config field holding a Kubernetes resource quantity (``is_quantity``)."""
 
 
 _OBSERVATION_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}", re.ASCII)

@@ -34,9 +34,8 @@ from modelserving.api.names import (
     is_env_var_name,
     is_label_value,
     is_qualified_name,
-    is_quantity,
 )
-from modelserving.plugins.base import Builtin, PluginConfig
+from modelserving.plugins.base import Builtin, PluginConfig, Quantity
 from modelserving.plugins.podedit import PodEdit, str_field
 
 NAME = "accelerator"
@@ -113,7 +112,7 @@ class AcceleratorConfig(PluginConfig):
     node_selector: dict[str, str] | None = None
     tolerations: list[Toleration] | None = None
     env: list[EnvVar] | None = None
-    shm_size: str | None = None
+    shm_size: Quantity | None = None
 
     @field_validator("resource_name")
     @classmethod
@@ -140,13 +139,6 @@ class AcceleratorConfig(PluginConfig):
             if not is_label_value(value):
                 raise ValueError(f"'{value}' is not a valid label value (key '{key}')")
         return values
-
-    @field_validator("shm_size")
-    @classmethod
-    def _shm_size(cls, size: str | None) -> str | None:
-        if size is not None and not is_quantity(size):
-            raise ValueError(f"'{size}' is not a valid quantity (such as 16Gi)")
-        return size
 
 
 class Accelerator:

@@ -37,8 +37,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from modelserving.api.hook import HookRequest, PatchOperation
-from modelserving.api.names import is_quantity
-from modelserving.plugins.base import Builtin, HookError, PluginConfig
+from modelserving.plugins.base import Builtin, HookError, PluginConfig, Quantity
 from modelserving.plugins.podedit import Key, PodEdit, int_field, str_field
 
 NAME = "inference-engine"
@@ -83,7 +82,7 @@ class InferenceEngineConfig(PluginConfig):
     health_path: str = DEFAULT_HEALTH_PATH
     startup_timeout_seconds: int = Field(default=1800, ge=10, le=86400)
     container: str | None = None
-    shm_size: str | None = None
+    shm_size: Quantity | None = None
 
     @field_validator("health_path")
     @classmethod
@@ -92,13 +91,6 @@ class InferenceEngineConfig(PluginConfig):
         if problem is not None:
             raise ValueError(problem)
         return path
-
-    @field_validator("shm_size")
-    @classmethod
-    def _shm_size(cls, size: str | None) -> str | None:
-        if size is not None and not is_quantity(size):
-            raise ValueError(f"'{size}' is not a valid quantity (such as 16Gi)")
-        return size
 
 
 def field_env(name: str, field_path: str) -> dict[str, Any]:
