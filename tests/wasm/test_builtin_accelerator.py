@@ -10,23 +10,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modelserving.abi.codec import PodContext, encode_request
 from modelserving.api import parse_model_serving
-from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.chain import PatchValidator, build_chain
-from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.builtins.accelerator import NAME
-from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from modelserving.workload.plan import plan
 from tests.vectors import MODEL_SERVING, native_response
+from tests.wasm import twins
 
 DIFF = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -52,23 +49,15 @@ class Case:
 
 @pytest.fixture(scope="module")
 def compiled(sandbox: Sandbox) -> CompiledModule:
-    return sandbox.load(builtin_wasm(f"{NAME}.wasm"))
+    return twins.load(sandbox, NAME)
 
 
 def native_accepts(config: Any) -> bool:
-    return native_response(encode_request(Hook.VALIDATE_CONFIG, NAME, config)) is not None
+    return twins.native_accepts(NAME, config)
 
 
 def wasm_accepts(sandbox: Sandbox, compiled: CompiledModule, config: Any) -> bool:
-    plugin = WasmPlugin(NAME, config, compiled, sandbox, sandbox.limits())
-    try:
-        plugin.validate_config()
-    except PluginFailure as failure:
-        refused = (failure.failure_class, str(failure))
-    else:
-        return True
-    assert refused[0] == "PluginError", refused[1]  # a refused config, not a trap
-    return False
+    return twins.wasm_accepts(sandbox, compiled, NAME, config)
 
 
 def native(case: Case) -> bytes | None:
@@ -77,12 +66,10 @@ def native(case: Case) -> bytes | None:
 
 
 def wasm(sandbox: Sandbox, compiled: CompiledModule, case: Case) -> bytes:
-    return sandbox.call(compiled, Hook.ON_POD_CREATE, case.request(), sandbox.limits()).response
+    return twins.on_pod_create(sandbox, compiled, case.request())
 
 
-def decoded(response: bytes | None) -> dict[str, Any]:
-    value: dict[str, Any] = msgpack.unpackb(response) if response else {}
-    return value
+decoded = twins.decoded
 
 
 # --- generated configs ------------------------------------------------------------------------

@@ -12,24 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from modelserving.abi.codec import PodContext, encode_request
 from modelserving.api import parse_model_serving
-from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.chain import PatchValidator, build_chain
-from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.builtins.inference_engine import NAME
-from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from modelserving.workload.plan import plan
 from tests.vectors import MODEL_SERVING, native_response
+from tests.wasm import twins
 
 DIFF = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -38,7 +35,7 @@ DIFF = settings(
 
 @pytest.fixture(scope="module")
 def compiled(sandbox: Sandbox) -> CompiledModule:
-    return sandbox.load(builtin_wasm(f"{NAME}.wasm"))
+    return twins.load(sandbox, NAME)
 
 
 @dataclass(frozen=True)
@@ -56,20 +53,11 @@ class Case:
 
 
 def native_accepts(config: Any) -> bool:
-    return native_response(encode_request(Hook.VALIDATE_CONFIG, NAME, config)) is not None
+    return twins.native_accepts(NAME, config)
 
 
 def wasm_accepts(sandbox: Sandbox, compiled: CompiledModule, config: Any) -> bool:
-    plugin = WasmPlugin(NAME, config, compiled, sandbox, sandbox.limits())
-    try:
-        plugin.validate_config()
-    except PluginFailure as failure:
-        refusal: PluginFailure | None = failure
-    else:
-        refusal = None
-    # a refused config is a PluginError; anything else (a trap...) is a bug of the module
-    assert refusal is None or refusal.failure_class == "PluginError", str(refusal)
-    return refusal is None
+    return twins.wasm_accepts(sandbox, compiled, NAME, config)
 
 
 def native(case: Case) -> bytes | None:
@@ -78,12 +66,10 @@ def native(case: Case) -> bytes | None:
 
 
 def wasm(sandbox: Sandbox, compiled: CompiledModule, case: Case) -> bytes:
-    return sandbox.call(compiled, Hook.ON_POD_CREATE, case.request(), sandbox.limits()).response
+    return twins.on_pod_create(sandbox, compiled, case.request())
 
 
-def decoded(response: bytes | None) -> dict[str, Any]:
-    value: dict[str, Any] = msgpack.unpackb(response) if response else {}
-    return value
+decoded = twins.decoded
 
 
 def patch_of(response: dict[str, Any] | None) -> list[dict[str, Any]]:

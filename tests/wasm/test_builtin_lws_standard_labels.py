@@ -16,12 +16,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from modelserving.abi.codec import PodContext, encode_request
-from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook, HookRequest
 from modelserving.api.modelserving import ModelServing
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain import build_chain
-from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.base import EmptyConfig, HookError
 from modelserving.plugins.builtins.lws_standard_labels import (
     GROUP_INDEX_LABEL,
@@ -31,10 +29,10 @@ from modelserving.plugins.builtins.lws_standard_labels import (
     WORKER_INDEX_LABEL,
     LwsStandardLabels,
 )
-from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from modelserving.workload.plan import plan
+from tests.wasm import twins
 
 DIFF = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -116,28 +114,18 @@ def native(case: Case) -> bytes:
 
 @pytest.fixture(scope="module")
 def compiled(sandbox: Sandbox) -> CompiledModule:
-    return sandbox.load(builtin_wasm(f"{NAME}.wasm"))
+    return twins.load(sandbox, NAME)
 
 
 def wasm_accepts(sandbox: Sandbox, compiled: CompiledModule, config: Any) -> bool:
-    plugin = WasmPlugin(NAME, config, compiled, sandbox, sandbox.limits())
-    try:
-        plugin.validate_config()
-    except PluginFailure as failure:
-        refused: PluginFailure = failure
-    else:
-        return True
-    assert refused.failure_class == "PluginError", str(refused)  # not a trap or a crash
-    return False
+    return twins.wasm_accepts(sandbox, compiled, NAME, config)
 
 
 def wasm(sandbox: Sandbox, compiled: CompiledModule, case: Case) -> bytes:
-    return sandbox.call(compiled, Hook.ON_POD_CREATE, case.request(), sandbox.limits()).response
+    return twins.on_pod_create(sandbox, compiled, case.request())
 
 
-def decoded(response: bytes) -> dict[str, Any]:
-    value: dict[str, Any] = msgpack.unpackb(response) if response else {}
-    return value
+decoded = twins.decoded
 
 
 # --- generated cases --------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from random import Random
 from typing import Any
 
-import msgpack
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
@@ -22,7 +21,6 @@ from modelserving.api.hook import Hook
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
 from modelserving.chain import PatchValidator, build_chain
-from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.builtins.rdma_network import NAME, NETWORKS_ANNOTATION
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
@@ -30,6 +28,7 @@ from modelserving.sandbox.cache import CompiledModule
 from modelserving.workload.plan import plan
 from tests.unit.plugins.test_rdma_network import _model_serving
 from tests.vectors import MODEL_SERVING, native_response
+from tests.wasm import twins
 
 DIFF = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -48,7 +47,7 @@ def request(config: Any, pod: dict[str, Any], is_entry: bool) -> bytes:
 
 
 def native_accepts(config: Any) -> bool:
-    return native_response(encode_request(Hook.VALIDATE_CONFIG, NAME, config)) is not None
+    return twins.native_accepts(NAME, config)
 
 
 def native(config: Any, pod: dict[str, Any], is_entry: bool) -> bytes:
@@ -59,33 +58,20 @@ def native(config: Any, pod: dict[str, Any], is_entry: bool) -> bytes:
 
 @pytest.fixture(scope="module")
 def compiled(sandbox: Sandbox) -> CompiledModule:
-    return sandbox.load(builtin_wasm(f"{NAME}.wasm"))
+    return twins.load(sandbox, NAME)
 
 
 def wasm_accepts(sandbox: Sandbox, compiled: CompiledModule, config: Any) -> bool:
-    plugin = WasmPlugin(NAME, config, compiled, sandbox, sandbox.limits())
-    try:
-        plugin.validate_config()
-    except PluginFailure as failure:
-        # a refused config is a PluginError; anything else (a trap...) is a bug
-        if failure.failure_class != "PluginError":
-            raise
-        return False
-    return True
+    return twins.wasm_accepts(sandbox, compiled, NAME, config)
 
 
 def wasm(
     sandbox: Sandbox, compiled: CompiledModule, config: Any, pod: dict[str, Any], is_entry: bool
 ) -> bytes:
-    call = sandbox.call(
-        compiled, Hook.ON_POD_CREATE, request(config, pod, is_entry), sandbox.limits()
-    )
-    return call.response
+    return twins.on_pod_create(sandbox, compiled, request(config, pod, is_entry))
 
 
-def decoded(response: bytes) -> dict[str, Any]:
-    value: dict[str, Any] = msgpack.unpackb(response) if response else {}
-    return value
+decoded = twins.decoded
 
 
 # --- generated cases --------------------------------------------------------------------------
