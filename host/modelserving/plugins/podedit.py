@@ -89,11 +89,18 @@ def int_field(item: Any, key: str) -> int | None:
 
 
 class PodEdit:
-    """Edits a working copy of one Pod; ``ops`` is the patch that leads from the Pod to it."""
+    """Edits a working copy of one Pod; ``ops`` is the patch that leads from the Pod to it.
+
+    The copy is made on write: it shares with the given Pod everything no edit has touched,
+    and a map or list is copied (shallowly, once) when an edit changes it or something below
+    it, so the given Pod never changes. Treat ``pod`` as read-only.
+    """
 
     def __init__(self, pod: Mapping[str, Any]) -> None:
-        self.pod: dict[str, Any] = json_copy(dict(pod))
+        self.pod: dict[str, Any] = dict(pod)
         self.ops: list[PatchOperation] = []
+        # The maps and lists this edit made (by id; kept alive here so no id is reused).
+        self._owned: dict[int, Any] = {id(self.pod): self.pod}
 
     def get(self, path: Path) -> Any:
         """The value at ``path``; None when it or anything on the way is missing or of another
@@ -130,10 +137,10 @@ class PodEdit:
                     if isinstance(key, int):
                         raise HookError(f"pod {dotted(path[: depth + 1])} has no item {key}")
                     value = {key: value}
-                self._set(node, path[: depth + 1], value)
+                self._set(path[: depth + 1], value)
                 return
             node = child
-        self._set(node, path, value)
+        self._set(path, value)
 
     def put_if_absent(self, path: Path, value: Any) -> bool:
         """``put`` when ``path`` holds nothing (absent or null); whether it did."""
@@ -166,7 +173,7 @@ class PodEdit:
         if any(matches(existing) for existing in current):
             return False
         self._record("add", pointer(path) + "/-", item)
-        current.append(json_copy(item))
+        self._writable(path).append(self._own(json_copy(item)))
         return True
 
     def set_amount(self, container: int, resource: str, amount: str) -> None:
@@ -235,12 +242,30 @@ class PodEdit:
             raise HookError(f"pod {dotted(path[: depth + 1])} is a {type_name(child)}, not {noun}")
         return child
 
-    def _set(self, parent: Any, path: Path, value: Any) -> None:
+    def _set(self, path: Path, value: Any) -> None:
+        """``add`` ``value`` at ``path``, whose parent exists and is a map."""
         key = path[-1]
         if isinstance(key, int):
             raise HookError(f"pod {dotted(path)}: put cannot set a list item")
         self._record("add", pointer(path), value)
-        parent[key] = json_copy(value)
+        self._writable(path[:-1])[key] = self._own(json_copy(value))
+
+    def _writable(self, path: Path) -> Any:
+        """The existing map or list at ``path``, made this edit's own on the way down (each map
+        or list there copied shallowly the first time)."""
+        node: Any = self.pod
+        for key in path:
+            child = node[key]
+            if id(child) not in self._owned:
+                child = self._own(dict(child) if isinstance(child, dict) else list(child))
+                node[key] = child
+            node = child
+        return node
+
+    def _own(self, value: Any) -> Any:
+        if isinstance(value, dict | list):
+            self._owned[id(value)] = value
+        return value
 
     def _record(self, op: str, path: str, value: Any) -> None:
         # The operation holds ``value`` itself (as PodPatch does; the chain copies what a plugin

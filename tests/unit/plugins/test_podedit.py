@@ -252,6 +252,28 @@ def test_the_original_pod_is_never_changed() -> None:
     assert original == pod()
 
 
+def test_the_working_copy_is_made_on_write() -> None:
+    """Only the maps and lists on the way to a change are copied; the rest is shared."""
+    original = pod()
+    original["spec"]["volumes"] = [{"name": "data"}]
+    edit = PodEdit(original)
+    edit.add_env(1, {"name": "A", "value": "1"})
+    edit.add_env(1, {"name": "B", "value": "2"})
+    edit.put(["metadata", "labels"], {"a": "b"})
+    assert original == {**pod(), "spec": {**pod()["spec"], "volumes": [{"name": "data"}]}}
+    spec, before = edit.pod["spec"], original["spec"]
+    assert spec is not before and spec["containers"] is not before["containers"]
+    assert spec["containers"][1] is not before["containers"][1]
+    assert spec["containers"][0] is before["containers"][0]  # untouched: shared
+    assert spec["volumes"] is before["volumes"]
+    assert spec["containers"][1]["env"] == [
+        {"name": "A", "value": "1"},
+        {"name": "B", "value": "2"},
+    ]
+    assert edit.pod["metadata"] is not original["metadata"]
+    assert replayed(edit, original) == edit.pod
+
+
 @pytest.mark.parametrize("value", ["1", "16Gi", "500m", "1.5", ".5", "5.", "2e3", "1E-2", "0"])
 def test_quantities(value: str) -> None:
     assert is_quantity(value)
