@@ -1,13 +1,11 @@
 """Reading Kubernetes manifests from YAML or JSON files (multi-document, ``kind: List``) and
 writing YAML streams. Used by the CLI commands.
 
-Reading accepts only what kubectl would send to the API server as JSON: UTF-8 text; aliases
-only while their expansion stays small (``MAX_ALIAS_NODES``; a few hundred bytes of nested
-aliases would expand to gigabytes) and never recursive; at most ``MAX_DEPTH`` levels of
-nesting; string map keys; no binary data, sets, ordered maps, NaN or infinity.
-Timestamp-like scalars stay the strings they were written as, as Kubernetes' own YAML-to-JSON
-conversion (sigs.k8s.io/yaml over go-yaml v2) keeps them. Every refusal is a ``ManifestError``
-naming the file, the document and, where there is one, the field.
+Reading accepts only what kubectl would send to the API server as JSON: UTF-8 text within the
+limits of ``controller.yamltext`` (aliases that expand little and never recursively, at most
+``MAX_DEPTH`` levels of nesting, timestamps kept as text); string map keys; no binary data,
+sets, ordered maps, NaN or infinity. Every refusal is a ``ManifestError`` naming the file, the
+document and, where there is one, the field.
 """
 
 from __future__ import annotations
@@ -24,44 +22,27 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from modelserving.api.jsondata import find_json_problem
 from modelserving.api.validation import format_loc
+from modelserving.controller.yamltext import MAX_DEPTH, YamlInvalid, YamlRefused, load_all
 
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-MAX_DEPTH = 100
-"""Deepest nesting of maps and lists accepted; real Kubernetes objects stay well under 30."""
-
-MAX_ALIAS_NODES = 100_000
-"""How many nodes aliases may add to one document once expanded."""
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
-_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
 
 class ManifestError(ValueError):
     """A file that cannot be read as Kubernetes manifests."""
 
 
-class _Loader(_BaseLoader):  # type: ignore[misc]
-    """The safe loader, except that timestamps stay text (``2024-01-02`` is a string)."""
-
-
-def _timestamp_as_text(loader: Any, node: ScalarNode) -> str:
-    return str(node.value)
-
-
-_Loader.add_constructor(_TIMESTAMP_TAG, _timestamp_as_text)
-
-
 def read_documents(path: str) -> Iterator[dict[str, Any]]:
     """Every object in ``path`` (``-`` is standard input); Lists are flattened."""
     text = _read_text(path)
-    _check_events(path, text)
     try:
-        docs = list(yaml.load_all(text, Loader=_Loader))
-    except yaml.YAMLError as exc:
+        docs = load_all(text)
+    except YamlRefused as exc:
+        raise ManifestError(f"{path}: {exc}") from None
+    except YamlInvalid as exc:
         raise ManifestError(f"{path}: not valid YAML: {exc}") from None
     for number, doc in enumerate(docs, 1):
         if doc is None:
@@ -88,65 +69,6 @@ def _read_text(path: str) -> str:
         raise ManifestError(
             f"{path}: not UTF-8 text (invalid byte at offset {exc.start})"
         ) from None
-
-
-def _check_events(path: str, text: str) -> None:
-    """Refuse alias bombs, recursive aliases and deep nesting from the parser's events, before
-    any object is built.
-
-    Aliases are accepted (kubectl accepts them) while they add at most ``MAX_ALIAS_NODES`` nodes
-    to a document: a few hundred bytes of nested aliases would otherwise expand to gigabytes.
-    libyaml's composer recurses without limit and crashes the interpreter on deep nesting.
-    """
-    document = depth = 0
-    nodes = written = 0  # nodes with aliases expanded, and as written
-    open_anchors: dict[str, int] = {}  # anchor -> node count when its node started
-    stack: list[str | None] = []  # anchors of the open maps and lists
-    sizes: dict[str, int] = {}  # anchor -> expanded size of its node
-    try:
-        for event in yaml.parse(text, Loader=_Loader):
-            cls = type(event)
-            anchor: str | None = getattr(event, "anchor", None)
-            if cls is yaml.ScalarEvent:
-                nodes += 1
-                written += 1
-                if anchor:
-                    sizes[anchor] = 1
-            elif cls is yaml.MappingStartEvent or cls is yaml.SequenceStartEvent:
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise ManifestError(
-                        f"{path}: maps and lists nested more than {MAX_DEPTH} levels deep "
-                        f"(document {document})"
-                    )
-                nodes += 1
-                written += 1
-                stack.append(anchor)
-                if anchor:
-                    open_anchors[anchor] = nodes - 1
-            elif cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
-                depth -= 1
-                closed = stack.pop()
-                if closed is not None:
-                    sizes[closed] = nodes - open_anchors.pop(closed)
-            elif cls is yaml.DocumentStartEvent:
-                document += 1
-                nodes = written = 0
-                sizes.clear()
-            elif cls is yaml.AliasEvent:
-                if anchor in open_anchors:
-                    raise ManifestError(
-                        f"{path}: alias *{anchor} refers to a node that contains it "
-                        f"(document {document})"
-                    )
-                nodes += sizes.get(anchor or "", 1)
-                if nodes - written > MAX_ALIAS_NODES:
-                    raise ManifestError(
-                        f"{path}: YAML aliases expand to more than {MAX_ALIAS_NODES} extra "
-                        f"nodes (document {document}); write the repeated parts out"
-                    )
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: not valid YAML: {exc}") from None
 
 
 def _kind(where: str, doc: dict[str, Any]) -> str:

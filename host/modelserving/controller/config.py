@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from modelserving.api.errors import FieldError, ModelServingError
 from modelserving.api.operator import OperatorConfig
 from modelserving.api.validation import pydantic_errors
+from modelserving.controller.yamltext import YamlInvalid, YamlRefused, load_all
 from modelserving.sandbox.settings import SandboxSettings, default_cache_dir
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -53,14 +53,14 @@ def _read(path: Path) -> Any:
     except UnicodeDecodeError:
         raise ConfigError(path, "is not UTF-8 text") from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" (line {mark.line + 1}, column {mark.column + 1})"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(path, f"is not valid YAML: {problem}{where}") from None
+        documents = load_all(text)
+    except YamlRefused as exc:
+        raise ConfigError(path, f"is refused: {exc}") from None
+    except YamlInvalid as exc:
+        raise ConfigError(path, f"is not valid YAML: {exc}") from None
+    if len(documents) > 1:
+        raise ConfigError(path, f"must hold one YAML document, not {len(documents)}")
+    return documents[0] if documents else None
 
 
 def _parse(path: Path, data: Any) -> OperatorConfig:

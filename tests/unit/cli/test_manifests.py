@@ -15,14 +15,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modelserving.cli.manifests import (
-    MAX_ALIAS_NODES,
-    MAX_DEPTH,
-    ManifestError,
-    dump_stream,
-    dump_yaml,
-    read_documents,
-)
+from modelserving.cli.manifests import ManifestError, dump_stream, dump_yaml, read_documents
+from modelserving.controller.yamltext import MAX_ALIAS_NODES, MAX_DEPTH
 
 
 def read(tmp_path: Path, text: str | bytes) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from modelserving.api.errors import FieldError, ModelServingError
 from modelserving.api.operator import OperatorConfig
 from modelserving.controller import config as config_module
 from modelserving.controller.config import ConfigError, load_config, pod_namespace, sandbox_settings
+from modelserving.controller.yamltext import MAX_DEPTH
 from modelserving.sandbox import SandboxSettings
 
 FULL = """\
@@ -159,6 +160,20 @@ def test_yaml_syntax_error_names_the_place(tmp_path: Path) -> None:
     message = str(refuse(path))
     assert message.startswith(f"config {path} is not valid YAML: ")
     assert "(line 3, column 1)" in message
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 100_000])
+def test_deep_nesting_is_refused_not_a_crash(tmp_path: Path, depth: int) -> None:
+    path = write(tmp_path, "sandbox: " + "[" * depth + "]" * depth + "\n")
+    assert str(refuse(path)) == (
+        f"config {path} is refused: maps and lists nested more than {MAX_DEPTH} levels deep "
+        "(document 1)"
+    )
+
+
+def test_several_documents_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "sandbox: {}\n---\nsandbox: {}\n")
+    assert str(refuse(path)) == f"config {path} must hold one YAML document, not 2"
 
 
 @pytest.mark.parametrize(
