@@ -9,19 +9,50 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# Tool caches outside the checkout (kept between clones): uv, the control plane, cargo.
+CACHE ?= $(or $(MODELSERVING_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/modelserving)
 
-.PHONY: help setup system-deps lint fmt crds crds-check test test-unit bench run render-example clean
+# uv installs .venv from uv.lock (exact versions and sha256 hashes of every package); uv itself
+# comes from PyPI, pinned by version and by the hashes of its Linux and macOS wheels.
+UV_VERSION := 0.13.9
+UV_HASHES := \
+  d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19 \
+  2c45530751517d6c3bbc69a19473f6effe47cce047bede01ffd8af7ea7b36b25 \
+  5435c5ce14a56431208ca0996416d310f1598e8c2c8ba707688985a16bb82dbe \
+  ecb6028d79dc96fbeafffe5c8af62a7099487ebc05a701e76714eebcffd06375 \
+  c16ed11e013557536b3e60065f1b912f6407bd6518e041b961e23ef9e6b4fbf5 \
+  66c512266d633bef48384a1f53003f41f2a8e7b36fe6e7fbfd3e0fd52d96fa63
+UV_HOME := $(CACHE)/uv-$(UV_VERSION)
+UV := $(UV_HOME)/bin/uv
+# Never download a Python: the venv uses $(PYTHON). UV_PROJECT_ENVIRONMENT keeps it in $(VENV).
+UV_ENV := UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=$(abspath $(VENV)) UV_NO_PROGRESS=1
+
+.PHONY: help setup lock uv system-deps lint fmt crds crds-check test test-unit bench run render-example clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | sort
 
-setup: $(STAMP) ## create .venv with the package installed editable
+setup: $(STAMP) ## create .venv from uv.lock (exact versions and hashes), the package editable
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	@$(UV_ENV) $(UV) lock --check --python $(PYTHON) --quiet || { \
+		echo "error: uv.lock does not match pyproject.toml: run 'make lock' and commit uv.lock" >&2; \
+		exit 1; }
+	$(UV_ENV) $(UV) sync --locked --extra dev --python $(PYTHON) --quiet
 	@touch $@
+
+lock: $(UV) ## update uv.lock after a change to pyproject.toml (UPGRADE=1: newest allowed versions)
+	$(UV_ENV) $(UV) lock --python $(PYTHON) $(if $(UPGRADE),--upgrade)
+
+uv: $(UV) ## install the pinned uv into the cache
+
+$(UV):
+	@rm -rf $(UV_HOME) $(UV_HOME).partial && mkdir -p $(UV_HOME).partial
+	{ printf 'uv==$(UV_VERSION)'; printf ' --hash=sha256:%s' $(UV_HASHES); echo; } > $(UV_HOME).partial/requirements.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+		--no-deps --require-hashes \
+		--only-binary=:all: --target $(UV_HOME).partial -r $(UV_HOME).partial/requirements.txt
+	@mv $(UV_HOME).partial $(UV_HOME) && $(UV) --version
 
 system-deps: ## install the Debian packages the tools need, when missing (openssl)
 	@command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
