@@ -8,7 +8,9 @@ sibling of the controller: it imports no other ``modelserving`` subpackage.
 - ``build``: compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and
   kwok from Go modules into the cache (once per version).
 - ``certs``: the CA, serving/admin certificates and ServiceAccount keys (``openssl``).
-- ``procs``: free ports, detached processes, PID checks, stopping by PID.
+- ``procs``: free ports, detached processes, liveness (as their parent, or by PID from
+  ``state.json``), stopping whole process groups.
+- ``interrupts``: SIGTERM, SIGHUP and SIGINT during a start become an exception, so it cleans up.
 - ``cluster``: up / down / health of one cluster folder.
 """
 

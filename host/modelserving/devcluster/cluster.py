@@ -1,12 +1,16 @@
 """Start, inspect and stop a local control plane in one folder (``.cluster/`` for ``make``).
 
-Called by ``python -m modelserving.devcluster up|down|status|env`` and by the integration
-tests' session fixture (with a temporary folder). ``up`` runs etcd, kube-apiserver (TLS, RBAC,
-an admin client certificate in ``system:masters``), kube-controller-manager, kube-scheduler and
-kwok on free loopback ports, writes ``<folder>/kubeconfig``, registers fake kwok Nodes and waits
+Called by ``python -m modelserving.devcluster up|down|status|env``, by ``modelserving run
+--local-cluster``, by the controller benchmark and by the integration tests' session fixture
+(with a temporary folder). ``up`` runs etcd, kube-apiserver (TLS, RBAC, an admin client
+certificate in ``system:masters``), kube-controller-manager, kube-scheduler and kwok on free
+loopback ports, writes ``<folder>/kubeconfig``, registers fake kwok Nodes and waits
 until ``/readyz`` is ok, the Nodes are Ready and the ``default`` ServiceAccount exists. Every
 started process is recorded in ``<folder>/state.json`` as it starts, so ``down`` (or the next
-``up`` after a crash) stops exactly those PIDs.
+``up`` after a crash) stops exactly those PIDs. A start that fails, or is interrupted by a signal
+(``interrupts``), stops every process it started before the error propagates; while it runs,
+whether a component exited is the kernel's answer to its parent (``procs.Child``), never a guess
+from ``/proc``.
 
 Folder layout: ``state.json``, ``kubeconfig``, ``pki/``, ``etcd/`` (data), ``logs/<name>.log``,
 ``bin/kubectl`` (a symlink into the build cache).
@@ -22,7 +26,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,9 @@ import yaml
 
 from modelserving.devcluster.build import build_all
 from modelserving.devcluster.certs import Pki, make_pki
+from modelserving.devcluster.interrupts import Interrupted, SignalGuard
 from modelserving.devcluster.procs import (
+    Child,
     ProcessRecord,
     find_strays,
     free_ports,
@@ -48,6 +54,7 @@ SERVICE_CIDR = "10.0.0.0/24"
 NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 NODE_LABEL = ("type", "kwok")
 NODE_LEASE_SECONDS = 40
+SERVICE_ACCOUNT_PATH = "/api/v1/namespaces/default/serviceaccounts/default"
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -57,6 +64,8 @@ PORT_NAMES = (
     "kwok",
 )
 PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+DEFAULT_TIMEOUT = 300.0
+"""Seconds per wait: a loaded 2-core machine (compiling, say) can need minutes to start."""
 
 Log = Callable[[str], None]
 
@@ -330,18 +339,36 @@ def command_lines(state: ClusterState, binaries: Mapping[str, Path]) -> dict[str
 # --- lifecycle ---------------------------------------------------------------------------------
 
 
-def _wait(what: str, check: Callable[[], bool], timeout: float, state: ClusterState) -> None:
+def _wait(
+    what: str,
+    owner: str,
+    check: Callable[[], bool],
+    timeout: float,
+    children: Sequence[Child],
+) -> None:
+    """Poll ``check`` until true; fail when a started process exits, or after ``timeout``.
+
+    Whether a process exited is the kernel's answer to its parent (``Child``), so a slow one is
+    waited for, never taken for dead. Errors name the component and quote its log (``owner``'s
+    for a timeout).
+    """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         if check():
             return
-        for record in state.processes:
-            if not is_ours(record):
+        for child in children:
+            status = child.exit_status()
+            if status is not None:
                 raise ClusterError(
-                    f"{record.name} exited while waiting for {what}; {_tail(record)}"
+                    f"{child.record.name} {status} while waiting for {what}; {_tail(child.record)}"
                 )
+        if time.monotonic() >= deadline:
+            records = [child.record for child in children if child.record.name == owner]
+            detail = _tail(records[0]) if records else f"{owner} was not started"
+            raise ClusterError(
+                f"{owner}: timed out after {timeout:.0f}s waiting for {what}; {detail}"
+            )
         time.sleep(0.2)
-    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {state.logs}")
 
 
 def _tail(record: ProcessRecord, lines: int = 15) -> str:
@@ -354,7 +381,7 @@ def _tail(record: ProcessRecord, lines: int = 15) -> str:
 
 def _etcd_healthy(port: int) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
             return bool(json.loads(resp.read()).get("health") == "true")
     except (OSError, ValueError):
         return False
@@ -401,10 +428,17 @@ def up(
     nodes: int = 2,
     binaries: Mapping[str, Path] | None = None,
     die_with_parent: bool = False,
-    timeout: float = 120.0,
+    timeout: float = DEFAULT_TIMEOUT,
     log: Log | None = None,
 ) -> ClusterState:
-    """Bring the cluster of ``directory`` up (or find it running); clean a crashed leftover."""
+    """Bring the cluster of ``directory`` up (or find it running); clean a crashed leftover.
+
+    ``timeout`` bounds each wait (etcd, API server, Nodes, ServiceAccount); a process that
+    exits fails the start at once. A start that fails or is interrupted (SIGTERM, SIGHUP or
+    SIGINT in the main thread: see ``interrupts``) stops every process it started, and then any
+    process whose flags name the folder, before the error propagates; the folder (logs,
+    ``state.json``) stays for inspection until the next ``up`` or ``down``.
+    """
     say = log or (lambda _message: None)
     directory = directory.resolve()
     existing = load_state(directory)
@@ -415,70 +449,108 @@ def up(
         say(f"cleaned a leftover cluster in {directory}")
     binaries = dict(binaries) if binaries is not None else build_all()
     started = time.monotonic()
+    children: list[Child] = []
+    with SignalGuard() as guard:
+        try:
+            start = _Start(
+                _prepare(directory), binaries, timeout, die_with_parent, guard, say, children
+            )
+            state = _finish(start.run(nodes), binaries)
+        except BaseException as error:
+            guard.disarm()
+            reason = str(error) if isinstance(error, Interrupted) else "the start failed"
+            names = ", ".join(child.record.name for child in children)
+            say(f"{reason}; stopping {names}" if names else reason)
+            _stop_everything(directory, children)
+            raise
+    say(f"up in {time.monotonic() - started:.1f}s: {state.server}")
+    return state
+
+
+def _prepare(directory: Path) -> ClusterState:
+    """A fresh folder with ports, PKI, kubeconfig and an empty ``state.json``."""
     directory.mkdir(parents=True)
     state = ClusterState(directory, dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True)))
     make_pki(state.pki.directory)
     state.kubeconfig.write_text(kubeconfig_text(state.server, state.pki))
     state.kubeconfig.chmod(0o600)
     save_state(state)
-    try:
-        state = _start_all(state, binaries, nodes, die_with_parent, timeout)
-    except BaseException:
-        # Stop what did start; keep the folder (logs) until the next up() or down() cleans it.
-        partial = load_state(directory)
-        for record in reversed(partial.processes if partial is not None else ()):
-            stop(record)
-        raise
-    (directory / "bin").mkdir(exist_ok=True)
+    return state
+
+
+@dataclass
+class _Start:
+    """One start of the components: it records each process as it starts, for the cleanup."""
+
+    state: ClusterState
+    binaries: Mapping[str, Path]
+    timeout: float
+    die_with_parent: bool
+    guard: SignalGuard
+    say: Log
+    children: list[Child]
+
+    def run(self, nodes: int) -> ClusterState:
+        """Start the components in order and wait until the cluster is usable."""
+        self.spawn("etcd")
+        self.wait("etcd /health", "etcd", lambda: _etcd_healthy(self.state.ports["etcd"]))
+        self.spawn("kube-apiserver")
+        api = Api(self.state)
+        self.wait("kube-apiserver /readyz", "kube-apiserver", lambda: _readyz(api))
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self.spawn(name)
+        _register_nodes(api, nodes)
+        self.wait(f"{nodes} Ready kwok Nodes", "kwok", lambda: _nodes_ready(api, nodes))
+        self.wait(
+            "the default ServiceAccount",
+            "kube-controller-manager",
+            lambda: api.request("GET", SERVICE_ACCOUNT_PATH)[0] == 200,
+        )
+        return self.state
+
+    def spawn(self, name: str) -> None:
+        self.say(f"starting {name}")
+        with self.guard.held():  # a signal here is raised once the process is in ``children``
+            child = spawn(
+                name,
+                command_lines(self.state, self.binaries)[name],
+                self.state.logs / f"{name}.log",
+                cwd=self.state.directory,
+                die_with_parent=self.die_with_parent,
+            )
+            self.children.append(child)
+        self.state = self.state.with_process(child.record)
+        save_state(self.state)
+
+    def wait(self, what: str, owner: str, check: Callable[[], bool]) -> None:
+        self.say(f"waiting for {what}")
+        _wait(what, owner, check, self.timeout, self.children)
+
+
+def _readyz(api: Api) -> bool:
+    return bool(api.request("GET", "/readyz")[1] == "ok")
+
+
+def _finish(state: ClusterState, binaries: Mapping[str, Path]) -> ClusterState:
+    """Link kubectl into the folder and record the cluster as ready."""
+    (state.directory / "bin").mkdir(exist_ok=True)
     kubectl = binaries.get("kubectl")
     if kubectl is not None:
         state.kubectl.unlink(missing_ok=True)
         state.kubectl.symlink_to(kubectl)
     state = state.as_ready()
     save_state(state)
-    say(f"up in {time.monotonic() - started:.1f}s: {state.server}")
     return state
 
 
-def _start_all(
-    state: ClusterState,
-    binaries: Mapping[str, Path],
-    nodes: int,
-    die_with_parent: bool,
-    timeout: float,
-) -> ClusterState:
-    commands = command_lines(state, binaries)
-
-    def start(name: str) -> None:
-        nonlocal state
-        record = spawn(
-            name,
-            commands[name],
-            state.logs / f"{name}.log",
-            cwd=state.directory,
-            die_with_parent=die_with_parent,
-        )
-        state = state.with_process(record)
-        save_state(state)
-
-    start("etcd")
-    _wait("etcd /health", lambda: _etcd_healthy(state.ports["etcd"]), timeout, state)
-    start("kube-apiserver")
-    api = Api(state)
-    _wait(
-        "kube-apiserver /readyz", lambda: api.request("GET", "/readyz")[1] == "ok", timeout, state
-    )
-    for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
-        start(name)
-    _register_nodes(api, nodes)
-    _wait(f"{nodes} Ready kwok Nodes", lambda: _nodes_ready(api, nodes), timeout, state)
-    _wait(
-        "the default ServiceAccount",
-        lambda: api.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
-        timeout,
-        state,
-    )
-    return state
+def _stop_everything(directory: Path, children: Sequence[Child]) -> None:
+    """Stop the started processes (whole process groups), then any stray naming the folder."""
+    for child in reversed(children):
+        child.terminate()
+    for child in reversed(children):
+        child.stop()
+    for pid, argv in find_strays(str(directory) + os.sep, PROGRAMS):
+        kill_stray(pid, argv)
 
 
 def clean(directory: Path, *, keep_logs: bool = False) -> bool:

@@ -11,6 +11,7 @@ import yaml
 
 from modelserving.devcluster import cluster, procs
 from modelserving.devcluster.certs import make_pki
+from tests.processes import wait_until_exec_done
 
 PORTS = dict(zip(cluster.PORT_NAMES, range(20000, 20006), strict=True))
 
@@ -73,16 +74,20 @@ def test_clean_removes_folder_and_stops_recorded_and_stray_processes(
     argv = [sys.executable, "-c", "import time; time.sleep(60)", f"--data-dir={directory}/x"]
     recorded = procs.spawn("etcd", argv, directory / "a.log", cwd=tmp_path)
     stray = procs.spawn("etcd", [*argv, "stray"], directory / "b.log", cwd=tmp_path)
-    cluster.save_state(cluster.ClusterState(directory, PORTS, (recorded,)))
+    # A process only shows its argv once exec has set up its stack; the /proc scan needs it.
+    wait_until_exec_done(stray.record)
+    cluster.save_state(cluster.ClusterState(directory, PORTS, (recorded.record,)))
     monkeypatch.setattr(cluster, "PROGRAMS", (*cluster.PROGRAMS, Path(sys.executable).name))
     try:
         assert cluster.clean(directory)
+        assert recorded.exit_status() is not None
+        assert stray.exit_status() is not None
     finally:
-        procs.stop(recorded, timeout=1)
-        procs.stop(stray, timeout=1)
+        recorded.stop(timeout=1)
+        stray.stop(timeout=1)
     assert not directory.exists()
-    assert not procs.is_ours(recorded)
-    assert not procs.is_ours(stray)
+    assert not procs.is_ours(recorded.record)
+    assert not procs.is_ours(stray.record)
     assert not cluster.clean(directory)
 
 

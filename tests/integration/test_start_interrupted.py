@@ -1,0 +1,104 @@
+"""Starting the real control plane on a busy machine, interrupted at each phase, leaves nothing.
+
+Each test runs ``python -m modelserving.devcluster up`` (what ``make cluster-up`` runs) while
+busy loops occupy every core, signals it when its progress line shows the phase was reached,
+then checks that no process whose argv names the cluster folder is alive and that the next
+``up`` (still under contention) brings a healthy cluster.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from modelserving import devcluster
+from modelserving.devcluster import procs
+from tests.processes import cpu_contention, kill_all, mentioning, wait_until_gone
+
+PHASES = (
+    "starting etcd",
+    "waiting for etcd /health",
+    "starting kube-apiserver",
+    "waiting for kube-apiserver /readyz",
+    "starting kube-scheduler",
+    "waiting for 2 Ready kwok Nodes",
+    "waiting for the default ServiceAccount",
+)
+
+
+@pytest.fixture
+def directory(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "cluster"
+    yield folder
+    devcluster.down(folder)
+    kill_all(str(folder))
+
+
+def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int, str]:
+    """Run ``up``, send ``signum`` when it reports ``phase``; its exit code and output."""
+    starter = subprocess.Popen(
+        [sys.executable, "-m", "modelserving.devcluster", "--dir", str(directory), "up"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert starter.stderr is not None
+        seen = []
+        for line in starter.stderr:
+            seen.append(line)
+            if line.strip() == f"devcluster: {phase}":
+                starter.send_signal(signum)
+                break
+        rest = starter.communicate(timeout=90)[1]
+    finally:
+        starter.kill()
+        starter.communicate()
+    output = "".join(seen) + rest
+    assert f"devcluster: {phase}\n" in seen, output
+    return starter.returncode, output
+
+
+def _next_up_works(directory: Path) -> None:
+    state = devcluster.up(directory, die_with_parent=True, timeout=90)
+    assert devcluster.is_healthy(state)
+    assert len(state.processes) == len(devcluster.cluster.PROGRAMS)
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_start_terminated_at_each_phase_stops_everything(directory: Path, phase: str) -> None:
+    with cpu_contention():
+        returncode, output = _up_until(directory, phase, signal.SIGTERM)
+        assert returncode == -signal.SIGTERM, output
+        assert "devcluster: interrupted by SIGTERM" in output
+        assert wait_until_gone(str(directory)) == [], output
+        _next_up_works(directory)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
+def test_ctrl_c_or_a_closed_terminal_stop_everything(
+    directory: Path, signum: signal.Signals
+) -> None:
+    with cpu_contention():
+        returncode, output = _up_until(directory, "waiting for 2 Ready kwok Nodes", signum)
+        assert returncode != 0, output
+        assert f"devcluster: interrupted by {signum.name}; stopping etcd" in output
+        assert wait_until_gone(str(directory)) == [], output
+
+
+def test_after_a_killed_start_the_next_one_stops_the_leftovers(directory: Path) -> None:
+    with cpu_contention():
+        returncode, output = _up_until(
+            directory, "waiting for kube-apiserver /readyz", signal.SIGKILL
+        )
+        assert returncode == -signal.SIGKILL, output
+        leftovers = {pid for pid, _argv in mentioning(str(directory))}
+        assert leftovers  # SIGKILL cannot be caught: etcd and kube-apiserver are still running
+        _next_up_works(directory)
+    assert leftovers.isdisjoint(pid for pid, _argv in mentioning(str(directory)))
+    assert all(procs.read_start_time(pid) is None for pid in leftovers)
