@@ -1,8 +1,9 @@
 """Session fixtures running a real control plane for every test under ``tests/integration``.
 
 - Every test in this folder gets the ``integration`` marker.
-- The binaries are built (or found in the cache) once, after collection and before any test,
-  so a cold build (many minutes) is not charged to a test's timeout.
+- The binaries are built (or found in the cache) once, in a thread started after collection
+  while the tests of the other folders run (this folder runs last); the first integration test
+  waits for it before its timeout starts, so a cold build is not charged to a test's timeout.
 - ``cluster`` (session): a control plane in the session's temp folder (not ``.cluster/``, so a
   developer's ``make cluster-up`` is untouched), with kubeconfig, admin ``ApiClient`` and
   kubectl. Its processes die with pytest. After a session with failures the component logs are
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from modelserving import devcluster
 HERE = Path(__file__).parent.resolve()
 _BINARIES = pytest.StashKey[dict[str, Path]]()
 _BUILD_ERROR = pytest.StashKey[str]()
+_BUILD = pytest.StashKey["_Build"]()
 _KEPT_LOGS = pytest.StashKey[Path]()
 
 
@@ -43,22 +46,64 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the binaries (when not cached) while the other tests run.
+
+    ``testpaths`` puts this folder last, so a cold build (minutes) overlaps the unit and wasm
+    tests, which leave a core idle; ``make test`` starts it even earlier, in the background, and
+    this build then only waits for that one (the build's file lock).
+    """
     if session.config.option.collectonly or not any(map(_is_integration, session.items)):
         return
+    if devcluster.cached_binaries() is not None:
+        return
     reporter: Any = session.config.pluginmanager.get_plugin("terminalreporter")
-    binaries = devcluster.cached_binaries()
-    if binaries is None:
-        if reporter is not None:
-            reporter.write_line("devcluster: building the control plane (first run: minutes)")
-        started = time.monotonic()
+    if reporter is not None:
+        reporter.write_line("devcluster: building the control plane meanwhile (first run: minutes)")
+    session.config.stash[_BUILD] = _Build()
+
+
+class _Build(threading.Thread):
+    """``devcluster.build_all`` in a thread; ``result()`` waits for it."""
+
+    def __init__(self) -> None:
+        super().__init__(name="devcluster-build", daemon=True)
+        self.started_at = time.monotonic()
+        self.binaries: dict[str, Path] | None = None
+        self.error: str | None = None
+        self.start()
+
+    def run(self) -> None:
         try:
-            binaries = devcluster.build_all(quiet=True)
+            self.binaries = devcluster.build_all(quiet=True)
         except devcluster.BuildError as error:
-            session.config.stash[_BUILD_ERROR] = str(error)
-            return
+            self.error = str(error)
+
+    def result(self) -> dict[str, Path]:
+        self.join()
+        if self.binaries is None:
+            raise devcluster.BuildError(self.error or "the build thread ended without binaries")
+        return self.binaries
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Before the first integration test, and before its timeout starts, wait for the build."""
+    stash = item.config.stash
+    build = stash.get(_BUILD, None)
+    if build is not None and _is_integration(item):
+        del stash[_BUILD]
+        reporter: Any = item.config.pluginmanager.get_plugin("terminalreporter")
+        waited = time.monotonic()
+        try:
+            stash[_BINARIES] = build.result()
+        except devcluster.BuildError as error:
+            stash[_BUILD_ERROR] = str(error)
         if reporter is not None:
-            reporter.write_line(f"devcluster: built in {time.monotonic() - started:.0f}s")
-    session.config.stash[_BINARIES] = binaries
+            reporter.write_line(
+                f"devcluster: build finished {time.monotonic() - build.started_at:.0f}s after "
+                f"it started (waited {time.monotonic() - waited:.0f}s for it)"
+            )
+    yield
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

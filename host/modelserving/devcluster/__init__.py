@@ -6,7 +6,7 @@ sibling of the controller: it imports no other ``modelserving`` subpackage.
 
 - ``versions``: pinned versions and the build cache location.
 - ``build``: compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and
-  kwok from Go modules into the cache (once per version).
+  kwok from Go modules into one multi-call binary in the cache (once per set of versions).
 - ``certs``: the CA, serving/admin certificates and ServiceAccount keys (``openssl``).
 - ``procs``: free ports, detached processes, liveness (as their parent, or by PID from
   ``state.json``), stopping whole process groups.

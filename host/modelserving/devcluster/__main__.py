@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from modelserving.devcluster import build, certs, cluster
-from modelserving.devcluster.versions import COMPONENTS, component_dir
+from modelserving.devcluster.versions import BUNDLES, bundle_dir
 
 
 def _say(message: str) -> None:
@@ -54,9 +54,9 @@ def _status(args: argparse.Namespace) -> int:
     state = cluster.load_state(args.dir.resolve())
     if state is None:
         print("not running")
-        for component in COMPONENTS:
-            built = build.read_stamp(component_dir(component), component) is not None
-            print(f"  {component.key}: {'built' if built else 'not built'}")
+        for bundle in BUNDLES:
+            built = build.read_stamp(bundle_dir(bundle), bundle) is not None
+            print(f"  {bundle.key}: {'built' if built else 'not built'}")
         return 3
     healthy = cluster.is_healthy(state)
     print(f"{'running' if healthy else 'NOT HEALTHY'}: {state.server}")

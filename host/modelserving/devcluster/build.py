@@ -1,14 +1,22 @@
-"""Build (or find cached) etcd, the Kubernetes control plane, kubectl and kwok from Go modules.
+"""Build (or find cached) the local control plane's binaries from Go modules.
 
 Called by ``python -m modelserving.devcluster build|up`` and by the integration tests' conftest.
-Only the Go module proxy is needed: each component is compiled from a small *wrapper module*
-written into the cache (``<cache>/kube/<component>-<version>/src/go.mod``) that requires the
-upstream module at its pinned version and turns the upstream's local ``replace`` directives
-(``k8s.io/api => ./staging/...``, ``go.etcd.io/etcd/api/v3 => ../api``) into published module
-versions, because ``go install module@version`` refuses modules with such replaces.
+Only the Go module proxy is needed. Each :class:`~versions.Bundle` is compiled from a small
+*wrapper module* written into the cache (``<cache>/kube/<bundle key>/src``): its ``go.mod``
+requires every upstream module at its pinned version and turns the upstreams' local ``replace``
+directives (``k8s.io/api => ./staging/...``, ``go.etcd.io/etcd/api/v3 => ../api``) into
+published module versions, because a module with such replaces cannot be required as it is;
+its Go files (from ``multicall/`` beside this file: ``main.go`` and one file per component)
+run the program named by ``argv[0]``.
+One ``go build`` compiles every package once and links one binary; ``bin/`` gets a symlink
+per program.
+
+The build is lean on purpose: ``-trimpath``, no DWARF in the compiler or the linker
+(``-gcflags=all=-dwarf=false``, ``-ldflags=-s -w``), cgo off, and Go's build and module caches
+shared with the Go plugin builds (``versions.go_cache_dirs``).
 
 A finished build writes ``build.json``; a later call that finds it (and every binary) returns at
-once. Builds of one component are serialised with a file lock, so a test run and a ``make
+once. Builds of one bundle are serialised with a file lock, so a test run and a ``make
 cluster-up`` started together do not compile twice.
 """
 
@@ -19,33 +27,46 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelserving.devcluster.versions import COMPONENTS, ETCD, KUBERNETES, KWOK, Component
-from modelserving.devcluster.versions import component_dir as _component_dir
+from modelserving.devcluster.interrupts import SignalGuard
+from modelserving.devcluster.versions import (
+    BUNDLES,
+    ETCD,
+    KUBERNETES,
+    KWOK,
+    Bundle,
+    Component,
+    bundle_dir,
+    go_cache_dirs,
+)
 
 STAMP = "build.json"
+BINARY = "multicall"
+"""The file name of a bundle's binary in ``bin/``; each program is a symlink to it."""
+
+MULTICALL = Path(__file__).with_name("multicall")
+"""The Go sources of the multi-call binary: ``main.go`` and ``<component name>.go`` each."""
 
 
 class BuildError(RuntimeError):
-    """A component could not be built; the message names it and quotes the end of its log."""
+    """A bundle could not be built; the message names it and quotes the end of its log."""
 
 
 @dataclass(frozen=True)
-class WrapperSpec:
-    """How to build one component from a wrapper module."""
+class Upstream:
+    """How one component's module enters a wrapper module."""
 
     component: Component
     module: str
     """The upstream module required by the wrapper, e.g. ``k8s.io/kubernetes``."""
-    packages: tuple[str, ...]
-    """Main packages to build; each binary is named after the last path element."""
     local_prefix: str
     """Upstream ``replace`` targets starting with this are local folders to be replaced."""
     replace_version: Callable[[str], str]
@@ -85,31 +106,27 @@ def kubernetes_ldflags(version: str, build_date: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def wrapper_spec(component: Component, build_date: str = "1970-01-01T00:00:00Z") -> WrapperSpec:
-    """The wrapper recipe of one of the pinned components."""
+def upstream(component: Component, build_date: str = "1970-01-01T00:00:00Z") -> Upstream:
+    """How one of the pinned components enters its bundle's wrapper module."""
     if component.name == KUBERNETES.name:
         staging = kubernetes_staging_version(component.version)
-        return WrapperSpec(
+        return Upstream(
             component,
             "k8s.io/kubernetes",
-            tuple(f"k8s.io/kubernetes/cmd/{name}" for name in component.binaries),
             "./staging/",
             lambda _module: staging,
             kubernetes_ldflags(component.version, build_date),
         )
     if component.name == ETCD.name:
         version = component.version
-        return WrapperSpec(
+        return Upstream(
             component,
             "go.etcd.io/etcd/server/v3",
-            ("go.etcd.io/etcd/server/v3",),
             "../",
             lambda module: etcd_module_version(version, module),
         )
     if component.name == KWOK.name:
-        return WrapperSpec(
-            component, "sigs.k8s.io/kwok", ("sigs.k8s.io/kwok/cmd/kwok",), "./", lambda _m: ""
-        )
+        return Upstream(component, "sigs.k8s.io/kwok", "./", lambda _m: "")
     raise ValueError(f"no build recipe for component {component.name!r}")
 
 
@@ -133,16 +150,39 @@ def go_directive(go_mod: str) -> str:
     return match.group(1) if match else "1.22"
 
 
-def render_go_mod(spec: WrapperSpec, go_version: str, replaces: Mapping[str, str]) -> str:
-    """The wrapper module's go.mod: require the upstream, pin each replaced module."""
-    name = re.sub(r"[^a-z0-9]+", "", spec.component.name.lower())
+def _version_key(go_version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", go_version))
+
+
+def merge_replaces(upstreams: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """One replace map from each upstream's; two upstreams pinning one module differently is
+    an error naming both (the wrapper can hold only one version of it)."""
+    merged: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for name, replaces in upstreams.items():
+        for module, version in replaces.items():
+            if merged.get(module, version) != version:
+                raise BuildError(
+                    f"{owner[module]} needs {module} {merged[module]} but {name} needs {version}"
+                )
+            merged[module] = version
+            owner[module] = name
+    return merged
+
+
+def render_go_mod(
+    bundle: Bundle, go_version: str, requires: Mapping[str, str], replaces: Mapping[str, str]
+) -> str:
+    """The wrapper module's go.mod: require each upstream, pin each replaced module."""
     lines = [
         "// Generated by modelserving.devcluster.build; do not edit.",
-        f"module modelserving.local/devcluster/{name}",
+        f"module modelserving.local/devcluster/{bundle.name}",
         "",
         f"go {go_version}",
         "",
-        f"require {spec.module} {spec.component.version}",
+        "require (",
+        *(f"\t{module} {version}" for module, version in requires.items()),
+        ")",
     ]
     if replaces:
         lines += ["", "replace ("]
@@ -151,15 +191,20 @@ def render_go_mod(spec: WrapperSpec, go_version: str, replaces: Mapping[str, str
     return "\n".join(lines) + "\n"
 
 
-def read_stamp(directory: Path, component: Component) -> dict[str, object] | None:
-    """The stamp of a finished build of ``component`` in ``directory``, or None if incomplete."""
+def go_sources(bundle: Bundle) -> tuple[str, ...]:
+    """The files of ``multicall/`` that make up ``bundle``'s program."""
+    return ("main.go", *(f"{component.name}.go" for component in bundle.components))
+
+
+def read_stamp(directory: Path, bundle: Bundle) -> dict[str, object] | None:
+    """The stamp of a finished build of ``bundle`` in ``directory``, or None if incomplete."""
     try:
         stamp = json.loads((directory / STAMP).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(stamp, dict) or stamp.get("version") != component.version:
+    if not isinstance(stamp, dict) or stamp.get("bundle") != bundle.key:
         return None
-    for binary in component.binaries:
+    for binary in bundle.binaries:
         if not os.access(directory / "bin" / binary, os.X_OK):
             return None
     return stamp
@@ -176,115 +221,159 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _go_env() -> dict[str, str]:
-    env = dict(os.environ)
+def go_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every ``go`` command of a build."""
+    env = dict(os.environ if environ is None else environ)
+    gocache, gomodcache = go_cache_dirs(env)
+    env["GOCACHE"], env["GOMODCACHE"] = str(gocache), str(gomodcache)
     env["CGO_ENABLED"] = "0"
     env["GOWORK"] = "off"  # a go.work of the caller must not pull the wrapper into a workspace
-    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod").strip()
-    env.pop("GOOS", None)
-    env.pop("GOARCH", None)
+    # -modcacherw: the shared module cache stays deletable (`rm -rf`) like the plugin builds'.
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod -modcacherw").strip()
+    for name in ("GOOS", "GOARCH", "GOPATH", "GOEXPERIMENT"):
+        env.pop(name, None)
     return env
 
 
 def _run(args: Sequence[str], cwd: Path, log: Path, env: Mapping[str, str]) -> str:
+    """Run a ``go`` command in its own process group, output to ``log``; on any exception
+    (a signal turned into one by the caller's guard) the whole group is killed."""
     with log.open("a") as out:
         out.write(f"$ {' '.join(args)}\n")
         out.flush()
-        proc = subprocess.run(
-            args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=out, text=True, check=False
-        )
-        out.write(proc.stdout)
+        with subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=out,
+            text=True,
+            start_new_session=True,
+        ) as proc:
+            try:
+                stdout, _ = proc.communicate()
+            except BaseException:
+                _kill_group(proc)
+                raise
+        out.write(stdout)
     if proc.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-25:])
         raise BuildError(f"{' '.join(args[:3])} failed ({proc.returncode}); log {log}:\n{tail}")
-    return proc.stdout
+    return stdout
 
 
-def _upstream_go_mod(spec: WrapperSpec, cwd: Path, log: Path, env: Mapping[str, str]) -> str:
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL ``proc`` and every compiler it started (its process group), then reap it."""
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _upstream_go_mod(spec: Upstream, cwd: Path, log: Path, env: Mapping[str, str]) -> str:
     target = f"{spec.module}@{spec.component.version}"
     info = json.loads(_run(["go", "mod", "download", "-json", target], cwd, log, env))
     return Path(info["GoMod"]).read_text()
 
 
-def build_component(component: Component, *, quiet: bool = False) -> Path:
-    """Build ``component`` into its cache folder unless already there; return its ``bin`` dir."""
-    directory = _component_dir(component)
-    if read_stamp(directory, component) is not None:
+def build_bundle(bundle: Bundle, *, quiet: bool = False) -> Path:
+    """Build ``bundle`` into its cache folder unless already there; return its ``bin`` dir."""
+    directory = bundle_dir(bundle)
+    if read_stamp(directory, bundle) is not None:
         return directory / "bin"
     with _locked(directory.with_name(directory.name + ".lock")):
-        if read_stamp(directory, component) is not None:
+        if read_stamp(directory, bundle) is not None:
             return directory / "bin"
         if shutil.which("go") is None:
             raise BuildError("`go` is not on PATH; it is needed to build the dev cluster")
         started = time.monotonic()
         if not quiet:
             print(
-                f"devcluster: building {component.key} (log in {directory}/build.log)",
+                f"devcluster: building {bundle.key} (log in {directory}/build.log)",
                 file=sys.stderr,
             )
-        _build_into(
-            directory, wrapper_spec(component, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        )
+        with SignalGuard():  # SIGTERM/SIGHUP/SIGINT: stop the compilers, then die of it
+            _build_into(directory, bundle, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         seconds = round(time.monotonic() - started, 1)
         go_version = subprocess.run(
             ["go", "version"], capture_output=True, text=True, check=False
         ).stdout.strip()
         stamp = {
-            "component": component.name,
-            "version": component.version,
+            "bundle": bundle.key,
+            "versions": {c.name: c.version for c in bundle.components},
             "seconds": seconds,
             "go": go_version,
         }
         (directory / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
         if not quiet:
-            print(f"devcluster: built {component.key} in {seconds:.0f}s", file=sys.stderr)
+            print(f"devcluster: built {bundle.key} in {seconds:.0f}s", file=sys.stderr)
     return directory / "bin"
 
 
-def _build_into(directory: Path, spec: WrapperSpec) -> None:
+def _build_into(directory: Path, bundle: Bundle, build_date: str) -> None:
     src, tmp_bin, log = directory / "src", directory / "bin.partial", directory / "build.log"
     shutil.rmtree(tmp_bin, ignore_errors=True)
     (directory / STAMP).unlink(missing_ok=True)
     src.mkdir(parents=True, exist_ok=True)
     tmp_bin.mkdir()
     log.write_text("")
-    env = _go_env()
-    upstream = _upstream_go_mod(spec, directory, log, env)
-    replaces = {m: spec.replace_version(m) for m in local_replaces(upstream, spec.local_prefix)}
-    (src / "go.mod").write_text(render_go_mod(spec, go_directive(upstream), replaces))
+    env = go_env()
+    specs = [upstream(component, build_date) for component in bundle.components]
+    go_version = "1.22"
+    replaces: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        upstream_mod = _upstream_go_mod(spec, directory, log, env)
+        go_version = max(go_version, go_directive(upstream_mod), key=_version_key)
+        replaces[spec.module] = {
+            module: spec.replace_version(module)
+            for module in local_replaces(upstream_mod, spec.local_prefix)
+        }
+    requires = {spec.module: spec.component.version for spec in specs}
+    (src / "go.mod").write_text(
+        render_go_mod(bundle, go_version, requires, merge_replaces(replaces))
+    )
     (src / "go.sum").unlink(missing_ok=True)
-    ldflags = " ".join(("-s", "-w", *spec.ldflags))
-    # One package: name the binary (etcd's main package ends in /v3); several: a folder.
-    single = len(spec.packages) == 1
-    output = str(tmp_bin / spec.component.binaries[0]) if single else f"{tmp_bin}/"
+    for name in go_sources(bundle):
+        shutil.copyfile(MULTICALL / name, src / name)
+    ldflags = " ".join(("-s", "-w", *(flag for spec in specs for flag in spec.ldflags)))
     _run(
-        ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", output, *spec.packages],
+        [
+            "go",
+            "build",
+            "-trimpath",
+            "-gcflags=all=-dwarf=false",
+            "-ldflags",
+            ldflags,
+            "-o",
+            str(tmp_bin / BINARY),
+            ".",
+        ],
         src,
         log,
         env,
     )
-    missing = [name for name in spec.component.binaries if not (tmp_bin / name).is_file()]
-    if missing:
-        raise BuildError(f"building {spec.component.key} did not produce {', '.join(missing)}")
+    if not (tmp_bin / BINARY).is_file():
+        raise BuildError(f"building {bundle.key} did not produce {BINARY}")
+    for name in bundle.binaries:
+        (tmp_bin / name).symlink_to(BINARY)
     shutil.rmtree(directory / "bin", ignore_errors=True)
     tmp_bin.rename(directory / "bin")
 
 
 def build_all(*, quiet: bool = False) -> dict[str, Path]:
-    """Build every pinned component; map each binary name to its cached path."""
+    """Build every bundle; map each program name to its path (a symlink in ``bin/``)."""
     binaries: dict[str, Path] = {}
-    for component in COMPONENTS:
-        bin_dir = build_component(component, quiet=quiet)
-        binaries.update({name: bin_dir / name for name in component.binaries})
+    for bundle in BUNDLES:
+        bin_dir = build_bundle(bundle, quiet=quiet)
+        binaries.update({name: bin_dir / name for name in bundle.binaries})
     return binaries
 
 
 def cached_binaries() -> dict[str, Path] | None:
-    """Every binary's path when all components are built, else None (never builds)."""
+    """Every program's path when all bundles are built, else None (never builds)."""
     binaries: dict[str, Path] = {}
-    for component in COMPONENTS:
-        directory = _component_dir(component)
-        if read_stamp(directory, component) is None:
+    for bundle in BUNDLES:
+        directory = bundle_dir(bundle)
+        if read_stamp(directory, bundle) is None:
             return None
-        binaries.update({name: directory / "bin" / name for name in component.binaries})
+        binaries.update({name: directory / "bin" / name for name in bundle.binaries})
     return binaries

@@ -2,7 +2,13 @@
 
 Read by ``build`` (what to compile, where to put it) and ``cluster`` (which binaries to run).
 Changing a version here is the only step needed to move the dev cluster to another release:
-the cache is keyed by ``<component>-<version>``, so old and new builds live side by side.
+the cache folder's name holds every version (and the recipe number), so old and new builds live
+side by side.
+
+The programs are compiled in *bundles*: one Go module requiring every upstream of the bundle at
+its pinned version, linked into one binary that runs the program it is started as (``argv[0]``),
+with one symlink per program. Packages the upstreams share are compiled once and the binary is
+linked once; at run time the processes share its pages.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ from pathlib import Path
 KUBERNETES_VERSION = "v1.34.4"
 """The Kubernetes release of kube-apiserver, kube-controller-manager, kube-scheduler and kubectl."""
 
-ETCD_VERSION = "v3.5.35"
-"""The etcd server release (3.5.x is supported by Kubernetes 1.34)."""
+ETCD_VERSION = "v3.6.4"
+"""The etcd server release: the one Kubernetes 1.34 is released and tested with (its go.mod
+requires it), so etcd shares Kubernetes' module graph and most of its compiled packages."""
 
 KWOK_VERSION = "v0.7.0"
 """kwok release; v0.7.0 still has its default node and pod stages built in."""
@@ -23,7 +30,7 @@ KWOK_VERSION = "v0.7.0"
 
 @dataclass(frozen=True)
 class Component:
-    """One Go program (or a family built from one module) with its pinned version."""
+    """One upstream Go module at its pinned version and the programs built from it."""
 
     name: str
     version: str
@@ -31,8 +38,28 @@ class Component:
 
     @property
     def key(self) -> str:
-        """The cache folder name, e.g. ``etcd-v3.5.35``."""
+        """``<name>-<version>``, e.g. ``etcd-v3.6.4``."""
         return f"{self.name}-{self.version}"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Components built together into one multi-call binary (see the module docstring)."""
+
+    name: str
+    components: tuple[Component, ...]
+    recipe: int
+    """Raised whenever the way the bundle is built changes, so a stale build is not reused."""
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        return tuple(name for component in self.components for name in component.binaries)
+
+    @property
+    def key(self) -> str:
+        """The cache folder name: every component's version and the recipe number."""
+        parts = "_".join(component.key for component in self.components)
+        return f"{self.name}_{parts}_r{self.recipe}"
 
 
 KUBERNETES = Component(
@@ -43,6 +70,11 @@ KUBERNETES = Component(
 ETCD = Component("etcd", ETCD_VERSION, ("etcd",))
 KWOK = Component("kwok", KWOK_VERSION, ("kwok",))
 COMPONENTS: tuple[Component, ...] = (ETCD, KUBERNETES, KWOK)
+CONTROL_PLANE = Bundle("controlplane", (ETCD, KUBERNETES), recipe=1)
+KWOK_BUNDLE = Bundle("kwok", (KWOK,), recipe=1)
+"""kwok on its own: v0.7.0 does not compile against Kubernetes 1.34's libraries (it uses an
+apimachinery constant 1.34 removed), and the only newer release (v0.8.0) needs 1.36's."""
+BUNDLES: tuple[Bundle, ...] = (CONTROL_PLANE, KWOK_BUNDLE)
 
 
 def cache_root(env: dict[str, str] | None = None) -> Path:
@@ -55,6 +87,13 @@ def cache_root(env: dict[str, str] | None = None) -> Path:
     return Path(xdg).expanduser() / "modelserving"
 
 
-def component_dir(component: Component, env: dict[str, str] | None = None) -> Path:
-    """The folder holding one component's wrapper module, binaries and build stamp."""
-    return cache_root(env) / "kube" / component.key
+def bundle_dir(bundle: Bundle, env: dict[str, str] | None = None) -> Path:
+    """The folder holding one bundle's wrapper module, binaries and build stamp."""
+    return cache_root(env) / "kube" / bundle.key
+
+
+def go_cache_dirs(env: dict[str, str] | None = None) -> tuple[Path, Path]:
+    """Go's build cache and module cache, shared with the Go plugin builds
+    (``plugins-src/build-go.sh`` uses the same two folders)."""
+    root = cache_root(env) / "go"
+    return root / "build", root / "mod"

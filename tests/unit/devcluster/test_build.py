@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from modelserving.devcluster import build
-from modelserving.devcluster.versions import ETCD, KUBERNETES, KWOK, Component, cache_root
+from modelserving.devcluster.versions import (
+    BUNDLES,
+    CONTROL_PLANE,
+    ETCD,
+    KUBERNETES,
+    KWOK,
+    Bundle,
+    Component,
+    bundle_dir,
+    cache_root,
+    go_cache_dirs,
+)
+from tests.processes import wait_until_gone
 
 UPSTREAM = """module go.etcd.io/etcd/server/v3
 
@@ -54,18 +68,21 @@ def test_kubernetes_staging_modules_use_v0_minor_patch() -> None:
 
 def test_etcd_client_v2_has_its_own_numbering() -> None:
     assert build.etcd_module_version("v3.5.35", "go.etcd.io/etcd/client/v2") == "v2.305.35"
-    assert build.etcd_module_version("v3.5.35", "go.etcd.io/etcd/api/v3") == "v3.5.35"
+    assert build.etcd_module_version("v3.6.4", "go.etcd.io/etcd/api/v3") == "v3.6.4"
 
 
-def test_rendered_wrapper_requires_upstream_and_pins_each_replace() -> None:
-    spec = build.wrapper_spec(KUBERNETES)
+def test_rendered_wrapper_requires_every_upstream_and_pins_each_replace() -> None:
     text = build.render_go_mod(
-        spec, "1.24.0", {"k8s.io/api": "v0.34.4", "k8s.io/kubectl": "v0.34.4"}
+        CONTROL_PLANE,
+        "1.24.0",
+        {"k8s.io/kubernetes": "v1.34.4", "sigs.k8s.io/kwok": "v0.7.0"},
+        {"k8s.io/api": "v0.34.4", "k8s.io/kubectl": "v0.34.4"},
     )
     lines = text.splitlines()
-    assert "module modelserving.local/devcluster/kubernetes" in lines
+    assert "module modelserving.local/devcluster/controlplane" in lines
     assert "go 1.24.0" in lines
-    assert f"require k8s.io/kubernetes {KUBERNETES.version}" in lines
+    assert "\tk8s.io/kubernetes v1.34.4" in lines
+    assert "\tsigs.k8s.io/kwok v0.7.0" in lines
     assert "\tk8s.io/api => k8s.io/api v0.34.4" in lines
     assert "\tk8s.io/kubectl => k8s.io/kubectl v0.34.4" in lines
     # The wrapper's own replaces point at versions, never at folders.
@@ -73,20 +90,48 @@ def test_rendered_wrapper_requires_upstream_and_pins_each_replace() -> None:
 
 
 def test_wrapper_without_replaces_has_no_replace_block() -> None:
-    text = build.render_go_mod(build.wrapper_spec(KWOK), "1.24.0", {})
+    text = build.render_go_mod(CONTROL_PLANE, "1.24.0", {"sigs.k8s.io/kwok": "v0.7.0"}, {})
     assert "replace" not in text
 
 
-def test_every_component_has_a_recipe_building_its_binaries() -> None:
-    for component in (ETCD, KUBERNETES, KWOK):
-        spec = build.wrapper_spec(component)
-        if component is not ETCD:
-            assert tuple(p.rsplit("/", 1)[1] for p in spec.packages) == component.binaries
-    assert any(
-        "gitVersion=" + KUBERNETES.version in f for f in build.wrapper_spec(KUBERNETES).ldflags
+def test_replaces_of_several_upstreams_merge_and_conflicts_name_both() -> None:
+    merged = build.merge_replaces(
+        {
+            "k8s.io/kubernetes": {"k8s.io/api": "v0.34.4"},
+            "go.etcd.io/etcd/server/v3": {"go.etcd.io/etcd/api/v3": "v3.6.4"},
+            "sigs.k8s.io/kwok": {"k8s.io/api": "v0.34.4"},
+        }
     )
+    assert merged == {"k8s.io/api": "v0.34.4", "go.etcd.io/etcd/api/v3": "v3.6.4"}
+    with pytest.raises(build.BuildError, match=r"^a needs m v1 but b needs v2$"):
+        build.merge_replaces({"a": {"m": "v1"}, "b": {"m": "v2"}})
+
+
+def test_every_component_has_a_recipe_and_registers_each_of_its_programs() -> None:
+    for component in (ETCD, KUBERNETES, KWOK):
+        assert build.upstream(component).component is component
+        source = (build.MULTICALL / f"{component.name}.go").read_text()
+        for program in component.binaries:
+            assert f'register("{program}", ' in source
+    assert any("gitVersion=" + KUBERNETES.version in f for f in build.upstream(KUBERNETES).ldflags)
     with pytest.raises(ValueError, match="no build recipe"):
-        build.wrapper_spec(Component("nope", "v1", ("nope",)))
+        build.upstream(Component("nope", "v1", ("nope",)))
+
+
+def test_each_bundle_compiles_the_dispatcher_and_its_components_files() -> None:
+    programs = [name for bundle in BUNDLES for name in bundle.binaries]
+    assert sorted(programs) == sorted({*ETCD.binaries, *KUBERNETES.binaries, *KWOK.binaries})
+    for bundle in BUNDLES:
+        sources = build.go_sources(bundle)
+        assert sources[0] == "main.go"
+        assert all((build.MULTICALL / name).is_file() for name in sources)
+    assert build.go_sources(CONTROL_PLANE) == ("main.go", "etcd.go", "kubernetes.go")
+
+
+def test_bundle_key_names_every_version_and_the_recipe() -> None:
+    bundle = Bundle("cp", (ETCD, KWOK), recipe=7)
+    assert bundle.key == f"cp_etcd-{ETCD.version}_kwok-{KWOK.version}_r7"
+    assert bundle.binaries == ("etcd", "kwok")
 
 
 def test_cache_root_precedence(tmp_path: Path) -> None:
@@ -95,36 +140,50 @@ def test_cache_root_precedence(tmp_path: Path) -> None:
     assert cache_root({"HOME": "/home/u"}) == Path("/home/u/.cache/modelserving")
 
 
-def _fake_build(directory: Path, component: Component, version: str | None = None) -> None:
+def test_go_caches_are_the_plugin_builds_and_the_environment_is_clean(tmp_path: Path) -> None:
+    environ = {"MODELSERVING_CACHE": str(tmp_path), "GOOS": "wasip1", "GOFLAGS": "-x"}
+    assert go_cache_dirs(environ) == (tmp_path / "go" / "build", tmp_path / "go" / "mod")
+    script = (Path(__file__).parents[3] / "plugins-src" / "build-go.sh").read_text()
+    assert 'GOCACHE="$cache/go/build" GOMODCACHE="$cache/go/mod"' in script
+    env = build.go_env(environ)
+    assert env["GOCACHE"] == str(tmp_path / "go" / "build")
+    assert env["GOMODCACHE"] == str(tmp_path / "go" / "mod")
+    assert "GOOS" not in env
+    assert env["GOFLAGS"] == "-x -mod=mod -modcacherw"
+    assert env["CGO_ENABLED"] == "0"
+
+
+def _fake_build(directory: Path, bundle: Bundle, key: str | None = None) -> None:
     (directory / "bin").mkdir(parents=True)
-    for name in component.binaries:
-        binary = directory / "bin" / name
-        binary.write_text("#!/bin/sh\n")
-        binary.chmod(0o755)
-    stamp = {"component": component.name, "version": version or component.version}
-    (directory / build.STAMP).write_text(json.dumps(stamp))
+    binary = directory / "bin" / build.BINARY
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    for name in bundle.binaries:
+        (directory / "bin" / name).symlink_to(build.BINARY)
+    (directory / build.STAMP).write_text(json.dumps({"bundle": key or bundle.key}))
 
 
-def test_stamp_is_needed_and_must_match_version(tmp_path: Path) -> None:
-    assert build.read_stamp(tmp_path, ETCD) is None
-    _fake_build(tmp_path, ETCD, version="v0.0.0")
-    assert build.read_stamp(tmp_path, ETCD) is None
-    (tmp_path / build.STAMP).write_text(json.dumps({"version": ETCD.version}))
-    assert build.read_stamp(tmp_path, ETCD) is not None
-    os.chmod(tmp_path / "bin" / "etcd", 0o644)
-    assert build.read_stamp(tmp_path, ETCD) is None
+def test_stamp_is_needed_and_must_match_the_bundle(tmp_path: Path) -> None:
+    assert build.read_stamp(tmp_path, CONTROL_PLANE) is None
+    _fake_build(tmp_path, CONTROL_PLANE, key="controlplane_old")
+    assert build.read_stamp(tmp_path, CONTROL_PLANE) is None
+    (tmp_path / build.STAMP).write_text(json.dumps({"bundle": CONTROL_PLANE.key}))
+    assert build.read_stamp(tmp_path, CONTROL_PLANE) is not None
+    os.chmod(tmp_path / "bin" / build.BINARY, 0o644)
+    assert build.read_stamp(tmp_path, CONTROL_PLANE) is None
 
 
 def test_cached_build_returns_without_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MODELSERVING_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", "/nonexistent")  # no `go`: a cache hit must not need it
     assert build.cached_binaries() is None
-    for component in (ETCD, KUBERNETES, KWOK):
-        _fake_build(tmp_path / "kube" / component.key, component)
+    for bundle in BUNDLES:
+        _fake_build(bundle_dir(bundle), bundle)
     binaries = build.build_all(quiet=True)
-    assert (
-        binaries["kube-apiserver"] == tmp_path / "kube" / KUBERNETES.key / "bin" / "kube-apiserver"
+    assert binaries["kube-apiserver"] == (
+        tmp_path / "kube" / CONTROL_PLANE.key / "bin" / "kube-apiserver"
     )
+    assert set(binaries) == {name for bundle in BUNDLES for name in bundle.binaries}
     assert build.cached_binaries() == binaries
 
 
@@ -132,4 +191,31 @@ def test_missing_go_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("MODELSERVING_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(build.BuildError, match="go"):
-        build.build_component(KWOK, quiet=True)
+        build.build_bundle(CONTROL_PLANE, quiet=True)
+
+
+def test_an_interrupted_go_command_leaves_none_of_its_processes(tmp_path: Path) -> None:
+    # A signal during a build becomes an exception (the build's SignalGuard); go's compilers
+    # are its children, so the whole process group must go, not only `go` itself.
+    marker = f"modelserving-build-test-{os.getpid()}"
+    ready = tmp_path / "ready"
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(300)' {marker}"
+    command = ["sh", "-c", f"{sleeper} & {sleeper} & touch {ready}; wait", marker]
+
+    class Alarm(Exception):
+        pass
+
+    def ring(_signum: int, _frame: object) -> None:
+        if ready.exists():
+            raise Alarm
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Alarm):
+            build._run(command, tmp_path, tmp_path / "build.log", os.environ)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert wait_until_gone(marker) == []

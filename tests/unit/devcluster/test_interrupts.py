@@ -94,12 +94,17 @@ def _start_cleaning_up_on_interrupt(steps: list[str]) -> None:
 
 
 def test_sigint_becomes_keyboard_interrupt_after_the_cleanup() -> None:
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    steps: list[str] = []
-    with pytest.raises(KeyboardInterrupt):
-        _start_cleaning_up_on_interrupt(steps)
-    assert steps == ["waiting", "cleaned up"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own SIGINT handler, even when this run inherited SIGINT ignored (a background
+    # job of a non-interactive shell does).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        steps: list[str] = []
+        with pytest.raises(KeyboardInterrupt):
+            _start_cleaning_up_on_interrupt(steps)
+        assert steps == ["waiting", "cleaned up"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_ignored_signals_stay_ignored(seen: list[int]) -> None:
