@@ -16,6 +16,7 @@ from typing import Any
 from modelserving import devcluster
 from modelserving.api import labels
 from modelserving.api.crd import model_serving_crd
+from modelserving.api.errors import ModelServingError
 from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, ApiError, Kube, Resource
 from modelserving.plugins.artifacts import builtin_wasm
 
@@ -29,13 +30,28 @@ LWS_LABELS = ",".join(
 )
 
 
+class LocalClusterError(ModelServingError):
+    """The local control plane could not be built or started (``modelserving run
+    --local-cluster``); nothing of it is left running."""
+
+
 def start_local_cluster(directory: Path) -> Path:
     """Start (or find running) the local control plane in ``directory``; its kubeconfig."""
 
     def say(message: str) -> None:
         print(f"local cluster: {message}", file=sys.stderr, flush=True)
 
-    state = devcluster.up(directory, log=say)
+    try:
+        state = devcluster.up(directory, log=say)
+    except (
+        devcluster.ClusterError,
+        devcluster.BuildError,
+        devcluster.CertError,
+        OSError,
+    ) as error:
+        raise LocalClusterError(
+            f"the local control plane in {directory} did not start: {error}"
+        ) from None
     return state.kubeconfig
 
 

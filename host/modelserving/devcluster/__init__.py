@@ -15,6 +15,7 @@ sibling of the controller: it imports no other ``modelserving`` subpackage.
 """
 
 from modelserving.devcluster.build import BuildError, build_all, cached_binaries
+from modelserving.devcluster.certs import CertError
 from modelserving.devcluster.cluster import (
     NODE_LEASE_SECONDS,
     ClusterError,
@@ -38,6 +39,7 @@ __all__ = [
     "KWOK_VERSION",
     "NODE_LEASE_SECONDS",
     "BuildError",
+    "CertError",
     "ClusterError",
     "ClusterState",
     "build_all",

@@ -36,6 +36,9 @@ def _up(args: argparse.Namespace) -> int:
         _say(f"failed: {error}")
         _say(f"logs are in {args.dir.resolve() / 'logs'}; `make cluster-down` cleans up")
         return 1
+    except KeyboardInterrupt:
+        _say("interrupted: every process it had started is stopped")
+        return 130
     print(f"kubeconfig: {state.kubeconfig}")
     print(f"kubectl:    {state.kubectl}")
     print(f"try:        {state.kubectl} --kubeconfig {state.kubeconfig} get nodes")
@@ -86,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     up = sub.add_parser("up", help="start the control plane (idempotent)")
     up.add_argument("--nodes", type=int, default=2, help="fake kwok Nodes to register")
-    up.add_argument("--timeout", type=float, default=180.0, help="seconds per wait")
+    up.add_argument(
+        "--timeout", type=float, default=cluster.DEFAULT_TIMEOUT, help="seconds per wait"
+    )
     up.set_defaults(run=_up)
     sub.add_parser("down", help="stop it and remove its folder (idempotent)").set_defaults(
         run=_down
