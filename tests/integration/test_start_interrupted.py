@@ -77,7 +77,10 @@ def test_a_start_terminated_at_each_phase_stops_everything(directory: Path, phas
         assert returncode == -signal.SIGTERM, output
         assert "devcluster: interrupted by SIGTERM" in output
         assert wait_until_gone(str(directory)) == [], output
-        _next_up_works(directory)
+        # What a stopped start leaves (logs, state.json, half a pki/) differs little between
+        # phases; the next start is tried after the earliest and the latest (8 s each here).
+        if phase in (PHASES[0], PHASES[-1]):
+            _next_up_works(directory)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
