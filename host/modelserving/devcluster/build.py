@@ -38,8 +38,10 @@ from pathlib import Path
 
 from modelserving.devcluster.interrupts import SignalGuard
 from modelserving.devcluster.versions import (
+    ALL_BUNDLES,
     BUNDLES,
     ETCD,
+    KUBECTL,
     KUBERNETES,
     KWOK,
     Bundle,
@@ -108,7 +110,7 @@ def kubernetes_ldflags(version: str, build_date: str) -> tuple[str, ...]:
 
 def upstream(component: Component, build_date: str = "1970-01-01T00:00:00Z") -> Upstream:
     """How one of the pinned components enters its bundle's wrapper module."""
-    if component.name == KUBERNETES.name:
+    if component.name in (KUBERNETES.name, KUBECTL.name):
         staging = kubernetes_staging_version(component.version)
         return Upstream(
             component,
@@ -359,19 +361,25 @@ def _build_into(directory: Path, bundle: Bundle, build_date: str) -> None:
     tmp_bin.rename(directory / "bin")
 
 
-def build_all(*, quiet: bool = False) -> dict[str, Path]:
-    """Build every bundle; map each program name to its path (a symlink in ``bin/``)."""
+def _bundles(kubectl: bool) -> tuple[Bundle, ...]:
+    return ALL_BUNDLES if kubectl else BUNDLES
+
+
+def build_all(*, quiet: bool = False, kubectl: bool = True) -> dict[str, Path]:
+    """Build every bundle (without kubectl's when ``kubectl`` is false); map each program name
+    to its path (a symlink in ``bin/``)."""
     binaries: dict[str, Path] = {}
-    for bundle in BUNDLES:
+    for bundle in _bundles(kubectl):
         bin_dir = build_bundle(bundle, quiet=quiet)
         binaries.update({name: bin_dir / name for name in bundle.binaries})
     return binaries
 
 
-def cached_binaries() -> dict[str, Path] | None:
-    """Every program's path when all bundles are built, else None (never builds)."""
+def cached_binaries(*, kubectl: bool = True) -> dict[str, Path] | None:
+    """Every program's path when all bundles are built, else None (never builds); kubectl's
+    path too when ``kubectl`` is true and it is built."""
     binaries: dict[str, Path] = {}
-    for bundle in BUNDLES:
+    for bundle in _bundles(kubectl):
         directory = bundle_dir(bundle)
         if read_stamp(directory, bundle) is None:
             return None

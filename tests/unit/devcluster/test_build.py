@@ -12,9 +12,12 @@ import pytest
 
 from modelserving.devcluster import build
 from modelserving.devcluster.versions import (
+    ALL_BUNDLES,
     BUNDLES,
     CONTROL_PLANE,
     ETCD,
+    KUBECTL,
+    KUBECTL_BUNDLE,
     KUBERNETES,
     KWOK,
     Bundle,
@@ -108,7 +111,7 @@ def test_replaces_of_several_upstreams_merge_and_conflicts_name_both() -> None:
 
 
 def test_every_component_has_a_recipe_and_registers_each_of_its_programs() -> None:
-    for component in (ETCD, KUBERNETES, KWOK):
+    for component in (ETCD, KUBERNETES, KWOK, KUBECTL):
         assert build.upstream(component).component is component
         source = (build.MULTICALL / f"{component.name}.go").read_text()
         for program in component.binaries:
@@ -119,9 +122,12 @@ def test_every_component_has_a_recipe_and_registers_each_of_its_programs() -> No
 
 
 def test_each_bundle_compiles_the_dispatcher_and_its_components_files() -> None:
-    programs = [name for bundle in BUNDLES for name in bundle.binaries]
-    assert sorted(programs) == sorted({*ETCD.binaries, *KUBERNETES.binaries, *KWOK.binaries})
-    for bundle in BUNDLES:
+    programs = [name for bundle in ALL_BUNDLES for name in bundle.binaries]
+    assert sorted(programs) == sorted(
+        {*ETCD.binaries, *KUBERNETES.binaries, *KWOK.binaries, *KUBECTL.binaries}
+    )
+    assert "kubectl" not in [name for bundle in BUNDLES for name in bundle.binaries]
+    for bundle in ALL_BUNDLES:
         sources = build.go_sources(bundle)
         assert sources[0] == "main.go"
         assert all((build.MULTICALL / name).is_file() for name in sources)
@@ -176,15 +182,25 @@ def test_stamp_is_needed_and_must_match_the_bundle(tmp_path: Path) -> None:
 def test_cached_build_returns_without_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MODELSERVING_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", "/nonexistent")  # no `go`: a cache hit must not need it
-    assert build.cached_binaries() is None
+    assert build.cached_binaries(kubectl=False) is None
     for bundle in BUNDLES:
         _fake_build(bundle_dir(bundle), bundle)
-    binaries = build.build_all(quiet=True)
+    binaries = build.build_all(quiet=True, kubectl=False)
     assert binaries["kube-apiserver"] == (
         tmp_path / "kube" / CONTROL_PLANE.key / "bin" / "kube-apiserver"
     )
     assert set(binaries) == {name for bundle in BUNDLES for name in bundle.binaries}
-    assert build.cached_binaries() == binaries
+    assert "kubectl" not in binaries
+    assert build.cached_binaries(kubectl=False) == binaries
+    # kubectl is built only when asked for (here: it would need go)
+    assert build.cached_binaries() is None
+    with pytest.raises(build.BuildError, match="go"):
+        build.build_all(quiet=True)
+    _fake_build(bundle_dir(KUBECTL_BUNDLE), KUBECTL_BUNDLE)
+    assert build.build_all(quiet=True) == {
+        **binaries,
+        "kubectl": tmp_path / "kube" / KUBECTL_BUNDLE.key / "bin" / "kubectl",
+    }
 
 
 def test_missing_go_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
