@@ -81,7 +81,7 @@ BUILD_LOG := $(CACHE)/kube/background-build.log
 
 test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
 	@mkdir -p $(dir $(BUILD_LOG)); \
-	nice -n 10 $(PY) -m modelserving.devcluster build --no-kubectl > $(BUILD_LOG) 2>&1 & build=$$!; \
+	nice -n 10 $(PY) -m modelserving.devcluster build > $(BUILD_LOG) 2>&1 & build=$$!; \
 	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' EXIT; \
 	$(MAKE) --no-print-directory lint crds-check wasm-check wasm-sdk-test wasm-go-test && \
 	$(BIN)/pytest

@@ -54,7 +54,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """
     if session.config.option.collectonly or not any(map(_is_integration, session.items)):
         return
-    if devcluster.cached_binaries(kubectl=False) is not None:
+    if devcluster.cached_binaries() is not None:
         return
     reporter: Any = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
@@ -74,7 +74,7 @@ class _Build(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.binaries = devcluster.build_all(quiet=True, kubectl=False)
+            self.binaries = devcluster.build_all(quiet=True)
         except devcluster.BuildError as error:
             self.error = str(error)
 
@@ -140,7 +140,7 @@ def cluster(
     stash = request.config.stash
     if _BUILD_ERROR in stash:
         pytest.fail(f"the dev cluster could not be built: {stash[_BUILD_ERROR]}", pytrace=False)
-    binaries = stash.get(_BINARIES, None) or devcluster.build_all(quiet=True, kubectl=False)
+    binaries = stash.get(_BINARIES, None) or devcluster.build_all(quiet=True)
     directory = tmp_path_factory.getbasetemp() / "devcluster"
     try:
         state = devcluster.up(directory, binaries=binaries, die_with_parent=True, timeout=90)

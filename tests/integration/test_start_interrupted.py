@@ -32,11 +32,18 @@ PHASES = (
 
 
 @pytest.fixture
-def directory(tmp_path: Path) -> Iterator[Path]:
+def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / "cluster"
+    failed_before = request.session.testsfailed
     yield folder
-    devcluster.down(folder)
+    # A failed test keeps the components' logs (printed) for the next look.
+    keep = request.session.testsfailed > failed_before
+    devcluster.down(folder, keep_logs=keep)
     kill_all(str(folder))
+    if keep:
+        for log in sorted((folder / "logs").glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-20:]
+            print(f"--- {log}\n" + "\n".join(tail))
 
 
 def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int, str]:
@@ -65,12 +72,13 @@ def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int,
 
 
 def _next_up_works(directory: Path) -> None:
-    state = devcluster.up(directory, die_with_parent=True, timeout=90)
+    state = devcluster.up(directory, die_with_parent=True, timeout=150)
     assert devcluster.is_healthy(state)
     assert len(state.processes) == len(devcluster.cluster.PROGRAMS)
 
 
 @pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.timeout(300)  # under contention, on a machine that may be busy already
 def test_a_start_terminated_at_each_phase_stops_everything(directory: Path, phase: str) -> None:
     with cpu_contention():
         returncode, output = _up_until(directory, phase, signal.SIGTERM)

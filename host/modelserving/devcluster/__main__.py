@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-kubectl",
         dest="kubectl",
         action="store_false",
-        help="not kubectl (no test needs it; `up` builds it when missing)",
+        help="not kubectl (only the control plane; `up` builds kubectl when missing)",
     )
     builder.set_defaults(run=_build)
     up = sub.add_parser("up", help="start the control plane (idempotent)")

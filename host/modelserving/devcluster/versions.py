@@ -77,11 +77,11 @@ KWOK_BUNDLE = Bundle("kwok", (KWOK,), recipe=1)
 """kwok on its own: v0.7.0 does not compile against Kubernetes 1.34's libraries (it uses an
 apimachinery constant 1.34 removed), and the only newer release (v0.8.0) needs 1.36's."""
 KUBECTL_BUNDLE = Bundle("kubectl", (KUBECTL,), recipe=1)
-"""kubectl on its own, for people (``make cluster-up``, ``make run``): no test runs it, so a
-fresh ``make test`` does not compile its 200 packages. Its other packages are the control
-plane's, at the same versions and flags, and come from Go's build cache."""
+"""kubectl on its own, so what needs only the control plane (the controller benchmark) can skip
+it. Its packages other than its own 200 are the control plane's, at the same versions and
+flags, and come from Go's build cache."""
 BUNDLES: tuple[Bundle, ...] = (CONTROL_PLANE, KWOK_BUNDLE)
-"""What the control plane needs to run (the tests build only these)."""
+"""What the control plane needs to run."""
 ALL_BUNDLES: tuple[Bundle, ...] = (*BUNDLES, KUBECTL_BUNDLE)
 
 
