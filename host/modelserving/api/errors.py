@@ -10,6 +10,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modelserving.api.text import escape_controls
+
 
 class ModelServingError(Exception):
     """Base of every error this package raises on purpose."""
@@ -73,7 +75,11 @@ class PluginConfigError(ModelServingError):
 
 
 class PluginFailure(ModelServingError):
-    """A plugin call failed; ``failure_class`` says how. The failure policy decides what follows."""
+    """A plugin call failed; ``failure_class`` says how. The failure policy decides what follows.
+
+    ``message`` may quote the plugin (a guest's error text, a value of its patch), so its
+    control characters are escaped: the failure is one line in logs, events and the CLI.
+    """
 
     def __init__(
         self,
@@ -87,7 +93,7 @@ class PluginFailure(ModelServingError):
         self.plugin = plugin
         self.hook = hook
         self.pod = pod
-        self.detail = message
+        self.detail = message = escape_controls(message)
         on_pod = f" on Pod {pod}" if pod else ""
         super().__init__(f"{failure_class}: plugin '{plugin}' {hook}{on_pod}: {message}")
 

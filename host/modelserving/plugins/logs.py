@@ -3,7 +3,9 @@
 ``emit`` writes one line of a plugin to the ``modelserving.plugin`` logger as
 ``plugin '<name>' <hook> on Pod <pod>: <text>`` with the extra attributes ``plugin``, ``hook``,
 ``pod`` and ``source``; the WebAssembly adapter sends guest lines through it and native
-built-ins their own, so both produce identical records.
+built-ins their own, so both produce identical records. The text's control characters are
+escaped (guest lines come escaped already, native lines may quote a Pod's fields): each line is
+one record on one line.
 
 ``parse_observation`` reads the observation convention of ABI v1 (``abi/README.md`` section
 7.1): an info line ``observe <name> <value>`` of an OnPodReady call is a measurement, not a
@@ -16,6 +18,7 @@ import logging
 import re
 
 from modelserving.api.hook import Hook
+from modelserving.api.text import escape_controls
 from modelserving.plugins.base import Observation, observation_name_problem
 
 log = logging.getLogger("modelserving.plugin")
@@ -48,7 +51,7 @@ def emit(
         plugin,
         hook,
         on_pod,
-        message,
+        escape_controls(message),
         extra={"plugin": plugin, "hook": str(hook), "pod": pod, "source": source},
     )
 

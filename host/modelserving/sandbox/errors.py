@@ -1,21 +1,25 @@
 """The sandbox's one error: a failure class of the ABI contract and a message.
 
 The sandbox knows nothing of plugins or Pods; the plugin adapter adds the plugin name, the hook
-and the Pod when it turns a ``SandboxError`` into a ``PluginFailure``.
+and the Pod when it turns a ``SandboxError`` into a ``PluginFailure``. A message may quote the
+guest (an Extism error text, a trap message, an import's name), so its control characters are
+escaped (``modelserving.api.text``): every message is one line wherever it is written.
 """
 
 from __future__ import annotations
 
 from modelserving.api.errors import FailureClass
+from modelserving.api.text import escape_controls
 
 
 class SandboxError(Exception):
-    """A module was refused or a call failed, with exactly one failure class."""
+    """A module was refused or a call failed, with exactly one failure class; ``message`` is
+    one line (control characters escaped)."""
 
     def __init__(self, failure_class: FailureClass, message: str) -> None:
         self.failure_class = failure_class
-        self.message = message
-        super().__init__(f"{failure_class}: {message}")
+        self.message = escape_controls(message)
+        super().__init__(f"{failure_class}: {self.message}")
 
 
 def invalid_module(message: str) -> SandboxError:

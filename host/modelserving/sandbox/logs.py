@@ -1,13 +1,19 @@
-"""Guest log lines of one call: ``modelserving.log`` and WASI stdout/stderr, bounded.
+"""Guest log lines of one call: ``modelserving.log`` and WASI stdout/stderr, bounded and escaped.
 
-A call keeps at most ``log_max_lines`` lines of at most ``log_max_line_bytes`` bytes each and
-``log_max_bytes`` in all; longer lines are cut (marked ``...[cut]``), further lines are counted
-and reported by one closing line. Invalid UTF-8 is replaced, never fatal.
+Each line becomes a record whose text is safe to write as one line: invalid UTF-8 is replaced
+(never fatal) and control characters are escaped (``\\n``, ``\\x1b``, ``\\u2028``, see
+``modelserving.api.text``), once, here, so every consumer (the controller's log, the CLI, events)
+gets the same safe text. A call keeps at most ``log_max_lines`` lines of at most
+``log_max_line_bytes`` bytes each and ``log_max_bytes`` in all, counted on the text as kept
+(escaped, UTF-8): longer lines are cut (marked ``...[cut]``, never inside a character or an
+escape), further lines are counted and reported by one closing line.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from modelserving.api.text import CONTROLS, escape_controls, escape_one
 
 LEVELS = ("debug", "info", "warn", "error")
 CUT_MARK = "...[cut]"
@@ -51,11 +57,11 @@ class LogSink:
         if len(self.records) >= self._max_lines or self._budget <= 0:
             self.dropped += 1
             return
-        cut = cut or len(data) > self._max_line
-        text = data[: self._max_line].decode("utf-8", errors="replace")
-        if cut:
+        # Escaping never makes text shorter, so the first max_line bytes are enough.
+        text, over = fit(data[: self._max_line].decode("utf-8", errors="replace"), self._max_line)
+        self._budget -= len(text.encode())
+        if cut or over or len(data) > self._max_line:
             text += CUT_MARK
-        self._budget -= min(len(data), self._max_line)
         self.records.append(LogRecord(level, text, source))
 
     @property
@@ -78,7 +84,8 @@ class LogSink:
                 self.dropped += buf.count(b"\n", start)
                 start = len(buf)
                 break
-            self.add(level, bytes(buf[start : min(end, start + self._max_line + 1)]), source)
+            stop = end - 1 if end > start and buf[end - 1] == 0x0D else end  # \r\n ends a line too
+            self.add(level, bytes(buf[start : min(stop, start + self._max_line + 1)]), source)
             start = end + 1
         del buf[:start]
         if len(buf) > self._max_line:
@@ -99,6 +106,35 @@ class LogSink:
             self.records.append(LogRecord("warn", note, "host"))
             self.dropped = 0
         return self.records
+
+
+def fit(text: str, limit: int) -> tuple[str, bool]:
+    """``escape_controls(text)`` cut to at most ``limit`` bytes of UTF-8, never inside a
+    character or an escape; and whether it was cut."""
+    escaped = escape_controls(text)
+    if len(escaped) <= limit and (escaped.isascii() or len(escaped.encode()) <= limit):
+        return escaped, False
+    pieces: list[str] = []
+    used = 0
+    plain_from = 0
+    for match in CONTROLS.finditer(text):
+        plain = text[plain_from : match.start()]
+        size = len(plain.encode())
+        if used + size > limit:
+            break
+        escape = escape_one(match.group())
+        pieces.append(plain)
+        used += size
+        plain_from = match.end()
+        if used + len(escape) > limit:
+            return "".join(pieces), True
+        pieces.append(escape)
+        used += len(escape)
+    rest = text[plain_from:].encode()
+    if used + len(rest) <= limit:
+        return "".join(pieces) + text[plain_from:], False
+    pieces.append(rest[: limit - used].decode("utf-8", errors="ignore"))
+    return "".join(pieces), True
 
 
 def _stream_level(source: str) -> str:
