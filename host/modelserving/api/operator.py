@@ -44,6 +44,26 @@ def _once_each(values: list[str]) -> list[str]:
     return values
 
 
+class ModuleLimitsConfig(ApiModel):
+    """The most a WebAssembly module may declare; a module over one is refused before it is
+    compiled (the sandbox's defaults leave room for standard Go modules several times over)."""
+
+    max_functions: int = Field(default=30_000, ge=1, le=1_000_000)
+    max_function_body_bytes: int = Field(default=512 * 1024, ge=1, le=INT64_MAX)
+    max_code_bytes: int = Field(default=16 * MIB, ge=1, le=INT64_MAX)
+    max_locals_per_function: int = Field(default=10_000, ge=1, le=50_000)
+    max_types: int = Field(default=10_000, ge=1, le=1_000_000)
+    max_imports: int = Field(default=1_000, ge=1, le=1_000_000)
+    max_exports: int = Field(default=10_000, ge=1, le=1_000_000)
+    max_globals: int = Field(default=10_000, ge=1, le=1_000_000)
+    max_tables: int = Field(default=4, ge=1, le=4)
+    max_table_elements: int = Field(default=100_000, ge=1, le=10_000_000)
+    max_data_segments: int = Field(default=100_000, ge=1, le=10_000_000)
+    max_data_bytes: int = Field(default=16 * MIB, ge=1, le=INT64_MAX)
+    max_element_segments: int = Field(default=10_000, ge=1, le=10_000_000)
+    max_element_section_bytes: int = Field(default=4 * MIB, ge=1, le=INT64_MAX)
+
+
 class SandboxConfig(ApiModel):
     """Per-call limits of WebAssembly plugins: defaults, and maxima that requests are clamped to.
 
@@ -60,6 +80,11 @@ class SandboxConfig(ApiModel):
     max_module_bytes: int = Field(default=32 * MIB, ge=1, le=INT64_MAX)
     pool_slots: int = Field(default=64, ge=1, le=65_536)
     cache_dir: str | None = Field(default=None, min_length=1)
+    module_limits: ModuleLimitsConfig = Field(default_factory=ModuleLimitsConfig)
+    compile_timeout_ms: int = Field(default=10_000, ge=1, le=600_000)
+    compile_memory_mib: int = Field(default=512, ge=16, le=65_536, alias="compileMemoryMiB")
+    compile_workers: int = Field(default=2, ge=1, le=64)
+    max_artifact_bytes: int = Field(default=256 * MIB, ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _defaults_within_maxima(self) -> Self:

@@ -17,7 +17,7 @@ from modelserving.api.errors import FieldError, ModelServingError
 from modelserving.api.operator import OperatorConfig
 from modelserving.api.validation import pydantic_errors
 from modelserving.controller.yamltext import YamlInvalid, YamlRefused, load_all
-from modelserving.sandbox.settings import SandboxSettings, default_cache_dir
+from modelserving.sandbox.settings import ModuleBounds, SandboxSettings, default_cache_dir
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 """Where a Pod finds its own namespace when ``POD_NAMESPACE`` is not set."""
@@ -112,4 +112,9 @@ def sandbox_settings(config: OperatorConfig) -> SandboxSettings:
         max_module_bytes=sb.max_module_bytes,
         pool_slots=sb.pool_slots,
         cache_dir=Path(sb.cache_dir).expanduser() if sb.cache_dir else default_cache_dir(),
+        module_bounds=ModuleBounds(**sb.module_limits.model_dump()),
+        compile_timeout_ms=sb.compile_timeout_ms,
+        compile_memory_mib=sb.compile_memory_mib,
+        compile_workers=sb.compile_workers,
+        max_artifact_bytes=sb.max_artifact_bytes,
     )

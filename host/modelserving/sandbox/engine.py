@@ -19,6 +19,7 @@ import wasmtime
 from wasmtime import _ffi as ffi
 
 from modelserving.abi.contract import LOG_FUNC, LOG_MODULE, WASI_MODULE
+from modelserving.sandbox.compile_worker import engine_config
 from modelserving.sandbox.logs import LogSink, level_name
 from modelserving.sandbox.settings import SandboxSettings
 
@@ -135,14 +136,7 @@ class SandboxEngine:
 
     def __init__(self, settings: SandboxSettings) -> None:
         self.settings = settings
-        config = wasmtime.Config()
-        config.consume_fuel = True
-        config.epoch_interruption = True
-        config.max_wasm_stack = settings.max_wasm_stack_bytes
-        config.cranelift_opt_level = "speed"
-        config.wasm_threads = False
-        config.wasm_component_model = False
-        config.wasm_gc = False  # a GC heap would not count against the plugin's memory limit
+        config = engine_config(settings.max_wasm_stack_bytes)
         _pooling(config, settings)
         self.engine = wasmtime.Engine(config)
         self.key = engine_key(settings)

@@ -25,6 +25,39 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ModuleBounds:
+    """The most a module may declare; defaults leave room for standard Go modules (about 2 MB,
+    5,000 functions) several times over."""
+
+    max_functions: int = 30_000
+    max_function_body_bytes: int = 512 * 1024
+    max_code_bytes: int = 16 * 1024 * 1024
+    max_locals_per_function: int = 10_000
+    max_types: int = 10_000
+    max_imports: int = 1_000
+    max_exports: int = 10_000
+    max_globals: int = 10_000
+    max_tables: int = 4
+    max_table_elements: int = 100_000
+    max_data_segments: int = 100_000
+    max_data_bytes: int = 16 * 1024 * 1024
+    max_element_segments: int = 10_000
+    max_element_section_bytes: int = 4 * 1024 * 1024
+
+
+def setting_name(*path: str) -> str:
+    """How the operator configuration spells a sandbox setting: ``sandbox.<camelCase>...``."""
+    words = [_camel(p) for p in path]
+    return ".".join(["sandbox", *words])
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    word = head + "".join(w.capitalize() for w in rest)
+    return word.replace("Mib", "MiB")
+
+
+@dataclass(frozen=True)
 class SandboxSettings:
     """Defaults and maxima for plugin limits, and the host's own fixed bounds."""
 
@@ -45,6 +78,11 @@ class SandboxSettings:
     pool_slots: int = 64
     pool_keep_resident_bytes: int = 1 * MIB
     cache_dir: Path | None = None
+    module_bounds: ModuleBounds = ModuleBounds()
+    compile_timeout_ms: int = 10_000
+    compile_memory_mib: int = 512
+    compile_workers: int = 2
+    max_artifact_bytes: int = 256 * MIB
 
     def default_limits(self) -> Limits:
         return Limits(

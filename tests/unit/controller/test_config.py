@@ -12,6 +12,7 @@ from modelserving.controller import config as config_module
 from modelserving.controller.config import ConfigError, load_config, pod_namespace, sandbox_settings
 from modelserving.controller.yamltext import MAX_DEPTH
 from modelserving.sandbox import SandboxSettings
+from modelserving.sandbox.settings import ModuleBounds
 
 FULL = """\
 sandbox:
@@ -278,3 +279,27 @@ def test_sandbox_cache_dir_expands_home(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv("HOME", str(tmp_path))
     config = OperatorConfig.model_validate({"sandbox": {"cacheDir": "~/wasm"}})
     assert sandbox_settings(config).cache_dir == tmp_path / "wasm"
+
+
+def test_module_limits_and_compile_bounds_reach_the_sandbox() -> None:
+    config = OperatorConfig.model_validate(
+        {
+            "sandbox": {
+                "moduleLimits": {"maxFunctions": 1234, "maxLocalsPerFunction": 99},
+                "compileTimeoutMs": 777,
+                "compileMemoryMiB": 300,
+                "compileWorkers": 3,
+                "maxArtifactBytes": 4096,
+            }
+        }
+    )
+    settings = sandbox_settings(config)
+    assert settings.module_bounds.max_functions == 1234
+    assert settings.module_bounds.max_locals_per_function == 99
+    assert settings.module_bounds.max_code_bytes == ModuleBounds().max_code_bytes
+    assert (settings.compile_timeout_ms, settings.compile_memory_mib) == (777, 300)
+    assert (settings.compile_workers, settings.max_artifact_bytes) == (3, 4096)
+
+
+def test_the_config_defaults_of_module_limits_are_the_sandboxs() -> None:
+    assert sandbox_settings(OperatorConfig()).module_bounds == ModuleBounds()

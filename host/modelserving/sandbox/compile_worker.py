@@ -1,0 +1,123 @@
+"""The compile worker: a short-lived process that compiles one module and prints the artifact.
+
+The controller never compiles untrusted code itself. ``modelserving.sandbox.compiler`` starts
+this file as a script (it imports only the standard library and wasmtime, so it starts in about
+0.2 s), hands it one module on stdin and reads the serialized module back from stdout. The
+worker caps its own address space (``RLIMIT_AS``: what it has mapped at start plus the
+operator's compile memory), asks the kernel to kill it when its parent dies, and exits after
+one module, so no compilation can use more than its share or outlive its deadline (the parent
+kills it then).
+
+``engine_config`` is the one definition of the engine's compile settings: the controller's
+engine and the worker's are built from it, so an artifact always matches the engine that loads
+it (wasmtime checks that again when it deserializes).
+
+Wire format: frames of a 4-byte big-endian length and that many bytes. Request: a JSON frame
+(``stack``, ``memory``, ``moduleBytes``) and the module's frame. Reply: a status byte (``OK`` or
+``REFUSED``) and a frame with the artifact or the error text. A worker out of memory exits with
+status 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+from typing import Any, BinaryIO
+
+import wasmtime
+
+OK, REFUSED = b"0", b"1"
+EXIT_NO_MEMORY = 3
+_PR_SET_PDEATHSIG = 1
+
+
+def engine_config(stack_bytes: int) -> wasmtime.Config:
+    """The compile-relevant settings every engine of the sandbox shares."""
+    config = wasmtime.Config()
+    config.consume_fuel = True
+    config.epoch_interruption = True
+    config.max_wasm_stack = stack_bytes
+    config.cranelift_opt_level = "speed"
+    config.wasm_threads = False
+    config.wasm_component_model = False
+    config.wasm_gc = False  # a GC heap would not count against the plugin's memory limit
+    return config
+
+
+def read_frame(stream: BinaryIO, limit: int) -> bytes | None:
+    """One length-prefixed frame of at most ``limit`` bytes; None at end of stream."""
+    head = stream.read(4)
+    if len(head) < 4:
+        return None
+    size = int.from_bytes(head, "big")
+    if size > limit:
+        raise ValueError(f"frame of {size} bytes, limit {limit}")
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return data
+
+
+def write_frame(stream: BinaryIO, data: bytes) -> None:
+    stream.write(len(data).to_bytes(4, "big"))
+    stream.write(data)
+
+
+def _die_with_parent(parent: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request above took effect
+        os._exit(1)
+
+
+def _mapped_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def _cap_memory(extra: int) -> None:
+    mapped = _mapped_bytes()
+    if mapped:
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + extra, mapped + extra))
+
+
+def _compile(params: dict[str, Any], module: bytes) -> tuple[bytes, bytes]:
+    engine = wasmtime.Engine(engine_config(int(params["stack"])))
+    _cap_memory(int(params["memory"]))
+    try:
+        compiled = wasmtime.Module(engine, module)
+        return OK, bytes(compiled.serialize())
+    except wasmtime.WasmtimeError as exc:
+        return REFUSED, str(exc).encode("utf-8", errors="replace")
+
+
+def main() -> None:
+    _die_with_parent(int(sys.argv[1]))
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    try:
+        header = read_frame(stdin, 4096)
+        if header is None:
+            return
+        params = json.loads(header)
+        module = read_frame(stdin, int(params["moduleBytes"]))
+        if module is None:
+            return
+        status, body = _compile(params, module)
+    except MemoryError:
+        os._exit(EXIT_NO_MEMORY)
+    stdout.write(status)
+    write_frame(stdout, body)
+    stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""Compiles modules in worker processes, under a deadline and a memory cap.
+
+``Compiler.compile`` hands a module (already measured by ``structure.check_shape``) to a fresh
+``compile_worker`` process and returns the serialized module it prints. The worker caps its own
+memory; this side waits at most ``compile_timeout_ms`` for the whole reply and kills the worker
+when it is late, so neither a slow nor a memory-hungry module can stall or grow the controller.
+Every way it can fail is an InvalidModule naming the setting that decides it.
+
+A worker takes about 0.2 s to start, so one is kept started ahead, shared by every sandbox of
+the process: the first compile starts two, each later one takes the waiting worker and starts the
+next (it is stopped when the process exits). At most ``compile_workers`` compiles of one sandbox
+run at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from modelserving.sandbox import compile_worker
+from modelserving.sandbox.errors import cause_line, invalid_module
+from modelserving.sandbox.settings import MIB, SandboxSettings, setting_name
+
+_WORKER = Path(compile_worker.__file__)
+_STDERR_KEEP = 4096
+
+
+class _Spare:
+    """The one worker started ahead, for the whole process."""
+
+    lock = threading.Lock()
+    worker: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def take(cls) -> subprocess.Popen[bytes]:
+        with cls.lock:
+            worker = cls.worker if cls.worker and cls.worker.poll() is None else None
+            if worker is None:
+                if cls.worker is not None:
+                    _reap(cls.worker)
+                worker = _start()
+            cls.worker = _start()
+        return worker
+
+    @classmethod
+    def close(cls) -> None:
+        with cls.lock:
+            worker, cls.worker = cls.worker, None
+        if worker is not None:
+            _reap(worker)
+
+
+atexit.register(_Spare.close)
+
+
+def _start() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-I", str(_WORKER), str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        close_fds=True,
+        start_new_session=True,  # a terminal's Ctrl-C is the controller's to handle
+    )
+
+
+class Compiler:
+    """Runs the compiles of one sandbox in workers, with its settings."""
+
+    def __init__(self, settings: SandboxSettings) -> None:
+        self._settings = settings
+        self._slots = threading.BoundedSemaphore(settings.compile_workers)
+
+    def compile(self, module: bytes) -> bytes:
+        """The serialized module; InvalidModule when it does not compile within the limits."""
+        with self._slots:
+            worker = _Spare.take()
+            try:
+                return self._run(worker, module)
+            finally:
+                _reap(worker)
+
+    def _run(self, worker: subprocess.Popen[bytes], module: bytes) -> bytes:
+        settings = self._settings
+        params = json.dumps(
+            {
+                "stack": settings.max_wasm_stack_bytes,
+                "memory": settings.compile_memory_mib * MIB,
+                "moduleBytes": len(module),
+            }
+        ).encode()
+        assert worker.stdin is not None
+        try:
+            for frame in (params, module):
+                worker.stdin.write(len(frame).to_bytes(4, "big") + frame)
+            worker.stdin.close()
+        except OSError:
+            pass  # the worker died; its exit status says why
+        deadline = time.monotonic() + settings.compile_timeout_ms / 1000
+        reply, errors, late = _collect(worker, deadline, settings.max_artifact_bytes)
+        if late:
+            raise invalid_module(
+                f"compiling the module took longer than {settings.compile_timeout_ms} ms "
+                f"(operator setting {setting_name('compile_timeout_ms')})"
+            )
+        return _parse(worker, reply, errors, settings)
+
+
+def _collect(
+    worker: subprocess.Popen[bytes], deadline: float, limit: int
+) -> tuple[bytes, bytes, bool]:
+    """Everything the worker prints until it closes stdout, or until the deadline (then it is
+    killed). Returns stdout, the first bytes of stderr, and whether it was late."""
+    assert worker.stdout is not None and worker.stderr is not None
+    out, err = bytearray(), bytearray()
+    streams = {worker.stdout.fileno(): out, worker.stderr.fileno(): err}
+    with selectors.DefaultSelector() as selector:
+        for fd in streams:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        while streams:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _kill(worker)
+                return bytes(out), bytes(err), True
+            for key, _ in selector.select(left):
+                fd = key.fd
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    selector.unregister(fd)
+                    del streams[fd]
+                    continue
+                buf = streams[fd]
+                if buf is out and len(out) + len(chunk) > limit + 16:
+                    _kill(worker)
+                    raise invalid_module(
+                        f"the compiled module is larger than {limit} bytes "
+                        f"(operator setting {setting_name('max_artifact_bytes')})"
+                    )
+                if buf is out or len(err) < _STDERR_KEEP:
+                    buf += chunk
+    return bytes(out), bytes(err), False
+
+
+def _parse(
+    worker: subprocess.Popen[bytes], reply: bytes, errors: bytes, settings: SandboxSettings
+) -> bytes:
+    status = worker.wait()
+    body = reply[5:]
+    complete = len(reply) >= 5 and int.from_bytes(reply[1:5], "big") == len(body)
+    if status == 0 and complete and reply[:1] == compile_worker.OK:
+        return body
+    if status == 0 and complete and reply[:1] == compile_worker.REFUSED:
+        text = cause_line(body.decode("utf-8", errors="replace"))
+        raise invalid_module(f"the module does not compile: {text}")
+    text = errors.decode("utf-8", errors="replace")
+    if status in (compile_worker.EXIT_NO_MEMORY, -signal.SIGABRT) or "memory allocation" in text:
+        raise invalid_module(
+            f"compiling the module needed more than {settings.compile_memory_mib} MiB "
+            f"(operator setting {setting_name('compile_memory_mib')})"
+        )
+    why = f"signal {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+    detail = cause_line(text)
+    raise invalid_module(f"the compile worker failed ({why}){': ' + detail if detail else ''}")
+
+
+def _kill(worker: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        worker.kill()
+
+
+def _reap(worker: subprocess.Popen[bytes]) -> None:
+    _kill(worker)
+    for stream in (worker.stdin, worker.stdout, worker.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    worker.wait()

@@ -1,0 +1,253 @@
+"""A module's shape, read from its binary sections before anything compiles it.
+
+``check_shape`` walks the section headers and the few vectors whose sizes decide what compiling
+and instantiating will cost (functions, code bodies and their locals, tables, globals, data and
+element segments, imports, exports). It never decodes an instruction, so it runs in time linear
+in the module's size and allocates next to nothing, and it refuses the first figure over the
+operator's ``ModuleBounds`` as InvalidModule, naming the bound and the module's figure, as soon as
+it is read. What it cannot see (a small function body that is slow to compile) is bounded by the
+compile worker's deadline and memory cap instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from modelserving.sandbox.errors import invalid_module
+from modelserving.sandbox.settings import ModuleBounds, setting_name
+
+_MAGIC = b"\0asm"
+_VERSION = b"\x01\0\0\0"
+
+_CUSTOM, _TYPE, _IMPORT, _FUNCTION, _TABLE, _MEMORY, _GLOBAL, _EXPORT = range(8)
+_START, _ELEMENT, _CODE, _DATA, _DATA_COUNT, _TAG = range(8, 14)
+_SECTION_NAMES = {
+    _TYPE: "type",
+    _IMPORT: "import",
+    _FUNCTION: "function",
+    _TABLE: "table",
+    _MEMORY: "memory",
+    _GLOBAL: "global",
+    _EXPORT: "export",
+    _START: "start",
+    _ELEMENT: "element",
+    _CODE: "code",
+    _DATA: "data",
+    _DATA_COUNT: "data count",
+    _TAG: "tag",
+}
+
+
+@dataclass(frozen=True)
+class ModuleShape:
+    """What a module declares, as far as cost goes."""
+
+    functions: int = 0
+    largest_function_body_bytes: int = 0
+    code_bytes: int = 0
+    most_locals_in_a_function: int = 0
+    types: int = 0
+    imports: int = 0
+    exports: int = 0
+    globals: int = 0
+    tables: int = 0
+    largest_table_elements: int = 0
+    data_segments: int = 0
+    data_bytes: int = 0
+    element_segments: int = 0
+    element_section_bytes: int = 0
+
+
+# Each figure of a shape, the bound it is held to, and the words of the refusal.
+_CHECKS = (
+    ("functions", "max_functions", "functions"),
+    ("largest_function_body_bytes", "max_function_body_bytes", "bytes in one function body"),
+    ("code_bytes", "max_code_bytes", "bytes of code"),
+    ("most_locals_in_a_function", "max_locals_per_function", "locals in one function"),
+    ("types", "max_types", "types"),
+    ("imports", "max_imports", "imports"),
+    ("exports", "max_exports", "exports"),
+    ("globals", "max_globals", "globals"),
+    ("tables", "max_tables", "tables"),
+    ("largest_table_elements", "max_table_elements", "initial elements in one table"),
+    ("data_segments", "max_data_segments", "data segments"),
+    ("data_bytes", "max_data_bytes", "bytes in data segments"),
+    ("element_segments", "max_element_segments", "element segments"),
+    ("element_section_bytes", "max_element_section_bytes", "bytes of element segments"),
+)
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Reader:
+    """LEB128 and bytes from one span of the module; every read is bounds-checked."""
+
+    def __init__(self, data: bytes | memoryview, pos: int, end: int) -> None:
+        self.data = data
+        self.pos = pos
+        self.end = end
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise _Malformed("unexpected end")
+        value = self.data[self.pos]
+        self.pos += 1
+        return value
+
+    def u32(self) -> int:
+        result = shift = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                raise _Malformed("integer representation too long")
+        if result > 0xFFFFFFFF:
+            raise _Malformed("integer too large")
+        return result
+
+    def skip(self, count: int) -> None:
+        if count > self.end - self.pos:
+            raise _Malformed("unexpected end")
+        self.pos += count
+
+    def limits(self) -> tuple[int, int | None]:
+        flags = self.byte()
+        wide = bool(flags & 0x04)
+        minimum = self._u64() if wide else self.u32()
+        maximum = (self._u64() if wide else self.u32()) if flags & 0x01 else None
+        return minimum, maximum
+
+    def _u64(self) -> int:
+        result = shift = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 63:
+                raise _Malformed("integer representation too long")
+
+
+def check_shape(data: bytes, bounds: ModuleBounds) -> ModuleShape:
+    """The shape of ``data``; InvalidModule when the binary framing is broken or a figure is over
+    its bound (checked as soon as it is read, so a huge vector is never walked)."""
+    if data[:4] != _MAGIC:
+        raise invalid_module(
+            f"not a WebAssembly module (it starts with {data[:4]!r}, not {_MAGIC!r})"
+        )
+    if data[4:8] != _VERSION:
+        raise invalid_module(
+            f"unsupported binary version {data[4:8].hex()} (a component or a newer format); "
+            "a plugin is a core module of version 1"
+        )
+    view = memoryview(data)
+    figures: dict[str, int] = {}
+    pos, end = 8, len(data)
+    section = "header"
+    try:
+        while pos < end:
+            head = _Reader(view, pos, end)
+            sid = head.byte()
+            section = _SECTION_NAMES.get(sid, f"#{sid}")
+            size = head.u32()
+            body = _Reader(view, head.pos, head.pos + size)
+            if body.end > end:
+                raise _Malformed("it runs past the end of the module")
+            _section(sid, body, figures, bounds)
+            pos = body.end
+    except _Malformed as exc:
+        raise invalid_module(f"malformed {section} section: {exc}") from None
+    return ModuleShape(**figures)
+
+
+def _over(figures: dict[str, int], name: str, value: int, bounds: ModuleBounds) -> None:
+    """Record a figure (keeping the largest) and refuse it at once when it is over its bound."""
+    figures[name] = max(figures.get(name, 0), value)
+    for figure, limit_name, words in _CHECKS:
+        if figure == name:
+            limit = getattr(bounds, limit_name)
+            if value > limit:
+                raise invalid_module(
+                    f"the module has {value} {words}; the limit is {limit} "
+                    f"(operator setting {setting_name('moduleLimits', limit_name)})"
+                )
+            return
+
+
+def _section(sid: int, body: _Reader, figures: dict[str, int], bounds: ModuleBounds) -> None:
+    if sid == _CUSTOM:
+        return
+    if sid in (_START, _DATA_COUNT):
+        body.u32()
+        return
+    if sid not in _SECTION_NAMES:
+        raise _Malformed(f"unknown section id {sid}")
+    count = body.u32()
+    if sid == _TYPE:
+        _over(figures, "types", count, bounds)
+    elif sid == _IMPORT:
+        _over(figures, "imports", count, bounds)
+    elif sid == _FUNCTION:
+        _over(figures, "functions", count, bounds)
+    elif sid == _TABLE:
+        _over(figures, "tables", figures.get("tables", 0) + count, bounds)
+        for _ in range(count):
+            if not _table(body, figures, bounds):
+                break
+    elif sid == _MEMORY:
+        for _ in range(count):
+            body.limits()
+    elif sid == _GLOBAL:
+        _over(figures, "globals", count, bounds)
+    elif sid == _EXPORT:
+        _over(figures, "exports", count, bounds)
+    elif sid == _ELEMENT:
+        _over(figures, "element_segments", count, bounds)
+        _over(figures, "element_section_bytes", body.end - body.pos, bounds)
+    elif sid == _CODE:
+        _over(figures, "functions", count, bounds)
+        _over(figures, "code_bytes", body.end - body.pos, bounds)
+        for _ in range(count):
+            _function_body(body, figures, bounds)
+    elif sid == _DATA:
+        _over(figures, "data_segments", count, bounds)
+        _over(figures, "data_bytes", body.end - body.pos, bounds)
+
+
+def _table(body: _Reader, figures: dict[str, int], bounds: ModuleBounds) -> bool:
+    """One table's initial size; False when the rest of the section cannot be read without
+    decoding instructions (a table with an initialiser expression, which the engine refuses
+    anyway: it needs the function-references proposal)."""
+    if body.byte() == 0x40:
+        body.byte()
+        body.byte()
+        minimum, _ = body.limits()
+        _over(figures, "largest_table_elements", minimum, bounds)
+        return False
+    minimum, _ = body.limits()
+    _over(figures, "largest_table_elements", minimum, bounds)
+    return True
+
+
+def _function_body(body: _Reader, figures: dict[str, int], bounds: ModuleBounds) -> None:
+    size = body.u32()
+    _over(figures, "largest_function_body_bytes", size, bounds)
+    inner = _Reader(body.data, body.pos, body.pos + size)
+    if inner.end > body.end:
+        raise _Malformed("function body runs past the end of the section")
+    groups = inner.u32()
+    locals_ = 0
+    for _ in range(groups):
+        locals_ += inner.u32()
+        if locals_ > bounds.max_locals_per_function:
+            break
+        inner.byte()  # the value type (reference types with a heap type take more bytes,
+        # but they only occur with GC, which the engine does not enable: compile refuses them)
+    _over(figures, "most_locals_in_a_function", locals_, bounds)
+    body.pos = inner.end

@@ -1,0 +1,203 @@
+"""Compiling is bounded: a module's shape is checked against the operator's module limits before
+anything compiles it, and compilation itself runs in a worker process under a deadline and a
+memory cap. Every refusal is InvalidModule naming the setting and the module's figure."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+from pathlib import Path
+
+import pytest
+import wasmtime
+
+from modelserving.api.errors import FailureClass
+from modelserving.api.hook import Hook
+from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
+from modelserving.sandbox.compiler import _Spare
+from modelserving.sandbox.settings import ModuleBounds
+from tests.processes import mentioning
+from tests.wasm.guests import MIRROR, responding
+from tests.wasm.modules import HEADER, leb, many_functions, one_megabyte_bomb, section
+
+SMALL = ModuleBounds(
+    max_functions=20,
+    max_function_body_bytes=200,
+    max_code_bytes=2_000,
+    max_locals_per_function=50,
+    max_types=10,
+    max_imports=3,
+    max_exports=12,
+    max_globals=5,
+    max_tables=1,
+    max_table_elements=100,
+    max_data_segments=4,
+    max_data_bytes=1_000,
+    max_element_segments=3,
+    max_element_section_bytes=400,
+)
+
+
+def _sandbox(**changes: object) -> Sandbox:
+    return Sandbox(dataclasses.replace(SandboxSettings(cache_dir=None), **changes))  # type: ignore[arg-type]
+
+
+def _refusal(sandbox: Sandbox, data: bytes) -> str:
+    with pytest.raises(SandboxError) as caught:
+        sandbox.load(data)
+    assert caught.value.failure_class is FailureClass.INVALID_MODULE
+    return caught.value.message
+
+
+def _wat(*fields: str) -> bytes:
+    return bytes(wasmtime.wat2wasm("(module\n" + "\n".join(fields) + "\n)"))
+
+
+def test_the_one_megabyte_bomb_is_refused_by_its_shape_before_any_compile() -> None:
+    data = one_megabyte_bomb()
+    assert len(data) > 750_000 and len(gzip.compress(data)) < 4_000
+    sandbox = _sandbox()
+    message = _refusal(sandbox, data)
+    assert message == (
+        "the module has 150000 functions; the limit is 30000 "
+        "(operator setting sandbox.moduleLimits.maxFunctions)"
+    )
+    assert sandbox.modules.stats.compiled == 0
+
+
+_PLAIN = ('(memory (export "memory") 1)',)
+
+
+# One module per bound, over it by a little; each refusal names its setting and the figure.
+OVER = {
+    "maxFunctions": (_wat(*["(func)"] * 21), "21 functions"),
+    "maxFunctionBodyBytes": (_wat("(func " + "nop " * 300 + ")"), "bytes in one function body"),
+    "maxCodeBytes": (
+        _wat(*["(func " + "nop " * 150 + ")"] * 15),
+        "bytes of code",
+    ),
+    "maxLocalsPerFunction": (_wat("(func " + "(local i32) " * 51 + ")"), "51 locals"),
+    "maxTypes": (
+        _wat(*[f"(type (func (param {' '.join(['i32'] * n)})))" for n in range(11)]),
+        "11 types",
+    ),
+    "maxImports": (
+        _wat(
+            *[f'(import "modelserving" "log" (func $l{n} (param i32 i32 i32)))' for n in range(4)]
+        ),
+        "4 imports",
+    ),
+    "maxExports": (_wat(*[f'(func (export "f{n}"))' for n in range(13)]), "13 exports"),
+    "maxGlobals": (_wat(*["(global i32 (i32.const 0))"] * 6), "6 globals"),
+    "maxTables": (_wat("(table 1 funcref)", "(table 1 funcref)"), "2 tables"),
+    "maxTableElements": (_wat("(table 101 funcref)"), "101 initial elements"),
+    "maxDataSegments": (_wat(*_PLAIN, *['(data (i32.const 0) "a")'] * 5), "5 data segments"),
+    "maxDataBytes": (_wat(*_PLAIN, '(data (i32.const 0) "' + "a" * 1001 + '")'), "data segments"),
+    "maxElementSegments": (
+        _wat("(table 10 funcref)", "(func $f)", *["(elem (i32.const 0) $f)"] * 4),
+        "4 element segments",
+    ),
+    "maxElementSectionBytes": (
+        _wat("(table 100 funcref)", "(func $f)", "(elem (i32.const 0) " + "$f " * 450 + ")"),
+        "bytes of element segments",
+    ),
+}
+
+
+@pytest.mark.parametrize("setting", sorted(OVER))
+def test_each_module_limit_refuses_a_module_over_it(setting: str) -> None:
+    data, figure = OVER[setting]
+    message = _refusal(_sandbox(module_bounds=SMALL), data)
+    assert f"(operator setting sandbox.moduleLimits.{setting})" in message
+    assert figure in message and "the limit is" in message
+
+
+@pytest.mark.parametrize("setting", sorted(OVER))
+def test_a_module_at_the_default_limits_is_not_refused_by_its_shape(setting: str) -> None:
+    """The same modules are within the default limits: they fail later (no ABI marker), not at
+    the shape check, so every SMALL limit above is what refused them."""
+    data, _ = OVER[setting]
+    assert "moduleLimits" not in _refusal(_sandbox(), data)
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        pytest.param(HEADER + b"\x01\x80", "malformed type section", id="cut-size"),
+        pytest.param(HEADER + section(10, leb(5)), "malformed code section", id="short-vector"),
+        pytest.param(HEADER + b"\x0a\x10\x01", "code section: it runs past the end", id="past-end"),
+        pytest.param(HEADER + section(42, b""), "unknown section id 42", id="unknown-id"),
+        pytest.param(
+            HEADER + section(1, b"\xff\xff\xff\xff\xff\x01"), "integer", id="overlong-leb"
+        ),
+        pytest.param(b"\0asm\x0d\0\x01\0", "unsupported binary version", id="component"),
+    ],
+)
+def test_broken_framing_is_refused_before_compiling(data: bytes, words: str) -> None:
+    sandbox = _sandbox()
+    assert words in _refusal(sandbox, data)
+    assert sandbox.modules.stats.compiled == 0
+
+
+def test_the_shape_check_agrees_with_the_compiler_on_valid_modules() -> None:
+    """Modules the engine compiles are measured without a framing complaint: the ABI check is
+    what refuses them, with its own words."""
+    for data in (
+        _wat(*["(func (local i64 f32) nop)"] * 5, "(table 3 funcref)", *_PLAIN),
+        _wat(*_PLAIN, '(data (i32.const 8) "xyz")', "(global (mut i32) (i32.const 1))"),
+        many_functions(300),
+    ):
+        assert "no ABI marker" in _refusal(_sandbox(), data)
+
+
+def test_a_module_that_compiles_too_slowly_is_refused_and_its_worker_killed() -> None:
+    bounds = dataclasses.replace(ModuleBounds(), max_functions=200_000)
+    sandbox = _sandbox(module_bounds=bounds, compile_timeout_ms=200)
+    message = _refusal(sandbox, many_functions(100_000, b"\x01\x01\x0b"))
+    assert message == (
+        "compiling the module took longer than 200 ms (operator setting sandbox.compileTimeoutMs)"
+    )
+    _assert_only_the_spare_worker_left()
+
+
+def test_a_module_that_needs_too_much_memory_to_compile_is_refused() -> None:
+    bounds = dataclasses.replace(ModuleBounds(), max_functions=200_000)
+    sandbox = _sandbox(module_bounds=bounds, compile_memory_mib=16)
+    message = _refusal(sandbox, many_functions(60_000))
+    assert message == (
+        "compiling the module needed more than 16 MiB (operator setting sandbox.compileMemoryMiB)"
+    )
+    _assert_only_the_spare_worker_left()
+
+
+def test_a_module_the_compiler_refuses_keeps_the_compilers_cause() -> None:
+    """A body of a well-framed module holds an opcode that does not exist: only the compiler
+    finds it, and its report arrives on one line without wasmtime's chain numbering."""
+    message = _refusal(_sandbox(), HEADER + section(10, leb(1) + leb(2) + b"\x00\xff"))
+    assert message.startswith("the module does not compile: ")
+    assert "\n" not in message and not message.split(": ", 1)[1][:1].isdigit()
+
+
+def test_a_module_within_the_limits_still_loads_and_runs(request_bytes: bytes) -> None:
+    sandbox = _sandbox()
+    compiled = sandbox.load(responding(b"\x80"))
+    assert sandbox.modules.stats.compiled == 1
+    result = sandbox.call(compiled, Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    assert result.response == b"\x80"
+
+
+def test_the_compiled_module_is_kept_on_disk_and_reloaded_without_a_worker(
+    tmp_path: Path,
+) -> None:
+    first = Sandbox(SandboxSettings(cache_dir=tmp_path))
+    first.load(MIRROR)
+    again = Sandbox(SandboxSettings(cache_dir=tmp_path))
+    again.load(MIRROR)
+    assert (first.modules.stats.compiled, again.modules.stats.compiled) == (1, 0)
+    assert again.modules.stats.disk_hits == 1
+
+
+def _assert_only_the_spare_worker_left() -> None:
+    workers = [pid for pid, _ in mentioning("compile_worker.py")]
+    spare = _Spare.worker.pid if _Spare.worker is not None else None
+    assert [pid for pid in workers if pid != spare] == []
