@@ -1,5 +1,6 @@
 """JSON-shaped data (dicts with string keys, lists, strings, numbers, booleans, null): a fast
-deep copy, used on every generated Pod, and a shape check for data from plugins."""
+deep copy, used on every generated Pod, a shape check for data from plugins, and the range check
+of integers that plugin requests carry."""
 
 from __future__ import annotations
 
@@ -133,3 +134,59 @@ def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
     if found.kind == "float":
         return f"holds {found.offender} at '{where}', which JSON cannot express"
     return f"holds a {type(found.offender).__name__} at '{where}', which is not JSON"
+
+
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+"""The integers a plugin request can carry (msgpack's int64 and uint64): -2^63 to 2^64-1."""
+
+
+def _all_in_range(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is int:
+            if item < INT_MIN or item > INT_MAX:
+                return False
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    return True
+
+
+_Link = tuple[Any, str | int] | None
+"""A path as a linked list: (the parent's link, the key), None at the root."""
+
+
+def find_wide_int(value: Any) -> tuple[tuple[str | int, ...], int] | None:
+    """The first integer of ``value`` (in document order) outside ``INT_MIN``..``INT_MAX``, with
+    its path from the root; None when there is none. Booleans do not count; any depth (no
+    recursion, and each path is built only for the integer found)."""
+    if _all_in_range(value):
+        return None
+    stack: list[tuple[Any, _Link]] = [(value, None)]
+    while stack:
+        item, link = stack.pop()
+        kind = type(item)
+        if kind is int:
+            if item < INT_MIN or item > INT_MAX:
+                path: list[str | int] = []
+                while link is not None:
+                    link, key = link
+                    path.append(key)
+                return tuple(reversed(path)), item
+        elif kind is dict:
+            stack.extend((child, (link, key)) for key, child in reversed(item.items()))
+        elif kind is list:
+            stack.extend((item[i], (link, i)) for i in range(len(item) - 1, -1, -1))
+    return None
+
+
+def wide_int_reason(value: int) -> str:
+    """Why ``value`` (outside ``INT_MIN``..``INT_MAX``) is refused, naming it when it is short
+    enough to read."""
+    bits = value.bit_length()
+    what = f"integer {value}" if bits <= 256 else f"an integer of {bits} bits"
+    return f"{what} is outside the 64-bit range ({INT_MIN} to {INT_MAX})"

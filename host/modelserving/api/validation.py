@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from modelserving.api.errors import FieldError, InvalidManifest
+from modelserving.api.jsondata import find_wide_int, wide_int_reason
 from modelserving.api.modelserving import DNS1035_LABEL, ModelServing
 
 _PERCENT = re.compile(r"^[0-9]+%$")
@@ -200,7 +201,23 @@ def parse_model_serving(manifest: Mapping[str, Any]) -> ModelServing:
         ms = ModelServing.model_validate(dict(manifest))
     except ValidationError as exc:
         raise InvalidManifest(ref, pydantic_errors(exc)) from None
-    errors = semantic_errors(ms)
+    errors = semantic_errors(ms) + _wide_integer_errors(manifest)
     if errors:
         raise InvalidManifest(ms.ref, errors)
     return ms
+
+
+def _wide_integer_errors(manifest: Mapping[str, Any]) -> list[FieldError]:
+    """The first integer beyond 64 bits (``jsondata.INT_MIN``..``INT_MAX``), say in a Pod
+    template: the API server stores none, and a plugin request could not carry it. Plugin
+    configs are left to the chain, which refuses such a value naming the plugin, as it does
+    every other config problem."""
+    spec = manifest.get("spec")
+    if isinstance(spec, Mapping) and isinstance(spec.get("plugins"), list):
+        plugins = [{**p, "config": None} if isinstance(p, Mapping) else p for p in spec["plugins"]]
+        manifest = {**manifest, "spec": {**spec, "plugins": plugins}}
+    found = find_wide_int(manifest)
+    if found is None:
+        return []
+    path, value = found
+    return [FieldError(format_loc(path), wide_int_reason(value))]

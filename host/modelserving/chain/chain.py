@@ -29,10 +29,10 @@ from modelserving.api.errors import (
     PluginFailure,
 )
 from modelserving.api.hook import Hook, HookRequest, PatchOperation
-from modelserving.api.jsondata import json_copy
+from modelserving.api.jsondata import find_wide_int, json_copy, wide_int_reason
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.modelserving import ModelServing, PluginSpec
-from modelserving.api.validation import pydantic_errors
+from modelserving.api.validation import format_loc, pydantic_errors
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.base import HOOK_METHODS, Builtin, HookError, Observation
@@ -345,6 +345,11 @@ class _Build:
 
 
 def _resolve(index: int, spec: PluginSpec, build: _Build) -> ChainEntry:
+    wide = find_wide_int(spec.config)
+    if wide is not None:  # a request could not carry it (msgpack), whichever runtime runs
+        path, value = wide
+        field_path = format_loc(("config", *path))
+        raise PluginConfigError(spec.name, index, [FieldError(field_path, wide_int_reason(value))])
     if spec.type == "Wasm":
         return _wasm_entry(index, spec, _fetch_module(index, spec, build), build)
     registry = build.registry

@@ -13,9 +13,11 @@ MODULE is a .wasm file, a .wat text file (assembled first), or the name of a bui
 
 Exit codes: 0 success; 1 the plugin failed (the first line on stderr starts with the failure
 class, e.g. "FuelExhausted: plugin 'x' OnPodCreate: ...", followed by the guest's log lines), or
-pack's module does not fit in a ConfigMap ("error: ..."); 2 usage error ("error: ...": bad
-arguments or names, unreadable or malformed files, unknown built-in, a non-empty target folder,
-no SDK sources). See docs/plugin-cli.md for the request file format.
+pack's module does not fit in a ConfigMap ("error: ..."), or the request holds a value no
+request can carry (an integer beyond 64 bits: "error: <file>: config.a.b: integer ... is
+outside the 64-bit range ..."); 2 usage error ("error: ...": bad arguments or names, unreadable
+or malformed files, unknown built-in, a non-empty target folder, no SDK sources). See
+docs/plugin-cli.md for the request file format.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from modelserving.abi.codec import PodContext, RequestEncoder, decode_response
 from modelserving.abi.contract import HOOK_EXPORTS, ResponseError
 from modelserving.api.errors import FailureClass, InvalidManifest, PatchRejected, PluginFailure
 from modelserving.api.hook import Hook, HookRequest, PatchOperation
-from modelserving.api.jsondata import json_copy
+from modelserving.api.jsondata import find_wide_int, json_copy, wide_int_reason
 from modelserving.api.labels import (
     API_VERSION,
     ENTRY_LABEL,
@@ -50,7 +52,7 @@ from modelserving.api.labels import (
 )
 from modelserving.api.modelserving import ModelServing
 from modelserving.api.names import is_dns1123_label
-from modelserving.api.validation import parse_model_serving, pydantic_errors
+from modelserving.api.validation import format_loc, parse_model_serving, pydantic_errors
 from modelserving.chain.policy import PatchValidator
 from modelserving.cli.manifests import ManifestError, read_documents
 from modelserving.cli.pack import CONFIG_MAP_KEY, LAST_APPLIED_LIMIT, pack_module
@@ -101,6 +103,11 @@ class UsageError(Exception):
 
 class DoesNotFit(Exception):
     """pack: the module's ConfigMap would be over the API server's limit; ``error: ...``, exit 1."""
+
+
+class Unencodable(Exception):
+    """A request value ABI v1 cannot carry (an integer beyond 64 bits), as the controller
+    refuses such a config: ``error: <file>: <field>: ...``, exit 1."""
 
 
 class Failed(Exception):
@@ -288,7 +295,7 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
         except UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        except DoesNotFit as exc:
+        except (DoesNotFit, Unencodable) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
         except Failed as exc:
@@ -514,6 +521,7 @@ def read_request(
     if given_name is not None and (not isinstance(given_name, str) or not given_name):
         raise UsageError(f"{path}: plugin.name must be a non-empty string")
     config = read_map(config_path, "config") if config_path else plugin.get("config")
+    _refuse_wide_ints(config_path or path, "config" if config_path else "plugin.config", config)
     request = Request(
         name=name or given_name or default_name,
         config=config,
@@ -531,10 +539,20 @@ def read_request(
     ms = doc.get("modelServing")
     if ms is not None and not isinstance(ms, dict):
         raise UsageError(f"{path}: modelServing must be a map (a ModelServing object)")
+    _refuse_wide_ints(path, "pod", pod)
+    _refuse_wide_ints(path, "modelServing", ms)
     request.pod = pod
     request.model_serving = ms
     request.where = _where(path, doc, pod, ms)
     return request
+
+
+def _refuse_wide_ints(path: str, field: str, value: Any) -> None:
+    """Unencodable naming the file and the field of the first integer beyond 64 bits."""
+    found = find_wide_int(value)
+    if found is not None:
+        where, number = found
+        raise Unencodable(f"{path}: {format_loc((field, *where))}: {wide_int_reason(number)}")
 
 
 def _where(

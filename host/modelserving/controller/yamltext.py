@@ -33,6 +33,7 @@ MAX_ALIAS_NODES = 100_000
 """How many nodes aliases may add to one document once expanded."""
 
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+_INT_TAG = "tag:yaml.org,2002:int"
 
 
 class YamlRefused(ValueError):
@@ -57,11 +58,25 @@ def _timestamp_as_text(loader: Any, node: ScalarNode) -> str:
     return str(node.value)
 
 
+def _bounded_int(loader: Any, node: ScalarNode) -> int:
+    """YAML's int, refused in our words when Python will not read it (more than 4300 digits,
+    ``sys.get_int_max_str_digits``): far outside any range a field or a plugin takes."""
+    try:
+        return int(yaml.SafeLoader.construct_yaml_int(loader, node))
+    except ValueError:
+        mark = node.start_mark
+        raise YamlRefused(
+            f"an integer of {len(str(node.value))} characters (line {mark.line + 1}, column "
+            f"{mark.column + 1}) is far outside the 64-bit range"
+        ) from None
+
+
 class _PureLoader(yaml.SafeLoader):
     """The pure-Python safe loader, except that timestamps stay text (``2024-01-02``)."""
 
 
 _PureLoader.add_constructor(_TIMESTAMP_TAG, _timestamp_as_text)
+_PureLoader.add_constructor(_INT_TAG, _bounded_int)
 
 _FastLoader: Any = _PureLoader
 if hasattr(yaml, "CSafeLoader"):
@@ -70,6 +85,7 @@ if hasattr(yaml, "CSafeLoader"):
         """libyaml's safe loader, except that timestamps stay text."""
 
     _CLoader.add_constructor(_TIMESTAMP_TAG, _timestamp_as_text)
+    _CLoader.add_constructor(_INT_TAG, _bounded_int)
     _FastLoader = _CLoader
 
 LOADERS: tuple[Any, ...] = (

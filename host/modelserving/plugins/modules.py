@@ -1,10 +1,11 @@
 """Module bytes of ``type: Wasm`` plugins, taken from ConfigMaps.
 
 A module is stored under ``binaryData[key]`` (base64 in the object, plain bytes here) and may be
-gzip-compressed, which lets larger modules fit a ConfigMap's 1 MiB. ``data[key]`` (text) is
-refused with a hint, since a module is binary. The digest the PluginSpec pins is checked against
-the uncompressed module by the sandbox. ``check_module_size`` says whether a module fits a
-ConfigMap (as is, or gzip-compressed) and, when not, what to do about it.
+gzip-compressed (exactly one whole gzip member), which lets larger modules fit a ConfigMap's
+1 MiB. ``data[key]`` (text) is refused with a hint, since a module is binary. The digest the
+PluginSpec pins is checked against the uncompressed module by the sandbox, after the gzip
+checks. ``check_module_size`` says whether a module fits a ConfigMap (as is, or
+gzip-compressed) and, when not, what to do about it.
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ def module_from_config_map(config_map: Mapping[str, Any], key: str, max_bytes: i
 
 
 def gunzip_bounded(data: bytes, max_bytes: int, where: str) -> bytes:
-    """``data``, decompressed when it is gzip; refuses output past ``max_bytes`` (gzip bombs)."""
+    """``data``, decompressed when it is gzip; refuses output past ``max_bytes`` (gzip bombs).
+
+    The gzip data must be exactly one whole member: a stream cut short (its CRC-32 and length
+    never checked) or anything after the member (trailing bytes, a second member as ``cat a.gz
+    b.gz`` makes) is refused as not valid gzip, before the module's digest is compared.
+    """
     if not data.startswith(GZIP_MAGIC):
         return data
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
@@ -102,6 +108,17 @@ def gunzip_bounded(data: bytes, max_bytes: int, where: str) -> bytes:
         raise ModuleUnavailable(f"{where} is not valid gzip: {exc}") from None
     if len(out) > max_bytes:
         raise ModuleUnavailable(f"{where} decompresses to more than {max_bytes} bytes")
+    if not inflater.eof:
+        raise ModuleUnavailable(
+            f"{where} is not valid gzip: the data ends before the gzip stream does (truncated)"
+        )
+    if inflater.unused_data:
+        extra = len(inflater.unused_data)
+        what = "a second gzip member" if inflater.unused_data.startswith(GZIP_MAGIC) else "data"
+        raise ModuleUnavailable(
+            f"{where} is not valid gzip: {extra} byte(s) after the end of the gzip stream "
+            f"({what}; one member is accepted, nothing after it)"
+        )
     return out
 
 

@@ -1,4 +1,4 @@
-"""JSON-shaped data helpers: the deep copy and the shape check."""
+"""JSON-shaped data helpers: the deep copy, the shape check and the 64-bit integer range."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from modelserving.api.jsondata import json_copy, json_problem
+from modelserving.api.jsondata import (
+    INT_MAX,
+    INT_MIN,
+    find_wide_int,
+    json_copy,
+    json_problem,
+    wide_int_reason,
+)
 
 json_values = st.recursive(
     st.none()
@@ -106,3 +113,40 @@ def test_depth_limit_is_exact_and_iterative() -> None:
     found = json_problem(deep)
     assert found is not None
     assert found.startswith("is nested more than 64 levels deep")
+
+
+@given(json_values)
+def test_what_msgpack_can_carry_has_no_wide_integer(value: Any) -> None:
+    assert find_wide_int(value) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ({"a": {"b": 2**70}}, (("a", "b"), 2**70)),
+        ([0, INT_MAX, INT_MIN, {"x": [INT_MAX + 1]}], ((3, "x", 0), INT_MAX + 1)),
+        ({"first": INT_MIN - 1, "second": 2**99}, (("first",), INT_MIN - 1)),
+        ([[[[[[-(2**64)]]]]], 2**65], ((0, 0, 0, 0, 0, 0), -(2**64))),
+    ],
+    ids=["nested", "just-past-uint64", "first-in-document-order", "deep-first"],
+)
+def test_the_first_wide_integer_and_its_path(value: Any, found: Any) -> None:
+    assert find_wide_int(value) == found
+
+
+def test_booleans_and_floats_are_not_wide_integers_and_depth_does_not_matter() -> None:
+    assert find_wide_int({"a": True, "b": 1e300, "c": [False]}) is None
+    deep: Any = 2**64
+    for _ in range(100_000):
+        deep = [deep]
+    found = find_wide_int(deep)
+    assert found is not None
+    assert len(found[0]) == 100_000
+
+
+def test_the_reason_names_the_range_and_the_value_when_readable() -> None:
+    assert wide_int_reason(2**70) == (
+        "integer 1180591620717411303424 is outside the 64-bit range "
+        "(-9223372036854775808 to 18446744073709551615)"
+    )
+    assert wide_int_reason(-(16**5000)).startswith("an integer of 20001 bits is outside")

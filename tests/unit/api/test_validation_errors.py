@@ -299,3 +299,22 @@ def test_explicit_null_means_default(make_manifest: ManifestFactory) -> None:
     assert plugin.type == "BuiltIn"
     assert plugin.scope is not None
     assert plugin.scope.target == "All"
+
+
+def test_an_integer_beyond_64_bits_in_a_template_is_refused_with_its_field(
+    make_manifest: ManifestFactory,
+) -> None:
+    doc = make_manifest()
+    doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["activeDeadlineSeconds"] = 2**70
+    msg = refuse(doc)
+    assert msg.endswith(
+        "  - spec.template.roles[0].entryTemplate.spec.activeDeadlineSeconds: integer "
+        "1180591620717411303424 is outside the 64-bit range "
+        "(-9223372036854775808 to 18446744073709551615)"
+    )
+
+
+def test_a_plugin_config_integer_is_left_to_the_chain(make_manifest: ManifestFactory) -> None:
+    """The chain refuses it naming the plugin, with the plugin's other config problems."""
+    doc = make_manifest(plugins=[{"name": "p", "config": {"a": [2**64 - 1, -(2**63), 2**70]}}])
+    assert parse_model_serving(doc).spec.plugins is not None

@@ -151,6 +151,44 @@ def test_config_file_replaces_the_requests_config_and_name_overrides(
     assert out["plugin"] == {"name": "renamed", "config": {"new": [1, 2]}}
 
 
+WIDE = "integer 1180591620717411303424 is outside the 64-bit range (-9223372036854775808 to "
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_config_integer_beyond_64_bits_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """No request can carry it (msgpack): refused as the controller refuses such a config,
+    exit 1 with one line naming the file and the field, never a traceback."""
+    module = write_module(tmp_path, responding(b""))
+    config = tmp_path / "config.yaml"
+    config.write_text(f"a:\n  b: {2**70}\n")
+    hook = ["--hook", "on-pod-create"] if command == "run" else []
+    argv = [command, module, *hook, "--request", write_request(tmp_path), "--config", str(config)]
+    code, out, err = cli(capsys, *argv)
+    assert (code, out) == (1, "")
+    assert err == f"error: {config}: config.a.b: {WIDE}18446744073709551615)\n"
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"plugin": {"config": [0, 2**70]}, "pod": POD}, "plugin.config[1]"),
+        ({"pod": {**POD, "spec": {"x": {"y": 2**70}}}}, "pod.spec.x.y"),
+        ({"pod": POD, "modelServing": {"spec": {"replicas": 2**70}}}, "modelServing.spec.replicas"),
+    ],
+    ids=["plugin-config", "pod", "model-serving"],
+)
+def test_a_request_integer_beyond_64_bits_names_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any], field: str
+) -> None:
+    module = write_module(tmp_path, responding(b""))
+    request = write_request(tmp_path, doc)
+    code, out, err = cli(capsys, "run", module, "--hook", "on-pod-create", "--request", request)
+    assert (code, out) == (1, "")
+    assert err == f"error: {request}: {field}: {WIDE}18446744073709551615)\n"
+
+
 def test_on_pod_ready_returns_the_given_pod(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,7 @@ import gzip
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +228,83 @@ def test_wasm_plugin_with_a_wrong_digest_is_refused(
     }
     err = refused(tmp_path, capsys, manifest(plugins=[plugin]), modules_config_map(module))
     assert "module: InvalidModule: sha256 mismatch" in err
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda packed: packed[:-3], "the data ends before the gzip stream does (truncated)"),
+        (lambda packed: packed + b"\n", "1 byte(s) after the end of the gzip stream (data; "),
+        (
+            lambda packed: packed + gzip.compress(b"x"),
+            "byte(s) after the end of the gzip stream (a second gzip member; ",
+        ),
+    ],
+    ids=["truncated", "trailing-newline", "second-member"],
+)
+def test_a_broken_gzip_module_is_refused_as_not_valid_gzip(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    damage: Callable[[bytes], bytes],
+    words: str,
+) -> None:
+    """The pin is the uncompressed module's: the gzip is refused before any digest check."""
+    module = responding(LABEL_PATCH)
+    stored = damage(gzip.compress(module))
+    doc = manifest(plugins=[wasm_plugin(module)])
+    err = refused(tmp_path, capsys, doc, modules_config_map(stored))
+    assert err.count("\n") == 1
+    assert err.startswith(
+        "error: ModelServing team-a/sample: spec.plugins[0] (plugin 'labeller'): "
+        "module.configMapRef: ConfigMap team-a/mods key p.wasm is not valid gzip: "
+    )
+    assert words in err
+    assert "sha256" not in err
+
+
+@pytest.mark.parametrize("runtime", ["Wasm", "Native"])
+def test_a_config_integer_beyond_64_bits_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], runtime: str
+) -> None:
+    """msgpack carries -2^63 to 2^64-1; past that the config is refused, naming the field,
+    whichever runtime would run the plugin (a config must mean the same to both)."""
+    module = responding(LABEL_PATCH)
+    plugin: dict[str, Any] = (
+        {**wasm_plugin(module), "config": {"a": {"b": 2**70}}}
+        if runtime == "Wasm"
+        else {"name": "demo-pod-tweaks", "config": {"annotations": {"b": 2**70}}}
+    )
+    err = refused(tmp_path, capsys, manifest(plugins=[plugin]), modules_config_map(module))
+    field = "config.a.b" if runtime == "Wasm" else "config.annotations.b"
+    assert err == (
+        f"error: ModelServing team-a/sample: spec.plugins[0] (plugin '{plugin['name']}'): "
+        f"{field}: integer 1180591620717411303424 is outside the 64-bit range "
+        "(-9223372036854775808 to 18446744073709551615)\n"
+    )
+
+
+def test_the_64_bit_bounds_themselves_are_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = responding(LABEL_PATCH)
+    plugin = {**wasm_plugin(module), "config": {"a": [-(2**63), 2**64 - 1]}}
+    path = write(tmp_path, manifest(plugins=[plugin]), modules_config_map(module))
+    code, _, err = render(capsys, "-f", path)
+    assert code == 0, err
+
+
+def test_a_template_integer_beyond_64_bits_is_refused_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = responding(LABEL_PATCH)
+    doc = manifest(plugins=[wasm_plugin(module)])
+    doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["x-count"] = 2**70
+    err = refused(tmp_path, capsys, doc, modules_config_map(module))
+    assert "Traceback" not in err
+    assert (
+        "spec.template.roles[0].entryTemplate.spec.x-count: integer 1180591620717411303424 "
+        "is outside the 64-bit range"
+    ) in err
 
 
 def test_not_yaml_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

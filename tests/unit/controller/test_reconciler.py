@@ -35,6 +35,7 @@ from modelserving.controller.reconciler import (
     RetryLater,
 )
 from modelserving.plugins.artifacts import builtin_wasm
+from modelserving.plugins.modules import gzip_module
 from modelserving.sandbox import Sandbox, SandboxSettings
 from modelserving.workload.observed import READY_HOOKS_ANNOTATION
 from modelserving.workload.plan import plan
@@ -521,8 +522,16 @@ def test_a_new_template_gets_the_next_revision_number(kube: FakeKube, rec: Recon
     [
         ({"name": "demo-pod-tweaks", "config": {"bogus": 1}}, "config.bogus"),
         ({"name": "no-such-plugin"}, "no built-in plugin has this name"),
+        (
+            {"name": "demo-pod-tweaks", "config": {"annotations": {"a": 2**70}}},
+            "config.annotations.a: integer 1180591620717411303424 is outside the 64-bit range",
+        ),
+        (
+            wasm_plugin("ready", "mods", READY_ONLY, config={"a": [1, {"b": -(2**63) - 1}]}),
+            "config.a[1].b: integer -9223372036854775809 is outside the 64-bit range",
+        ),
     ],
-    ids=["unknown-config-field", "unknown-builtin"],
+    ids=["unknown-config-field", "unknown-builtin", "wide-integer-native", "wide-integer-wasm"],
 )
 def test_a_plugin_config_error_creates_nothing(
     kube: FakeKube, rec: Reconciler, recorder: Recording, plugin: Obj, words: str
@@ -604,6 +613,36 @@ def test_a_missing_module_config_map(kube: FakeKube, rec: Reconciler, recorder: 
     rec.reconcile(KEY)
     assert len(kube.all(PODS)) == 4
     assert plugins_ready(kube) == ("True", "PluginsLoaded")
+
+
+@pytest.mark.parametrize(
+    ("stored", "words"),
+    [
+        (lambda packed: packed[:-4], "the data ends before the gzip stream does (truncated)"),
+        (lambda packed: packed + b"junk", "4 byte(s) after the end of the gzip stream"),
+    ],
+    ids=["truncated", "trailing-data"],
+)
+def test_a_broken_gzip_module_is_not_valid_gzip_before_any_digest_check(
+    kube: FakeKube,
+    rec: Reconciler,
+    recorder: Recording,
+    stored: Callable[[bytes], bytes],
+    words: str,
+) -> None:
+    """The uncompressed module is the pinned one, and a stream cut in its trailer still yields
+    all of it: the gzip check, not the digest, refuses it."""
+    kube.put(CONFIG_MAPS, config_map("mods", stored(gzip_module(READY_ONLY))))
+    kube.put(MODEL_SERVINGS, model_serving(plugins=[wasm_plugin("ready", "mods", READY_ONLY)]))
+    rec.reconcile(KEY)
+    assert kube.all(PODS) == {}
+    assert plugins_ready(kube) == ("False", "InvalidModule")
+    (message,) = recorder.messages("PluginLoadFailed")
+    assert message.startswith(
+        "spec.plugins[0] (plugin 'ready'): module.configMapRef: ConfigMap team-a/mods key "
+        f"plugin.wasm is not valid gzip: {words}"
+    )
+    assert "sha256" not in message
 
 
 def test_a_config_map_in_a_namespace_not_allowed(

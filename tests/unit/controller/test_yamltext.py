@@ -110,3 +110,14 @@ def test_aliases_and_timestamps() -> None:
     ]
     with pytest.raises(YamlRefused, match=r"alias \*x refers to a node that contains it"):
         load_all("a: &x [1, *x]\n")
+
+
+@pytest.mark.parametrize("loader", [PURE, FAST], ids=["pure", "fast"])
+def test_an_integer_python_will_not_read_is_refused_in_our_words(loader: Any) -> None:
+    digits = "9" * 5000  # past sys.get_int_max_str_digits (4300)
+    with pytest.raises(YamlRefused) as info:
+        load_all(f"a: 1\nb: {digits}\n", [loader])
+    assert str(info.value) == (
+        "an integer of 5000 characters (line 2, column 4) is far outside the 64-bit range"
+    )
+    assert load_all("a: 18446744073709551616\nb: 0x10\n", [loader]) == [{"a": 2**64, "b": 16}]

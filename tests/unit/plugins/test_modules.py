@@ -1,8 +1,10 @@
-"""Modules from ConfigMaps: the ConfigMap size check, and the offline resolver's namespaces."""
+"""Modules from ConfigMaps: the ConfigMap size check, the offline resolver's namespaces, and gzip
+delivery (exactly one whole member, bounded)."""
 
 from __future__ import annotations
 
 import base64
+import gzip
 from typing import Any
 
 import pytest
@@ -15,6 +17,8 @@ from modelserving.plugins.modules import (
     ModuleUnavailable,
     check_config_map_size,
     config_map_size,
+    gzip_module,
+    module_from_config_map,
 )
 
 DIGEST = "0" * 64
@@ -95,3 +99,61 @@ def test_offline_resolver_reads_the_referenced_namespace() -> None:
     assert modules(wasm_spec({"name": "mods", "key": "m.wasm", "namespace": "shared"})) == b"other"
     with pytest.raises(ModuleUnavailable, match="ConfigMap elsewhere/mods not found"):
         modules(wasm_spec({"name": "mods", "key": "m.wasm", "namespace": "elsewhere"}))
+
+
+MODULE = b"\0asm\1\0\0\0" + bytes(range(256)) * 40
+PACKED = gzip_module(MODULE)
+NOT_GZIP = "ConfigMap team-a/mods key m.wasm.gz is not valid gzip: "
+
+
+def from_config_map(stored: bytes, max_bytes: int = 1 << 20) -> bytes:
+    return module_from_config_map(config_map({"m.wasm.gz": b64(stored)}), "m.wasm.gz", max_bytes)
+
+
+def test_a_gzip_module_is_decompressed_and_a_plain_one_kept() -> None:
+    assert from_config_map(PACKED) == MODULE
+    assert from_config_map(MODULE) == MODULE
+
+
+@pytest.mark.parametrize("cut", [1, 4, 8, len(PACKED) // 2, len(PACKED) - 11])
+def test_a_truncated_gzip_module_is_not_valid_gzip(cut: int) -> None:
+    """Cut anywhere, even only in the trailer (CRC-32 and length, so every byte of the module
+    may still come out): refused as gzip, never passed on to be compared with the pin."""
+    with pytest.raises(ModuleUnavailable) as info:
+        from_config_map(PACKED[:-cut])
+    assert str(info.value).startswith(NOT_GZIP)
+    assert str(info.value).endswith("the data ends before the gzip stream does (truncated)")
+
+
+@pytest.mark.parametrize(
+    ("extra", "what"),
+    [
+        (b"garbage", "7 byte(s) after the end of the gzip stream (data; "),
+        (b"\0" * 512, "512 byte(s) after the end of the gzip stream (data; "),
+        (gzip.compress(b"more"), "after the end of the gzip stream (a second gzip member; "),
+    ],
+    ids=["garbage", "zero-padding", "second-member"],
+)
+def test_anything_after_the_gzip_member_is_not_valid_gzip(extra: bytes, what: str) -> None:
+    with pytest.raises(ModuleUnavailable) as info:
+        from_config_map(PACKED + extra)
+    message = str(info.value)
+    assert message.startswith(NOT_GZIP)
+    assert what in message
+    assert message.endswith("one member is accepted, nothing after it)")
+
+
+def test_a_corrupt_gzip_module_is_not_valid_gzip() -> None:
+    broken = bytearray(PACKED)
+    broken[-6] ^= 0xFF  # the CRC-32
+    with pytest.raises(ModuleUnavailable, match=r"is not valid gzip: .*incorrect data check"):
+        from_config_map(bytes(broken))
+
+
+def test_the_decompressed_size_stays_bounded() -> None:
+    assert from_config_map(PACKED, max_bytes=len(MODULE)) == MODULE
+    with pytest.raises(ModuleUnavailable, match=f"decompresses to more than {len(MODULE) - 1} "):
+        from_config_map(PACKED, max_bytes=len(MODULE) - 1)
+    bomb = gzip_module(bytes(64 << 20))  # 64 MiB of zeros in about 64 KB
+    with pytest.raises(ModuleUnavailable, match="decompresses to more than 1048576 bytes"):
+        from_config_map(bomb + b"garbage")  # the bound is checked first: nothing more inflated
