@@ -5,6 +5,7 @@ memory cap. Every refusal is InvalidModule naming the setting and the module's f
 from __future__ import annotations
 
 import dataclasses
+import os
 import gzip
 from pathlib import Path
 
@@ -198,6 +199,8 @@ def test_the_compiled_module_is_kept_on_disk_and_reloaded_without_a_worker(
 
 
 def _assert_only_the_spare_worker_left() -> None:
-    workers = [pid for pid, _ in mentioning("compile_worker.py")]
+    # Workers of this process only (their last argument is their parent's pid): other test runs
+    # may be compiling on the same machine.
+    workers = [pid for pid, argv in mentioning("compile_worker.py") if argv[-1] == str(os.getpid())]
     spare = _Spare.worker.pid if _Spare.worker is not None else None
     assert [pid for pid in workers if pid != spare] == []

@@ -23,7 +23,7 @@ from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
 from modelserving.sandbox.extism_call import ExtismModule, check_links
 from modelserving.sandbox.module import FLAVOUR_EXTISM, ModuleInfo, check_module
-from modelserving.sandbox.structure import check_shape
+from modelserving.sandbox.structure import check_shape, detach_start
 
 __all__ = ["ARTIFACT_MAGIC", "CacheStats", "CompiledModule", "ModuleCache", "sha256_hex"]
 
@@ -81,13 +81,16 @@ class ModuleCache:
         if len(data) > limit:
             raise invalid_module(f"the module is {len(data)} bytes; the limit is {limit}")
         check_shape(data, settings.module_bounds)
+        # A start function runs as an export the host calls (see detach_start); the artifact on
+        # disk is of the rewritten module, under the original module's digest.
+        detached = detach_start(data)
         module = self._from_disk(digest)
         payload: bytes | None = None
         if module is None:
-            payload = self._compiler.compile(data)
+            payload = self._compiler.compile(data if detached is None else detached)
             module = self._deserialize(payload)
             self.stats.compiled += 1
-        info = check_module(module, digest, len(data))
+        info = check_module(module, digest, len(data), detached_start=detached is not None)
         if payload is not None:  # only modules that pass the checks are kept on disk
             self._store.put(digest, payload)
         if info.flavour == FLAVOUR_EXTISM:

@@ -27,15 +27,17 @@ from wasmtime import _ffi as ffi
 
 from modelserving.abi.contract import ALLOC, INITIALIZE, MEMORY
 from modelserving.api.errors import FailureClass
-from modelserving.sandbox.engine import SandboxEngine, set_current_sink
+from modelserving.sandbox.engine import CallScope, SandboxEngine, set_current_scope
 from modelserving.sandbox.errors import SandboxError, error_line
 from modelserving.sandbox.logs import LogRecord, LogSink
 from modelserving.sandbox.settings import WASM_PAGE, Limits
+from modelserving.sandbox.structure import START_EXPORT
 
 if TYPE_CHECKING:
     from modelserving.sandbox.cache import CompiledModule
 
 _NAMES = {name: name.encode() for name in (ALLOC, INITIALIZE, MEMORY)}
+_START = START_EXPORT.encode()
 _MAX_TABLES = 4
 _FUNC = ffi.WASMTIME_EXTERN_FUNC.value
 _MEMORY = ffi.WASMTIME_EXTERN_MEMORY.value
@@ -132,6 +134,8 @@ class _Instance:
         if memory is None or cast(int, memory.kind) != _MEMORY:
             raise _Failed(FailureClass.INVALID_MODULE, "the instance has no exported memory")
         self.memory = memory.of.memory
+        if self._compiled.info.start:
+            self.call(_START, 0)
         if self._compiled.info.initialize:
             self.call(_NAMES[INITIALIZE], 0)
 
@@ -237,23 +241,29 @@ def _run(
 ) -> CallResult:
     settings = engine.settings
     inst = _Instance(engine, compiled, limits)
-    set_current_sink(sink)
+    scope = CallScope(sink, time.monotonic() + limits.timeout_ms / 1000)
+    set_current_scope(scope)
     try:
         inst.start(_wasi_config() if compiled.info.wasi else None)
         response = _round_trip(inst, export.encode(), request, settings.max_response_bytes)
     except _Failed as exc:
         raise _failure(inst, limits, start, sink, exc.failure_class, exc.message) from None
     except wasmtime.Trap as trap:
-        cls, message = _classify_trap(inst, trap)
+        cls, message = _classify_trap(inst, trap, scope)
         raise _failure(inst, limits, start, sink, cls, message) from None
     except wasmtime.ExitTrap as exit_:
         message = f"the module exited (WASI proc_exit with status {exit_.code})"
         raise _failure(inst, limits, start, sink, FailureClass.TRAP, message) from None
     except wasmtime.WasmtimeError as exc:
-        cls = FailureClass.MEMORY_LIMIT if inst.near_memory_limit() else FailureClass.TRAP
-        raise _failure(inst, limits, start, sink, cls, error_line(exc)) from None
+        if scope.late:  # a host function stopped the call at its deadline
+            cls, message = FailureClass.TIMEOUT, "the call passed its deadline"
+        elif inst.near_memory_limit():
+            cls, message = FailureClass.MEMORY_LIMIT, error_line(exc)
+        else:
+            cls, message = FailureClass.TRAP, error_line(exc)
+        raise _failure(inst, limits, start, sink, cls, message) from None
     finally:
-        set_current_sink(None)
+        set_current_scope(None)
     fuel = limits.fuel - inst.fuel_left()
     inst.close()
     return CallResult(response, fuel, (time.perf_counter() - start) * 1e6, sink.close())
@@ -294,12 +304,14 @@ def _round_trip(inst: _Instance, hook: bytes, request: bytes, max_response: int)
     return ctypes.string_at(inst.memory_base() + out_ptr, out_len)
 
 
-def _classify_trap(inst: _Instance, trap: wasmtime.Trap) -> tuple[FailureClass, str]:
+def _classify_trap(
+    inst: _Instance, trap: wasmtime.Trap, scope: CallScope
+) -> tuple[FailureClass, str]:
     code = trap.trap_code
     text = error_line(trap)
     if code == wasmtime.TrapCode.OUT_OF_FUEL:
         return FailureClass.FUEL_EXHAUSTED, "the call ran out of fuel"
-    if code == wasmtime.TrapCode.INTERRUPT:
+    if code == wasmtime.TrapCode.INTERRUPT or scope.late:
         return FailureClass.TIMEOUT, "the call passed its deadline"
     if inst.near_memory_limit():
         return (

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import threading
+import time
 import weakref
 from importlib.metadata import version
 from typing import Any
@@ -25,16 +27,35 @@ from modelserving.sandbox.settings import SandboxSettings
 
 WASMTIME_VERSION = version("wasmtime")
 
+
+class CallScope:
+    """What the host functions of the call running on this thread need: its log sink, its
+    deadline (``time.monotonic``), and whether a host function stopped it at that deadline."""
+
+    __slots__ = ("deadline", "late", "sink")
+
+    def __init__(self, sink: LogSink | None, deadline: float) -> None:
+        self.sink = sink
+        self.deadline = deadline
+        self.late = False
+
+
 _current = threading.local()
+
+
+def current_scope() -> CallScope | None:
+    """The scope of the call running on this thread, if any."""
+    return getattr(_current, "scope", None)
+
+
+def set_current_scope(scope: CallScope | None) -> None:
+    _current.scope = scope
 
 
 def current_sink() -> LogSink | None:
     """The log sink of the call running on this thread, if any."""
-    return getattr(_current, "sink", None)
-
-
-def set_current_sink(sink: LogSink | None) -> None:
-    _current.sink = sink
+    scope = current_scope()
+    return scope.sink if scope is not None else None
 
 
 class _Ticker(threading.Thread):
@@ -126,6 +147,33 @@ def _fd_write(caller: wasmtime.Caller, fd: int, iovs: int, count: int, written: 
     return 0
 
 
+_RANDOM_CHUNK = 256 * 1024
+DEADLINE_TRAP = "host function stopped at the call's deadline"
+
+
+def _random_get(caller: wasmtime.Caller, buf: int, length: int) -> int:
+    """WASI ``random_get``, served by the host in chunks, so that a guest asking for hundreds of
+    MiB is stopped at the call's deadline (a trap the call reports as Timeout) instead of
+    holding the thread past it: the engine's epoch is only checked in guest code."""
+    memory = caller.get("memory")
+    if not isinstance(memory, wasmtime.Memory):
+        return _EFAULT
+    start, count = buf & 0xFFFFFFFF, length & 0xFFFFFFFF
+    if start + count > memory.data_len(caller):
+        return _EFAULT
+    scope = current_scope()
+    base = ctypes.addressof(memory.data_ptr(caller).contents) + start
+    done = 0
+    while done < count:
+        if scope is not None and time.monotonic() > scope.deadline:
+            scope.late = True
+            raise wasmtime.Trap(DEADLINE_TRAP)
+        take = min(_RANDOM_CHUNK, count - done)
+        ctypes.memmove(base + done, os.urandom(take), take)
+        done += take
+    return 0
+
+
 def _no_sleep(caller: wasmtime.Caller, subs: int, events: int, count: int, nevents: int) -> int:
     """WASI ``poll_oneoff``, refused: a sleep in native code would outlast every deadline."""
     return _ENOTSUP
@@ -151,6 +199,13 @@ class SandboxEngine:
             "fd_write",
             wasmtime.FuncType([i32, i32, i32, i32], [i32]),
             _fd_write,
+            access_caller=True,
+        )
+        self.linker.define_func(
+            WASI_MODULE,
+            "random_get",
+            wasmtime.FuncType([i32, i32], [i32]),
+            _random_get,
             access_caller=True,
         )
         self.linker.define_func(
@@ -218,6 +273,7 @@ def engine_key(settings: SandboxSettings) -> str:
             "threads=0",
             "component=0",
             "gc=0",
+            "start=export",  # start functions are detached to an export (structure.detach_start)
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

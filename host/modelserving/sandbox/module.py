@@ -30,6 +30,7 @@ from modelserving.abi.contract import (
 from modelserving.api.hook import Hook
 from modelserving.sandbox.errors import invalid_module
 from modelserving.sandbox.settings import WASM_PAGE
+from modelserving.sandbox.structure import START_EXPORT
 
 MARKER_PREFIX = "modelserving_abi_v"
 FLAVOUR_NATIVE = "modelserving"
@@ -50,6 +51,7 @@ class ModuleInfo:
     wasi: bool
     initialize: bool
     memory_min_bytes: int
+    start: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,10 +87,16 @@ MARKER_SIGNATURE = "() -> ()"
 EXTISM_SIGNATURE = "() -> (i32)"
 
 
-def check_module(module: wasmtime.Module, sha256: str, size: int) -> ModuleInfo:
-    """Describe ``module`` or raise InvalidModule naming the first broken rule."""
+def check_module(
+    module: wasmtime.Module, sha256: str, size: int, detached_start: bool = False
+) -> ModuleInfo:
+    """Describe ``module`` or raise InvalidModule naming the first broken rule.
+    ``detached_start``: the host moved the module's start function to ``START_EXPORT``."""
     imports, wasi, extism = _check_imports(module)
     exports = {e.name: e.type for e in module.exports}
+    if START_EXPORT in exports and not detached_start:
+        raise invalid_module(f"the export name '{START_EXPORT}' is reserved for the host")
+    exports.pop(START_EXPORT, None)
     version = _abi_version(exports)
     flavour = FLAVOUR_EXTISM if extism else FLAVOUR_NATIVE
     if extism:
@@ -123,6 +131,7 @@ def check_module(module: wasmtime.Module, sha256: str, size: int) -> ModuleInfo:
         wasi=wasi,
         initialize=initialize,
         memory_min_bytes=memory_min,
+        start=detached_start,
     )
 
 

@@ -251,3 +251,61 @@ def _function_body(body: _Reader, figures: dict[str, int], bounds: ModuleBounds)
         # but they only occur with GC, which the engine does not enable: compile refuses them)
     _over(figures, "most_locals_in_a_function", locals_, bounds)
     body.pos = inner.end
+
+
+START_EXPORT = "modelserving:start"
+"""The export a module's start function is moved to by ``detach_start``."""
+
+
+def _name(text: str) -> bytes:
+    raw = text.encode()
+    return _leb(len(raw)) + raw
+
+
+def _leb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def detach_start(data: bytes) -> bytes | None:
+    """``data`` with its start function exported as ``START_EXPORT`` instead of run by
+    instantiation, or None when it has no start section.
+
+    wasmtime runs a start function inside instantiation, before the instance (and so its memory)
+    can be looked at; as an export the host calls it right after instantiating, under the same
+    fuel and deadline, with the memory known, so a start function that fails at the memory limit
+    is reported as MemoryLimit like any other code. Call only on a module ``check_shape``
+    accepted: the framing is not checked again."""
+    view = memoryview(data)
+    spans: list[tuple[int, int, int, int]] = []  # id, section start, body start, end
+    pos, start_function = 8, None
+    while pos < len(data):
+        head = _Reader(view, pos, len(data))
+        sid = head.byte()
+        size = head.u32()
+        spans.append((sid, pos, head.pos, head.pos + size))
+        if sid == _START:
+            start_function = _Reader(view, head.pos, head.pos + size).u32()
+        pos = head.pos + size
+    if start_function is None:
+        return None
+    entry = _name(START_EXPORT) + b"\x00" + _leb(start_function)
+    has_exports = any(sid == _EXPORT for sid, *_ in spans)
+    out = [data[:8]]
+    for sid, begin, body, end in spans:
+        if sid == _EXPORT:
+            reader = _Reader(view, body, end)
+            count = reader.u32()
+            payload = _leb(count + 1) + bytes(view[reader.pos : end]) + entry
+            out.append(bytes([_EXPORT]) + _leb(len(payload)) + payload)
+        elif sid == _START:
+            if not has_exports:  # the export section comes right before the start section
+                payload = _leb(1) + entry
+                out.append(bytes([_EXPORT]) + _leb(len(payload)) + payload)
+        else:
+            out.append(bytes(view[begin:end]))
+    return b"".join(out)
