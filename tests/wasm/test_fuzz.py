@@ -1,10 +1,12 @@
 """Fuzzing the way back from a guest: whatever a module returns (pointers, bytes, msgpack values,
 patch operations), the host ends in success or in exactly one failure class, never in an
-unhandled exception, and the Pod it was given is never changed."""
+unhandled exception, and the Pod it was given is never changed. Random modules, and random
+responses returned by them, are ``test_fuzz_modules.py``'s."""
 
 from __future__ import annotations
 
 import copy
+import os
 import struct
 from typing import Any
 
@@ -23,8 +25,11 @@ from tests.wasm.conftest import sample_pod
 from tests.wasm.guests import MIRROR
 
 FUZZ = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES") or 300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+"""300 examples a test in ``make test``; ``make fuzz`` sets FUZZ_EXAMPLES (and hypothesis' seed)."""
 VALIDATOR = PatchValidator()
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8)

@@ -1,0 +1,127 @@
+"""Random modules (``wasm-tools smith``) and random responses through load, call, the plugin
+adapter and the patch policy: every outcome is a result or one failure class, within the limits,
+and nothing crashes.
+
+The campaign (``tests/wasm/module_fuzz.py``, which says what it generates and checks) runs in a
+child process, so a crash of the host (a segfault in wasmtime, an abort in Extism) or a hang
+fails this test naming the seed and the module, instead of killing pytest. ``make test`` runs a
+fixed seed and count; ``make fuzz`` a longer campaign (``FUZZ_SEED``, ``FUZZ_COUNT``). Both build
+the pinned wasm-tools first (``make wasm-tools``) and pass it in ``WASM_TOOLS``; run alone,
+without it built, the test is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = int(os.environ.get("FUZZ_SEED") or 14)
+COUNT = int(os.environ.get("FUZZ_COUNT") or 300)
+"""The fixed campaign of ``make test``: about 25 s on 2 cores."""
+CHILD_TIMEOUT = max(100.0, COUNT * 1.0)
+"""Seconds the campaign may take before it is called hung (pytest's own timeout is 120 s;
+``make fuzz`` turns that off)."""
+SHOWN = 5
+
+
+def cached_wasm_tools() -> Path:
+    """Where ``make wasm-tools`` installs the version the Makefile pins."""
+    match = re.search(r"^WASM_TOOLS_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert match is not None, "the Makefile pins no WASM_TOOLS_VERSION"
+    cache = os.environ.get("MODELSERVING_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "modelserving"
+    )
+    return Path(cache) / f"wasm-tools-{match.group(1)}" / "bin" / "wasm-tools"
+
+
+def wasm_tools() -> str:
+    """The wasm-tools to use: make's (it must exist), else the cached one, else skip."""
+    given = os.environ.get("WASM_TOOLS")
+    if given:
+        assert Path(given).is_file(), f"WASM_TOOLS={given} does not exist (make wasm-tools)"
+        return given
+    cached = cached_wasm_tools()
+    if not cached.is_file():
+        pytest.skip(f"no wasm-tools at {cached}: `make wasm-tools` builds it (make test does)")
+    return str(cached)
+
+
+def campaign(
+    tool: str, *args: str, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "tests.wasm.module_fuzz", "--wasm-tools", tool, *args]
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def lines(stdout: str | bytes | None) -> list[dict[str, Any]]:
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode(errors="replace")
+    return [json.loads(line) for line in (stdout or "").splitlines() if line.startswith("{")]
+
+
+def reproducer(tool: str, index: int, where: Path) -> str:
+    """How to make module ``index`` again, and its text (WAT)."""
+    where.mkdir(parents=True, exist_ok=True)
+    campaign(
+        tool, "--seed", str(SEED), "--only", str(index), "--save", str(where), "--generate-only"
+    )
+    path = where / f"module-{SEED}-{index}.wasm"
+    command = f"python -m tests.wasm.module_fuzz --wasm-tools {tool} --seed {SEED} --only {index}"
+    if not path.is_file():
+        return f"{command}\n(the module is not a smith module, or smith made none)"
+    wat = subprocess.run(
+        [tool, "print", str(path)], capture_output=True, text=True, check=False
+    ).stdout
+    if len(wat) > 6000:
+        wat = wat[:6000] + "\n;; ... cut"
+    return f"{command}\n{path}:\n{wat}"
+
+
+def test_random_modules_end_in_a_result_or_a_failure_class(tmp_path: Path) -> None:
+    tool = wasm_tools()
+    seed_args = ("--seed", str(SEED), "--count", str(COUNT))
+    out: str | bytes | None
+    err: str | bytes | None
+    try:
+        run = campaign(tool, *seed_args, timeout=CHILD_TIMEOUT)
+        code = run.returncode
+        died = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        out, err = run.stdout, run.stderr
+    except subprocess.TimeoutExpired as exc:
+        out, err, died = exc.stdout, exc.stderr, f"hung for {CHILD_TIMEOUT} s"
+    got = lines(out)
+    if not got or "summary" not in got[-1]:
+        started = [line for line in got if "start" in line]
+        last = started[-1] if started else None
+        where = reproducer(tool, last["start"], tmp_path) if last else "before the first module"
+        stderr = (err.decode(errors="replace") if isinstance(err, bytes) else err or "")[-3000:]
+        pytest.fail(
+            f"the campaign (seed {SEED}) died ({died}) at module {last}:\n{where}\n"
+            f"stderr:\n{stderr}"
+        )
+    result = got[-1]
+    print(json.dumps({k: v for k, v in result.items() if k != "findings"}, indent=1))
+    findings = result["findings"]
+    if findings:
+        shown = [
+            f"{json.dumps(f)}\n{reproducer(tool, f['index'], tmp_path)}" for f in findings[:SHOWN]
+        ]
+        pytest.fail(
+            f"{len(findings)} broken invariants (seed {SEED}, {COUNT} modules):\n"
+            + "\n\n".join(shown)
+        )
+    summary = result["summary"]
+    # Not vacuous: modules of the ABI shape loaded and ran to results and to failures.
+    assert summary.get("abi: loaded", 0) > 0
+    assert summary.get("call result", 0) > 0
+    assert summary.get("call Trap", 0) + summary.get("call FuelExhausted", 0) > 0
