@@ -8,6 +8,8 @@ escaped (``modelserving.api.text``): every message is one line wherever it is wr
 
 from __future__ import annotations
 
+import re
+
 from modelserving.api.errors import FailureClass
 from modelserving.api.text import escape_controls
 
@@ -26,9 +28,13 @@ def invalid_module(message: str) -> SandboxError:
     return SandboxError(FailureClass.INVALID_MODULE, message)
 
 
+_CHAIN_NUMBER = re.compile(r"^\d+:\s*")
+
+
 def cause_line(text: str) -> str:
     """An engine's multi-line report in one line: the ``wasm trap: ...`` line when there is one,
-    else the last line of a ``Caused by:`` section, else the first line."""
+    else the last line of a ``Caused by:`` section, else the first line; never with the chain
+    numbering of an error's causes (``1: ...``)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return ""
@@ -38,8 +44,8 @@ def cause_line(text: str) -> str:
     if "Caused by:" in lines:
         cause = lines[lines.index("Caused by:") + 1 :]
         if cause:
-            return cause[-1]
-    return lines[0]
+            return _CHAIN_NUMBER.sub("", cause[-1])
+    return _CHAIN_NUMBER.sub("", lines[0])
 
 
 def error_line(exc: BaseException) -> str:
