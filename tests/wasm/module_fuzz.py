@@ -36,8 +36,9 @@ pytest) and by ``make fuzz``::
     python -m tests.wasm.module_fuzz --wasm-tools PATH --seed 7 --count 150
     python -m tests.wasm.module_fuzz --wasm-tools PATH --seed 7 --only 42 --save DIR
 
-It prints one JSON line per module as it starts (``{"start": i, ...}``), so the parent can name
-the module that crashed or hung, then ``{"findings": [...], "summary": {...}}`` at the end.
+It prints JSON lines as it goes (``{"make": i}`` before module i is generated, ``{"start": i,
+...}`` before it is run), so the parent can name the module that crashed or hung, then
+``{"findings": [...], "summary": {...}}`` at the end.
 """
 
 from __future__ import annotations
@@ -598,6 +599,7 @@ def campaign_main(
     campaign = Campaign(generator.seed)
     sandbox = RecordingSandbox(SandboxSettings(cache_dir=None))
     for index in indices:
+        emit_line({"make": index})
         module = generator.module(index)
         if save is not None and module.wasm is not None:
             (save / f"module-{generator.seed}-{index}.wasm").write_bytes(module.wasm)

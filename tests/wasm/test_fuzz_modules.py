@@ -78,7 +78,7 @@ def reproducer(tool: str, index: int, where: Path) -> str:
     path = where / f"module-{SEED}-{index}.wasm"
     command = f"python -m tests.wasm.module_fuzz --wasm-tools {tool} --seed {SEED} --only {index}"
     if not path.is_file():
-        return f"{command}\n(the module is not a smith module, or smith made none)"
+        return f"{command}\n(smith made no module from these bytes)"
     wat = subprocess.run(
         [tool, "print", str(path)], capture_output=True, text=True, check=False
     ).stdout
@@ -101,14 +101,13 @@ def test_random_modules_end_in_a_result_or_a_failure_class(tmp_path: Path) -> No
         out, err, died = exc.stdout, exc.stderr, f"hung for {CHILD_TIMEOUT} s"
     got = lines(out)
     if not got or "summary" not in got[-1]:
-        started = [line for line in got if "start" in line]
-        last = started[-1] if started else None
-        where = reproducer(tool, last["start"], tmp_path) if last else "before the first module"
         stderr = (err.decode(errors="replace") if isinstance(err, bytes) else err or "")[-3000:]
-        pytest.fail(
-            f"the campaign (seed {SEED}) died ({died}) at module {last}:\n{where}\n"
-            f"stderr:\n{stderr}"
-        )
+        last = got[-1] if got else {}
+        if "start" in last:
+            what = f"running module {last}:\n{reproducer(tool, last['start'], tmp_path)}"
+        else:
+            what = f"making module {last.get('make')} (wasm-tools smith)" if last else "starting"
+        pytest.fail(f"the campaign (seed {SEED}) died ({died}) {what}\nstderr:\n{stderr}")
     result = got[-1]
     print(json.dumps({k: v for k, v in result.items() if k != "findings"}, indent=1))
     findings = result["findings"]
