@@ -85,6 +85,7 @@ class SandboxConfig(ApiModel):
     compile_memory_mib: int = Field(default=512, ge=16, le=65_536, alias="compileMemoryMiB")
     compile_workers: int = Field(default=2, ge=1, le=64)
     max_artifact_bytes: int = Field(default=256 * MIB, ge=1, le=INT64_MAX)
+    cache_max_bytes: int = Field(default=512 * MIB, ge=1, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _defaults_within_maxima(self) -> Self:

@@ -117,4 +117,5 @@ def sandbox_settings(config: OperatorConfig) -> SandboxSettings:
         compile_memory_mib=sb.compile_memory_mib,
         compile_workers=sb.compile_workers,
         max_artifact_bytes=sb.max_artifact_bytes,
+        cache_max_bytes=sb.cache_max_bytes,
     )

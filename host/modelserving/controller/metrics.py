@@ -2,8 +2,9 @@
 
 The reconciler and the plugin chain's caller feed a ``Metrics`` instance: every hook call
 (``observe_hook``), what OnPodReady plugins measured (``observe_plugin_value``), module loads
-(``observe_module_load``, ``sync_module_cache``), every reconcile, Pods created and deleted,
-the work queue's depth and leadership. ``serve`` exposes
+(``observe_module_load``, ``sync_module_cache``, which also carries the disk cache's rejected
+and evicted artifacts and its size), every reconcile, Pods created and deleted, the work queue's
+depth and leadership. ``serve`` exposes
 the registry over HTTP for scraping. Each ``Metrics`` owns a private ``CollectorRegistry`` (not
 prometheus_client's global one), so tests and several controllers in one process do not share
 counters.
@@ -52,6 +53,10 @@ RECONCILE_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 
 
 MODULE_LOAD_RESULTS: Final = frozenset({"compiled", "memory_cache", "disk_cache", "failed"})
 RECONCILE_RESULTS: Final = frozenset({"ok", "requeue", "error"})
+_CACHE_COUNTS: Final = (
+    "compiled", "memory_hits", "disk_hits", "disk_rejected", "disk_evicted", "disk_evicted_bytes",
+)  # fmt: skip
+"""The ``CacheCounts`` that only grow; ``sync_module_cache`` adds their growth."""
 
 
 class CacheCounts(Protocol):
@@ -63,6 +68,14 @@ class CacheCounts(Protocol):
     def memory_hits(self) -> int: ...
     @property
     def disk_hits(self) -> int: ...
+    @property
+    def disk_rejected(self) -> int: ...
+    @property
+    def disk_evicted(self) -> int: ...
+    @property
+    def disk_evicted_bytes(self) -> int: ...
+    @property
+    def disk_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -122,6 +135,31 @@ class Metrics:
             namespace=PREFIX,
             registry=reg,
         )
+        self.cache_rejected = Counter(
+            "module_cache_rejected",
+            "Compiled-module files refused by the disk cache and deleted (not a regular file, "
+            "a symlink, another owner, writable by others, bad header or checksum).",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.cache_evictions = Counter(
+            "module_cache_evictions",
+            "Compiled modules deleted from the disk cache to keep it under its size cap.",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.cache_evicted_bytes = Counter(
+            "module_cache_evicted_bytes",
+            "Bytes of the compiled modules evicted from the disk cache.",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.cache_bytes = Gauge(
+            "module_cache_bytes",
+            "Bytes of compiled modules in the disk cache after its last write.",
+            namespace=PREFIX,
+            registry=reg,
+        )
         self.reconcile_duration = Histogram(
             "reconcile_duration_seconds",
             "Wall time of one reconcile of a ModelServing.",
@@ -165,7 +203,7 @@ class Metrics:
             buckets=OBSERVATION_BUCKETS,
         )
         self._cache_lock = threading.Lock()
-        self._cache_seen: tuple[int, int, int] = (0, 0, 0)
+        self._cache_seen: tuple[int, ...] = (0,) * len(_CACHE_COUNTS)
         self._names_lock = threading.Lock()
         self._observation_names: dict[tuple[str, str], set[str]] = {}
         self._names_refused: set[tuple[str, str]] = set()
@@ -225,25 +263,38 @@ class Metrics:
         self.module_loads.labels(result).inc()
 
     def sync_module_cache(self, stats: CacheCounts) -> None:
-        """Add what a ``ModuleCache``'s stats counted since the last sync to
-        ``module_loads_total`` (compiled, memory_cache, disk_cache).
+        """Add what a ``ModuleCache``'s stats counted since the last sync: to
+        ``module_loads_total`` (compiled, memory_cache, disk_cache) and to the disk cache's
+        ``module_cache_rejected_total``, ``module_cache_evictions_total`` and
+        ``module_cache_evicted_bytes_total``; set ``module_cache_bytes``.
 
         Safe to call from several workers sharing one cache: only the growth since the previous
         sync is added. Counts lower than the last ones mean a new stats object (a new cache),
         counted from zero. Failed loads are not in the stats: the caller reports them with
         ``observe_module_load("failed")``.
         """
-        now = (stats.compiled, stats.memory_hits, stats.disk_hits)
+        now = tuple(int(getattr(stats, name)) for name in _CACHE_COUNTS)
         with self._cache_lock:
             before = self._cache_seen
             if any(n < b for n, b in zip(now, before, strict=True)):
-                before = (0, 0, 0)
+                before = (0,) * len(_CACHE_COUNTS)
             self._cache_seen = now
-        for result, n, b in zip(
-            ("compiled", "memory_cache", "disk_cache"), now, before, strict=True
+            self.cache_bytes.set(stats.disk_bytes)
+        grown = {name: n - b for name, n, b in zip(_CACHE_COUNTS, now, before, strict=True)}
+        for result, name in (
+            ("compiled", "compiled"),
+            ("memory_cache", "memory_hits"),
+            ("disk_cache", "disk_hits"),
         ):
-            if n > b:
-                self.module_loads.labels(result).inc(n - b)
+            if grown[name] > 0:
+                self.module_loads.labels(result).inc(grown[name])
+        for counter, name in (
+            (self.cache_rejected, "disk_rejected"),
+            (self.cache_evictions, "disk_evicted"),
+            (self.cache_evicted_bytes, "disk_evicted_bytes"),
+        ):
+            if grown[name] > 0:
+                counter.inc(grown[name])
 
     def observe_reconcile(self, result: str, seconds: float) -> None:
         """One reconcile; ``result`` in ``RECONCILE_RESULTS`` (ValueError otherwise)."""

@@ -1,132 +1,233 @@
-"""Precompiled modules on disk: one artifact per module digest and engine key.
+"""Precompiled modules on disk: one artifact per module digest and engine key, the total capped.
 
-An artifact is ``<sha256>.<engine key>.cwasm``: a header (magic, engine key, the source module's
-digest, the payload's length and sha256) and the payload, wasmtime's serialized module. ``get``
-returns a payload only when the header matches, so a corrupt, truncated or foreign file (another
-wasmtime version or engine configuration, another module) is deleted and never handed to
-wasmtime. The directory must be writable only by the controller: a payload is native code.
+``cache.ModuleCache`` keeps a module's compiled form here once it passed the ABI checks and asks
+for it before compiling. An artifact is ``<sha256>.<engine key>.cwasm``: a header (magic, engine
+key, the source module's digest, the payload's length and sha256) and the payload, wasmtime's
+serialized module. ``get`` returns a payload only when the header matches, so a corrupt,
+truncated or foreign file (another wasmtime version or engine configuration, another module) is
+deleted and never handed to wasmtime.
+
+A payload is native code, so nothing here trusts a path or an earlier check. Every ``get``,
+``put`` and ``discard`` opens the directory itself without following a symlink and checks that
+descriptor (a directory of this user that no one else can write); the artifact is opened
+relative to it with ``O_NOFOLLOW|O_NONBLOCK`` (a symlink is refused, a FIFO does not block) and
+the descriptor that is read must be a regular file of this user that no one else can write, of
+a plausible size. A refused artifact is deleted; a refused directory is not used at all, until a
+later access finds it fixed.
+
+After each ``put`` the ``*.cwasm`` files are trimmed to ``SandboxSettings.cache_max_bytes``:
+artifacts of other engine keys first (dead weight after an upgrade), then the least recently
+used (modification time, set when written and refreshed on every disk hit); the artifact just
+written goes only when it alone exceeds the cap. Temporary files of interrupted writes are
+deleted once a minute old.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import re
+import secrets
 import stat
-import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from modelserving.sandbox.settings import SandboxSettings
+
 ARTIFACT_MAGIC = b"MSCWASM1"
-MAX_ARTIFACT_BYTES = 512 * 1024 * 1024
 _KEY_BYTES = 8  # the engine key: 16 hex digits
 HEADER_LEN = len(ARTIFACT_MAGIC) + _KEY_BYTES + 32 + 8 + 32
+ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(?P<key>[0-9a-f]{16})\.cwasm")
+TMP_PREFIX = ".tmp-"
+STALE_TMP_SECONDS = 60
+MAX_NOTES = 64
+"""``CacheStats.disk_errors`` keeps the latest this many messages."""
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass
 class CacheStats:
-    """What the module cache did: compiles, hits in memory and on disk, refused artifacts."""
+    """What the module cache did: compiles, hits in memory and on disk, refused and evicted
+    artifacts, and the bytes its directory held after the last write."""
 
     compiled: int = 0
     disk_hits: int = 0
     memory_hits: int = 0
     disk_rejected: int = 0
+    disk_evicted: int = 0
+    disk_evicted_bytes: int = 0
+    disk_bytes: int = 0
     disk_errors: list[str] = field(default_factory=list)
+
+    def note(self, message: str) -> None:
+        """Keep ``message`` among the latest ``MAX_NOTES`` disk problems."""
+        self.disk_errors.append(message)
+        del self.disk_errors[:-MAX_NOTES]
+
+
+class DirectoryRefused(Exception):
+    """The cache directory cannot be trusted (or opened); the text says why."""
 
 
 class ArtifactStore:
     """The artifacts of one engine key in one directory (or none: ``directory`` is None)."""
 
-    def __init__(self, directory: Path | None, engine_key: str, stats: CacheStats) -> None:
+    def __init__(
+        self,
+        directory: Path | None,
+        engine_key: str,
+        stats: CacheStats,
+        settings: SandboxSettings | None = None,
+    ) -> None:
+        settings = settings or SandboxSettings()
         self._dir = directory
         self._key = engine_key
         self._stats = stats
-        self._private: bool | None = None
+        self._max_bytes = settings.cache_max_bytes
+        self._max_file_bytes = HEADER_LEN + settings.max_artifact_bytes
+        self._trim_lock = threading.Lock()
+        self._dir_problem: str | None = None
 
-    def path(self, digest: str) -> Path | None:
-        if self._dir is None or not self._dir_is_private():
-            return None
-        return self._dir / f"{digest}.{self._key}.cwasm"
+    def name(self, digest: str) -> str:
+        """The artifact's file name in the directory."""
+        return f"{digest}.{self._key}.cwasm"
 
     def get(self, digest: str) -> bytes | None:
         """The payload stored for ``digest``, or None (missing, or refused and deleted)."""
-        path = self.path(digest)
-        if path is None:
-            return None
-        blob = self._read(path)
-        if blob is None:
-            return None
-        payload = blob[HEADER_LEN:]
-        if blob[:HEADER_LEN] != self._header(digest, payload):
-            self.discard(digest, "header, engine key or checksum does not match")
-            return None
-        return payload
+        name = self.name(digest)
+        with self._directory(create=False) as dfd:
+            if dfd is None:
+                return None
+            blob = self._read(dfd, name)
+            if blob is None:
+                return None
+            payload = blob[HEADER_LEN:]
+            if blob[:HEADER_LEN] != self._header(digest, payload):
+                self._refuse(dfd, name, "header, engine key or checksum does not match")
+                return None
+            with contextlib.suppress(OSError):  # recency for the eviction order
+                os.utime(name, dir_fd=dfd, follow_symlinks=False)
+            return payload
 
     def put(self, digest: str, payload: bytes) -> None:
-        """Store ``payload`` atomically; a failure is noted, never raised (the cache is an
-        optimisation: a read-only or full disk must not fail a load)."""
-        path = self.path(digest)
-        if path is None:
-            return
-        try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cwasm")
-            with os.fdopen(fd, "wb") as out:
-                out.write(self._header(digest, payload))
-                out.write(payload)
-            os.replace(tmp, path)
-        except OSError as exc:
-            self._stats.disk_errors.append(f"{path.name}: not written: {exc}")
+        """Store ``payload`` atomically, then trim the directory to its cap; a failure is noted,
+        never raised (the cache is an optimisation: a read-only or full disk must not fail a
+        load)."""
+        name = self.name(digest)
+        with self._directory(create=True) as dfd:
+            if dfd is not None and self._write(dfd, name, self._header(digest, payload), payload):
+                self._trim(dfd, keep=name)
 
     def discard(self, digest: str, why: str) -> None:
         """Delete the artifact of ``digest``, noting why."""
-        path = self.path(digest)
-        if path is None:
-            return
-        self._stats.disk_rejected += 1
-        self._stats.disk_errors.append(f"{path.name}: {why}")
-        with contextlib.suppress(OSError):
-            path.unlink()
+        with self._directory(create=False) as dfd:
+            if dfd is not None:
+                self._refuse(dfd, self.name(digest), why)
 
-    def _dir_is_private(self) -> bool:
-        """The directory is created 0700; an existing one must belong to this user and be
-        writable by no one else, or the disk cache is not used at all."""
-        assert self._dir is not None
-        if self._private is None:
-            try:
-                self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-                st = os.stat(self._dir, follow_symlinks=False)
-                problem = None
-                if not stat.S_ISDIR(st.st_mode):
-                    problem = "not a directory"
-                elif st.st_uid != os.geteuid():
-                    problem = f"owned by uid {st.st_uid}, not this process's {os.geteuid()}"
-                elif st.st_mode & 0o022:
-                    problem = f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-            except OSError as exc:
-                problem = str(exc)
-            self._private = problem is None
-            if problem is not None:
-                self._stats.disk_errors.append(f"{self._dir}: disk cache not used: {problem}")
-        return self._private
-
-    def _read(self, path: Path) -> bytes | None:
-        """The artifact's bytes: a regular file (never through a symlink) of bounded size."""
+    @contextlib.contextmanager
+    def _directory(self, create: bool) -> Iterator[int | None]:
+        """A descriptor of the checked directory, or None (no disk cache, missing, refused)."""
+        dfd = None if self._dir is None else self._open_dir(self._dir, create)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
+            yield dfd
+        finally:
+            if dfd is not None:
+                os.close(dfd)
+
+    def _open_dir(self, directory: Path, create: bool) -> int | None:
+        try:
+            dfd = _open_private_dir(directory, create)
+        except DirectoryRefused as exc:
+            if str(exc) != self._dir_problem:  # noted once while it lasts, not on every load
+                self._stats.note(f"{directory}: disk cache not used: {exc}")
+            self._dir_problem = str(exc)
+            return None
+        self._dir_problem = None
+        return dfd
+
+    def _read(self, dfd: int, name: str) -> bytes | None:
+        """The bytes of the artifact ``name``, read from the descriptor that was checked."""
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._refuse(dfd, name, _open_problem(exc))
             return None
         with os.fdopen(fd, "rb") as file:
-            st = os.fstat(file.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ARTIFACT_BYTES:
-                self._stats.disk_rejected += 1
-                self._stats.disk_errors.append(
-                    f"{path.name}: not a regular file of a plausible size"
-                )
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            st = os.fstat(fd)
+            problem = _file_problem(st, self._max_file_bytes)
+            if problem is not None:
+                self._refuse(dfd, name, problem)
                 return None
-            return file.read()
+            try:
+                return file.read(st.st_size)
+            except OSError as exc:
+                self._stats.note(f"{name}: not read: {exc.strerror or exc}")
+                return None
+
+    def _write(self, dfd: int, name: str, header: bytes, payload: bytes) -> bool:
+        """Write a new file beside ``name`` (created 0600, never through a link) and rename it
+        into place, so a reader sees the old artifact or the whole new one."""
+        tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}"
+        created = False
+        try:
+            fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dfd)
+            created = True
+            with os.fdopen(fd, "wb") as out:
+                out.write(header)
+                out.write(payload)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as exc:
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+            self._stats.note(f"{name}: not written: {exc.strerror or exc}")
+            return False
+        return True
+
+    def _refuse(self, dfd: int, name: str, why: str) -> None:
+        self._stats.disk_rejected += 1
+        self._stats.note(f"{name}: {why}")
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=dfd)
+
+    def _trim(self, dfd: int, keep: str) -> None:
+        """Delete stale temporary files, then artifacts until their total fits the cap: other
+        engine keys first, then the least recently used; ``keep`` last."""
+        with self._trim_lock:
+            artifacts = _artifacts(dfd)
+            total = sum(size for _, _, size in artifacts)
+            kept = [a for a in artifacts if a[0] == keep]
+
+            def order(artifact: tuple[str, int, int]) -> tuple[bool, int]:
+                match = ARTIFACT_NAME.fullmatch(artifact[0])
+                return (match is not None and match["key"] == self._key, artifact[1])
+
+            victims = sorted((a for a in artifacts if a[0] != keep), key=order) + kept
+            for name, _, size in victims:
+                if total <= self._max_bytes:
+                    break
+                try:
+                    os.unlink(name, dir_fd=dfd)
+                except FileNotFoundError:  # another process trimmed it first
+                    total -= size
+                    continue
+                except OSError as exc:
+                    self._stats.note(f"{name}: not evicted: {exc.strerror or exc}")
+                    continue
+                total -= size
+                self._stats.disk_evicted += 1
+                self._stats.disk_evicted_bytes += size
+            self._stats.disk_bytes = total
 
     def _header(self, digest: str, payload: bytes) -> bytes:
         return b"".join(
@@ -138,3 +239,86 @@ class ArtifactStore:
                 hashlib.sha256(payload).digest(),
             )
         )
+
+
+def _open_private_dir(path: Path, create: bool) -> int | None:
+    """A descriptor of ``path``, a directory of this user that no one else can write (checked on
+    the descriptor); None when it is missing and ``create`` is False. Created 0700 when missing.
+    """
+    try:
+        try:
+            dfd = os.open(path, _DIR_FLAGS)
+        except FileNotFoundError:
+            if not create:
+                return None
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            dfd = os.open(path, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP) and path.is_symlink():
+            raise DirectoryRefused("a symbolic link, not a directory") from None
+        raise DirectoryRefused(exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(dfd)
+        problem = "not a directory" if not stat.S_ISDIR(st.st_mode) else _owner_problem(st)
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    if problem is not None:
+        os.close(dfd)
+        raise DirectoryRefused(problem)
+    return dfd
+
+
+def _file_problem(st: os.stat_result, max_bytes: int) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return f"not a regular file ({_kind(st.st_mode)})"
+    if not HEADER_LEN <= st.st_size <= max_bytes:
+        return f"{st.st_size} bytes, not between {HEADER_LEN} and {max_bytes}"
+    return _owner_problem(st)
+
+
+def _owner_problem(st: os.stat_result) -> str | None:
+    if st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not this process's {os.geteuid()}"
+    if st.st_mode & 0o022:
+        return f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _open_problem(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a symbolic link, not a regular file"
+    return f"cannot be opened: {exc.strerror or exc}"
+
+
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return f"mode {mode:o}"
+
+
+def _artifacts(dfd: int) -> list[tuple[str, int, int]]:
+    """The regular ``*.cwasm`` artifacts in the directory as (name, mtime in ns, size), after
+    deleting temporary files older than ``STALE_TMP_SECONDS``."""
+    found: list[tuple[str, int, int]] = []
+    stale = time.time_ns() - STALE_TMP_SECONDS * 1_000_000_000
+    with os.scandir(dfd) as entries:
+        for entry in entries:
+            is_tmp = entry.name.startswith(TMP_PREFIX)
+            if not is_tmp and ARTIFACT_NAME.fullmatch(entry.name) is None:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if is_tmp and st.st_mtime_ns < stale:
+                    os.unlink(entry.name, dir_fd=dfd)
+            except OSError:
+                continue
+            if not is_tmp and stat.S_ISREG(st.st_mode):
+                found.append((entry.name, st.st_mtime_ns, st.st_size))
+    return found

@@ -51,7 +51,7 @@ class ModuleCache:
         self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
         self._lock = threading.Lock()
         self.stats = CacheStats()
-        self._store = ArtifactStore(cache_dir, engine.key, self.stats)
+        self._store = ArtifactStore(cache_dir, engine.key, self.stats, engine.settings)
         self._compiler = Compiler(engine.settings)
 
     def load(self, data: bytes, expected_sha256: str | None = None) -> CompiledModule:

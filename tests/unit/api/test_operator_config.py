@@ -87,6 +87,7 @@ def test_camel_case_names_round_trip() -> None:
             "compileMemoryMiB": 23,
             "compileWorkers": 24,
             "maxArtifactBytes": 25,
+            "cacheMaxBytes": 26,
         },
         "patchPolicy": {"allowPrivileged": True, "allowedCapabilities": ["IPC_LOCK"]},
         "pluginNamespaces": ["plugins", "shared-modules"],

@@ -80,6 +80,10 @@ class Stats:
     compiled: int = 0
     memory_hits: int = 0
     disk_hits: int = 0
+    disk_rejected: int = 0
+    disk_evicted: int = 0
+    disk_evicted_bytes: int = 0
+    disk_bytes: int = 0
 
 
 def test_sync_module_cache_adds_only_the_growth(metrics: Metrics) -> None:
@@ -102,6 +106,26 @@ def test_sync_module_cache_adds_only_the_growth(metrics: Metrics) -> None:
 def test_sync_module_cache_reads_the_real_cache_stats(metrics: Metrics) -> None:
     metrics.sync_module_cache(CacheStats(compiled=1, disk_hits=2, memory_hits=3))
     assert value(metrics, "modelserving_module_loads_total", result="disk_cache") == 2
+
+
+def test_sync_module_cache_exports_the_disk_caches_rejections_evictions_and_size(
+    metrics: Metrics,
+) -> None:
+    stats = CacheStats(disk_rejected=1, disk_evicted=2, disk_evicted_bytes=3000, disk_bytes=9000)
+    metrics.sync_module_cache(stats)
+    stats.disk_evicted += 1
+    stats.disk_evicted_bytes += 500
+    stats.disk_bytes = 8500
+    metrics.sync_module_cache(stats)
+    metrics.sync_module_cache(stats)  # nothing new
+    assert value(metrics, "modelserving_module_cache_rejected_total") == 1
+    assert value(metrics, "modelserving_module_cache_evictions_total") == 3
+    assert value(metrics, "modelserving_module_cache_evicted_bytes_total") == 3500
+    assert value(metrics, "modelserving_module_cache_bytes") == 8500
+    # A new cache is counted from zero; the size is the new cache's.
+    metrics.sync_module_cache(Stats(disk_evicted=1, disk_bytes=100))
+    assert value(metrics, "modelserving_module_cache_evictions_total") == 4
+    assert value(metrics, "modelserving_module_cache_bytes") == 100
 
 
 def test_reconciles(metrics: Metrics) -> None:
