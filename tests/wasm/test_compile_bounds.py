@@ -5,8 +5,8 @@ memory cap. Every refusal is InvalidModule naming the setting and the module's f
 from __future__ import annotations
 
 import dataclasses
-import os
 import gzip
+import os
 from pathlib import Path
 
 import pytest
