@@ -23,10 +23,12 @@ checked:
   ``CallFailure`` of a call's class (never ``InvalidModule``, ``PluginError`` only for Extism);
   nothing else is raised; messages are one line;
 - ``FuelExhausted`` only when the fuel used reached the limit (native modules: Extism reports no
-  fuel), never more fuel used than the limit; ``Timeout`` only after the deadline;
+  fuel), never more fuel used than the limit; ``Timeout`` only after the deadline (for Extism,
+  whose clock is its own, less a tick or a tenth of it);
   ``MemoryLimit`` only when the memory could be near its limit (initial memory over the limit,
   or a maximum, if any, within the top quarter of the limit; for Extism, whose limit counts its
-  own kernel's memory too, always);
+  own kernel's memory too, always); and ``MemoryLimit``, not ``Trap``, for a trap (or for
+  ``ms_alloc`` returning 0) when the initial memory already lies in the top quarter of the limit;
 - the adapter reports the sandbox's class, or for a result ``InvalidResponse``/``PluginError``;
   an applied patch ends in a Pod or ``ForbiddenPatch``, and the request's Pod is never changed.
 
@@ -103,6 +105,9 @@ CALL_CLASSES = frozenset(
 )
 EXTISM_CALL_CLASSES = CALL_CLASSES | {FailureClass.PLUGIN_ERROR}
 DECODE_CLASSES = frozenset({FailureClass.INVALID_RESPONSE, FailureClass.PLUGIN_ERROR})
+EXTISM_CLOCK_SLACK_US = 5000
+"""An Extism Timeout may report a little under its deadline (seen: 9.91 ms of 10 ms): Extism
+keeps its own clock, which starts before the host's stopwatch. Room: a tick or a tenth."""
 
 SMITH_BASE = ["--max-funcs", "12", "--max-types", "20", "--max-imports", "12"]
 """Keep modules small: compiling is most of the campaign's time."""
@@ -473,6 +478,16 @@ def memory_could_near(compiled: CompiledModule, limit: int) -> bool:
     return True
 
 
+def memory_near_from_start(compiled: CompiledModule, limit: int) -> bool:
+    """Whether the module's initial memory already lies in the top quarter of ``limit`` (but
+    within it): then every trap, and an ``ms_alloc`` that returns 0, is MemoryLimit by the
+    host's rule, wherever in the call it happens (memories never shrink)."""
+    if compiled.info.flavour == FLAVOUR_EXTISM:
+        return False
+    size = compiled.info.memory_min_bytes
+    return limit - max(WASM_PAGE, limit // 4) < size <= limit
+
+
 def check_call(
     campaign: Campaign,
     module: Module,
@@ -506,12 +521,19 @@ def check_call(
         campaign.finding(
             module, "FuelExhausted with fuel left", fuel_consumed=raw.fuel_consumed, **where
         )
-    if cls is FailureClass.TIMEOUT and raw.duration_us < limits.timeout_ms * 1000:
+    deadline_us = limits.timeout_ms * 1000
+    slack_us = max(EXTISM_CLOCK_SLACK_US, deadline_us // 10) if extism else 0
+    if cls is FailureClass.TIMEOUT and raw.duration_us < deadline_us - slack_us:
         campaign.finding(
             module, "Timeout before the deadline", duration_us=raw.duration_us, **where
         )
     if cls is FailureClass.MEMORY_LIMIT and not memory_could_near(compiled, limits.memory_bytes):
         campaign.finding(module, "MemoryLimit with a memory that cannot be near it", **where)
+    if memory_near_from_start(compiled, limits.memory_bytes) and (
+        (cls is FailureClass.TRAP and not raw.message.startswith("the module exited"))
+        or (cls is FailureClass.INVALID_RESPONSE and "returned 0" in raw.message)
+    ):
+        campaign.finding(module, f"{cls} with the memory near its limit from the start", **where)
     return str(cls)
 
 
