@@ -1,11 +1,14 @@
 """The operator's patch policy: which Pod paths plugins may change, which privileges they may add.
 
 Configuration only; ``modelserving.chain.policy`` enforces it on every patch, native or WASM.
-Defaults allow the everyday needs of inference plugins and never raise a Pod's privileges.
+Defaults allow the everyday needs of inference plugins and never raise a Pod's privileges. The
+names and lists of the Kubernetes Pod Security Standards used here (capabilities, sysctls,
+volume types) are the ones its baseline and restricted profiles give.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -38,6 +41,89 @@ BASELINE_CAPABILITIES: tuple[str, ...] = (
     "SETPCAP",
     "SETUID",
     "SYS_CHROOT",
+)
+
+_CAPABILITY = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+def capability_name(raw: object) -> str | None:
+    """A capability as the runtime reads it: upper-cased, without ``CAP_`` (``cap_ipc_lock`` is
+    ``IPC_LOCK``); None when it is not a name (a space, punctuation, not a string)."""
+    if not isinstance(raw, str):
+        return None
+    name = raw.upper().removeprefix("CAP_")
+    return name if _CAPABILITY.fullmatch(name) else None
+
+
+# Sysctls Pod Security "baseline" allows (the kubelet's safe set, as of Kubernetes 1.32).
+SAFE_SYSCTLS: tuple[str, ...] = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+)
+
+_SYSCTL = re.compile(r"([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?")
+
+
+def sysctl_name(raw: object) -> str | None:
+    """A sysctl name in its dotted form (the kubelet reads ``net/ipv4/tcp_syncookies`` as
+    ``net.ipv4.tcp_syncookies``); None when it is not a sysctl name."""
+    if not isinstance(raw, str) or len(raw) > 253 or not _SYSCTL.fullmatch(raw):
+        return None
+    first = min((raw.find(sep) for sep in "./" if sep in raw), default=-1)
+    if first >= 0 and raw[first] == "/":
+        return raw.translate(str.maketrans("./", "/."))
+    return raw
+
+
+# Volume types Pod Security "restricted" allows; every other type but hostPath is judged by
+# allowedVolumeTypes (hostPath by allowHostPath).
+RESTRICTED_VOLUME_TYPES: tuple[str, ...] = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
+# Every volume source a Pod may name (core/v1 VolumeSource).
+VOLUME_TYPES: frozenset[str] = frozenset(
+    {
+        *RESTRICTED_VOLUME_TYPES,
+        "awsElasticBlockStore",
+        "azureDisk",
+        "azureFile",
+        "cephfs",
+        "cinder",
+        "fc",
+        "flexVolume",
+        "flocker",
+        "gcePersistentDisk",
+        "gitRepo",
+        "glusterfs",
+        "hostPath",
+        "image",
+        "iscsi",
+        "nfs",
+        "photonPersistentDisk",
+        "portworxVolume",
+        "quobyte",
+        "rbd",
+        "scaleIO",
+        "storageos",
+        "vsphereVolume",
+    }
 )
 
 
@@ -112,4 +198,42 @@ class PatchPolicy(ApiModel):
     allow_run_as_root: bool = False
     allow_unconfined: bool = False
     allow_probe_hosts: bool = False
+    allow_regaining_capabilities: bool = False
     allowed_capabilities: list[str] = Field(default_factory=lambda: list(BASELINE_CAPABILITIES))
+    allowed_sysctls: list[str] = Field(default_factory=lambda: list(SAFE_SYSCTLS))
+    allowed_volume_types: list[str] = Field(default_factory=lambda: list(RESTRICTED_VOLUME_TYPES))
+
+    @field_validator("allowed_capabilities")
+    @classmethod
+    def _capabilities(cls, values: list[str]) -> list[str]:
+        bad = [v for v in values if capability_name(v) is None]
+        if bad:
+            raise ValueError(
+                f"{', '.join(repr(b) for b in bad)}: a capability is a name of letters, digits and "
+                "'_', with or without 'CAP_' (e.g. IPC_LOCK or CAP_IPC_LOCK)"
+            )
+        return values
+
+    @field_validator("allowed_sysctls")
+    @classmethod
+    def _sysctls(cls, values: list[str]) -> list[str]:
+        bad = [v for v in values if sysctl_name(v) is None]
+        if bad:
+            raise ValueError(
+                f"{', '.join(repr(b) for b in bad)}: a sysctl is a name like "
+                "net.ipv4.tcp_syncookies (lower-case letters, digits, '-' and '_' between dots)"
+            )
+        return values
+
+    @field_validator("allowed_volume_types")
+    @classmethod
+    def _volume_types(cls, values: list[str]) -> list[str]:
+        if "hostPath" in values:
+            raise ValueError("hostPath volumes are allowed by allowHostPath, not listed here")
+        unknown = sorted(set(values) - VOLUME_TYPES)
+        if unknown:
+            raise ValueError(
+                f"{', '.join(repr(u) for u in unknown)}: not a volume type; the types are "
+                f"{', '.join(sorted(VOLUME_TYPES - {'hostPath'}))}"
+            )
+        return values

@@ -4,7 +4,9 @@
 the patch copy-on-write (RFC 6902, one operation at a time so that an ``add`` over an existing
 member is judged as the ``replace`` it is; only the maps and lists on an operation's path are
 copied), then checks what may never change: identity fields, the controller's own labels and
-annotations, and the Pod's privileges (skipped for operations that cannot grant any).
+annotations, and the Pod's privileges: no Pod Security control may end weaker than the
+template made it unless the policy allows it (``modelserving.chain.pss`` compares; skipped for
+operations that cannot change one).
 Any violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
@@ -19,13 +21,19 @@ from typing import Any
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
 from modelserving.api.jsondata import MAX_DEPTH, json_copy, json_problem
-from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
+from modelserving.api.policy import (
+    BASELINE_CAPABILITIES,
+    PatchPolicy,
+    capability_name,
+    sysctl_name,
+)
+from modelserving.chain import pss
 from modelserving.plugins.patch import escape
 
 _ALLOWS_CACHE_SIZE = 8192
 _BAD_ESCAPE = re.compile(r"~(?![01])")
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
-_CONTAINER_KINDS = ("containers", "initContainers", "ephemeralContainers")
+_CONTAINER_KINDS = pss.CONTAINER_KINDS
 
 
 def split_pointer(path: str) -> list[str]:
@@ -132,9 +140,12 @@ class PatchValidator:
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
         self._prefixes = tuple(self.policy.protected_prefixes)
-        self._caps = frozenset(
-            c.upper().removeprefix("CAP_") for c in self.policy.allowed_capabilities
-        )
+        self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
+        self._listed: dict[str, frozenset[str | None]] = {
+            pss.CAPABILITIES: frozenset(map(capability_name, self.policy.allowed_capabilities)),
+            pss.SYSCTLS: frozenset(map(sysctl_name, self.policy.allowed_sysctls)),
+            pss.VOLUME_TYPES: frozenset(self.policy.allowed_volume_types),
+        }
 
     def allows(self, path: str, op: str) -> bool:
         """Whether the allow-list lets ``op`` change ``path`` (answers cached per validator)."""
@@ -204,9 +215,9 @@ class PatchValidator:
         after: Mapping[str, Any],
         ops: Sequence[PatchOperation] | None = None,
     ) -> None:
-        """Identity, protected labels and annotations, container names and privileges. With the
-        ``ops`` that led from ``before`` to ``after``, the container and privilege checks are
-        skipped when no operation can affect them."""
+        """Identity, protected labels and annotations, container and volume names, and
+        privileges. With the ``ops`` that led from ``before`` to ``after``, the name and
+        privilege checks are skipped when no operation can affect them."""
         meta_b, meta_a = _meta(before), _meta(after)
         for key in _IDENTITY if meta_a is not meta_b else ():
             if meta_b.get(key) != meta_a.get(key):
@@ -227,50 +238,83 @@ class PatchValidator:
             "kind"
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
-        if ops is None or any(_touches_container_names(op) for op in ops):
+        if ops is None or any(_touches_names(op, _CONTAINER_KINDS) for op in ops):
             _check_unique_container_names(after)
+        if ops is None or any(_touches_names(op, ("volumes",)) for op in ops):
+            _check_unique_volume_names(after)
         if ops is None or any(_may_grant(op) for op in ops):
             self.check_privileges(before, after)
 
     def check_privileges(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
-        had = privileges(before)
-        has = privileges(after)
-        for key in sorted(has.keys() - had.keys()):
-            reason = self._forbidden(*key)
+        """Refuse the first Pod Security control ``after`` has weaker than ``before`` that the
+        policy does not allow to weaken."""
+        for weakening in pss.weakenings(pss.pod_facts(before), pss.pod_facts(after)):
+            reason = self._refusal(weakening)
             if reason:
-                raise PatchRejected(has[key], reason)
+                raise PatchRejected(weakening.path, reason)
 
-    def _forbidden(self, kind: str, detail: str) -> str | None:
-        if kind == "capability":
-            cap, _, where = detail.partition(" ")
-            if cap in self._caps:
-                return None
-            return f"adds capability {cap} to {where}; add it to patchPolicy.allowedCapabilities"
-        setting, verb = _GRANTS[kind]
-        if getattr(self.policy, setting):
+    def _refusal(self, w: pss.Weakening) -> str | None:
+        """Why the policy refuses ``w``, or None when it allows it."""
+        if w.control in self._open:
             return None
-        return f"{verb} {detail} (patchPolicy.{_camel(setting)} is false)"
+        control = pss.CONTROLS[w.control]
+        weakens = f"weakens Pod Security control '{control.title}'"
+        listed = self._listed.get(w.control)
+        if w.control == pss.CAPABILITIES:
+            if w.value is None:
+                return (
+                    f"{w.subject} {w.what}, which is not a capability name (letters, digits and "
+                    "'_', like SYS_ADMIN or CAP_SYS_ADMIN)"
+                )
+            if w.value in self._listed[pss.CAPABILITIES]:
+                return None
+            return (
+                f"adds capability {w.value} to {w.subject}; "
+                "add it to patchPolicy.allowedCapabilities"
+            )
+        if listed is not None:
+            if w.value in listed:
+                return None
+            setting = _camel(_LISTS[w.control])
+            if w.value is None:
+                return f"{w.subject} {w.what}, which is not a sysctl name ({weakens})"
+            return f"{w.subject} {w.what}, which {weakens}; add {w.value} to patchPolicy.{setting}"
+        unlike = (
+            " (every container of the template meets this control)"
+            if w.added and control.restricted
+            else ""
+        )
+        setting = _camel(_FLAGS[w.control])
+        return f"{w.subject} {w.what}{unlike}, which {weakens} (patchPolicy.{setting} is false)"
 
 
-# kind of grant -> (PatchPolicy flag that allows it, what the patch does)
-_GRANTS: dict[str, tuple[str, str]] = {
-    "privileged": ("allow_privileged", "makes privileged:"),
-    "escalation": ("allow_privilege_escalation", "allows privilege escalation in"),
-    "hostNamespace": ("allow_host_namespaces", "shares a host namespace:"),
-    "hostPath": ("allow_host_path", "gives host filesystem access:"),
-    "hostPort": ("allow_host_ports", "opens host port"),
-    "root": ("allow_run_as_root", "lets run as root:"),
-    "unconfined": ("allow_unconfined", "lifts confinement:"),
-    "probeHost": ("allow_probe_hosts", "points the kubelet at another host:"),
+# control -> the PatchPolicy flag that lets plugins weaken it
+_FLAGS: dict[str, str] = {
+    pss.HOST_PROCESS: "allow_host_namespaces",
+    pss.HOST_NAMESPACES: "allow_host_namespaces",
+    pss.PRIVILEGED: "allow_privileged",
+    pss.KEPT_CAPABILITIES: "allow_regaining_capabilities",
+    pss.HOST_PATH: "allow_host_path",
+    pss.HOST_PORTS: "allow_host_ports",
+    pss.APPARMOR: "allow_unconfined",
+    pss.SELINUX: "allow_unconfined",
+    pss.PROC_MOUNT: "allow_unconfined",
+    pss.SECCOMP: "allow_unconfined",
+    pss.NO_SECCOMP_PROFILE: "allow_unconfined",
+    pss.ESCALATION: "allow_privilege_escalation",
+    pss.ESCALATION_NOT_DISABLED: "allow_privilege_escalation",
+    pss.RUN_AS_ROOT: "allow_run_as_root",
+    pss.NON_ROOT_NOT_REQUIRED: "allow_run_as_root",
+    pss.ROOT_USER: "allow_run_as_root",
+    pss.HOST_PROBES: "allow_probe_hosts",
 }
-
-# SELinux types Pod Security "baseline" allows.
-_SELINUX_TYPES = frozenset(
-    {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
-)
+# control -> the PatchPolicy list of names it may use
+_LISTS: dict[str, str] = {
+    pss.CAPABILITIES: "allowed_capabilities",
+    pss.SYSCTLS: "allowed_sysctls",
+    pss.VOLUME_TYPES: "allowed_volume_types",
+}
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
-# How a hostPath volume is mounted: changing any of these widens or changes host access.
-_HOST_MOUNT_FIELDS = ("mountPath", "readOnly", "subPath", "subPathExpr", "mountPropagation")
 
 
 def _camel(snake: str) -> str:
@@ -506,15 +550,17 @@ _BASELINE = frozenset(BASELINE_CAPABILITIES)
 
 
 def _privileged_capability(cap: Any) -> bool:
-    return isinstance(cap, str) and cap.upper().removeprefix("CAP_") not in _BASELINE
+    """Anything but a baseline capability (a name that is not valid included: the privilege check
+    refuses it)."""
+    return capability_name(cap) not in _BASELINE
 
 
-def _touches_container_names(op: PatchOperation) -> bool:
-    """Whether ``op`` can add, remove or rename a container."""
+def _touches_names(op: PatchOperation, lists: Sequence[str]) -> bool:
+    """Whether ``op`` can add, remove or rename an item of the Pod's ``lists``."""
     tokens = _split_pointer(op["path"])
     if op["op"] == "test" or len(tokens) < 2 or tokens[0] != "spec":
         return len(tokens) < 2 and op["op"] != "test"
-    if tokens[1] not in _CONTAINER_KINDS:
+    if tokens[1] not in lists:
         return False
     return len(tokens) <= 3 or tokens[3] == "name"
 
@@ -536,6 +582,21 @@ def _check_unique_container_names(pod: Mapping[str, Any]) -> None:
             seen.add(name)
 
 
+def _check_unique_volume_names(pod: Mapping[str, Any]) -> None:
+    """Volume names are unique (as the API server requires); hostPath access is tracked by name,
+    so a second volume of the same name could hide a new host path behind an existing one."""
+    seen: set[Any] = set()
+    for i, volume in enumerate(_as_list(_as_map(pod.get("spec")).get("volumes"))):
+        name = _as_map(volume).get("name")
+        if not isinstance(name, str):
+            raise PatchRejected(f"/spec/volumes/{i}/name", "a volume name must be a string")
+        if name in seen:
+            raise PatchRejected(
+                f"/spec/volumes/{i}/name", f"volume name {name!r} is used twice in the Pod"
+            )
+        seen.add(name)
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, dict | Mapping) else {}
@@ -555,120 +616,6 @@ def _as_map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _is_zero(value: Any) -> bool:
-    """A user id of 0 in any numeric spelling (``0``, ``0.0``); kubectl sends them all as 0."""
-    return type(value) in (int, float) and value == 0
-
-
-def _set(flag: Any) -> bool:
-    """Whether a boolean security field grants something: anything but absent or ``false``
-    counts, so a value of the wrong type can only be refused, never slip through."""
-    return flag is not None and flag is not False
-
-
 def _as_list(value: Any) -> list[Any]:
-    """A list field as written; anything else carries no grants (and the API server refuses it)."""
+    """A list field as written; anything else holds no items (the API server refuses it)."""
     return value if isinstance(value, list) else []
-
-
-def _confinement(sc: Mapping[str, Any], who: str, base: str) -> dict[tuple[str, str], str]:
-    """Seccomp, AppArmor, SELinux, procMount and Windows host-process settings that lift the
-    confinement Pod Security "baseline" requires."""
-    found: dict[tuple[str, str], str] = {}
-    if _as_map(sc.get("seccompProfile")).get("type") == "Unconfined":
-        found["unconfined", f"{who} (seccomp Unconfined)"] = f"{base}/seccompProfile"
-    if _as_map(sc.get("appArmorProfile")).get("type") == "Unconfined":
-        found["unconfined", f"{who} (AppArmor Unconfined)"] = f"{base}/appArmorProfile"
-    selinux = _as_map(sc.get("seLinuxOptions"))
-    if selinux.get("type", "") not in _SELINUX_TYPES or selinux.get("user") or selinux.get("role"):
-        found["unconfined", f"{who} (SELinux options {dict(selinux)})"] = f"{base}/seLinuxOptions"
-    if sc.get("procMount") not in (None, "Default"):
-        found["unconfined", f"{who} (procMount {sc.get('procMount')})"] = f"{base}/procMount"
-    if _set(_as_map(sc.get("windowsOptions")).get("hostProcess")):
-        found["hostNamespace", f"{who} (Windows hostProcess)"] = f"{base}/windowsOptions"
-    return found
-
-
-def _probe_hosts(container: Mapping[str, Any], who: str, base: str) -> dict[tuple[str, str], str]:
-    """Probes and lifecycle handlers that send the kubelet to a host other than the Pod."""
-    found: dict[tuple[str, str], str] = {}
-    handlers = {
-        p: _as_map(container.get(p)) for p in ("livenessProbe", "readinessProbe", "startupProbe")
-    }
-    lifecycle = _as_map(container.get("lifecycle"))
-    handlers.update({f"lifecycle/{h}": _as_map(lifecycle.get(h)) for h in ("postStart", "preStop")})
-    for where, handler in handlers.items():
-        for action in ("httpGet", "tcpSocket"):
-            host = _as_map(handler.get(action)).get("host")
-            if host:
-                found["probeHost", f"{who} {where} {action}.host {host!r}"] = f"{base}/{where}"
-    return found
-
-
-def privileges(pod: Mapping[str, Any]) -> dict[tuple[str, str], str]:
-    """What a Pod is granted beyond Pod Security "baseline", keyed by (kind, what) with the JSON
-    pointer where it is set. Containers and volumes are keyed by name, so inserting a sidecar
-    does not make existing grants look new. A patch may only add grants the policy allows."""
-    found: dict[tuple[str, str], str] = {}
-    spec = _as_map(pod.get("spec"))
-    for field in ("hostNetwork", "hostPID", "hostIPC"):
-        if _set(spec.get(field)):
-            found["hostNamespace", field] = f"/spec/{field}"
-    host_volumes = set()
-    for i, volume in enumerate(_as_list(spec.get("volumes"))):
-        volume = _as_map(volume)
-        if "hostPath" in volume:
-            if isinstance(volume.get("name"), str):
-                host_volumes.add(volume.get("name"))
-            found["hostPath", f"volume {volume.get('name')!r}"] = f"/spec/volumes/{i}"
-    pod_sc = _as_map(spec.get("securityContext"))
-    if _is_zero(pod_sc.get("runAsUser")):
-        found["root", "the Pod (runAsUser 0)"] = "/spec/securityContext/runAsUser"
-    if pod_sc.get("runAsNonRoot") is not True:
-        found["root", "the Pod (runAsNonRoot not enforced)"] = "/spec/securityContext/runAsNonRoot"
-    found.update(_confinement(pod_sc, "the Pod", "/spec/securityContext"))
-    annotations = _as_map(_meta(pod).get("annotations"))
-    for key, value in annotations.items():
-        if str(key).startswith(_APPARMOR_ANNOTATION) and not (
-            value == "runtime/default" or str(value).startswith("localhost/")
-        ):
-            found["unconfined", f"AppArmor annotation {key!r}: {value!r}"] = (
-                f"/metadata/annotations/{escape(str(key))}"
-            )
-    for kind in _CONTAINER_KINDS:
-        noun = "container" if kind == "containers" else kind[:-1]
-        for i, container in enumerate(_as_list(spec.get(kind))):
-            container = _as_map(container)
-            label = f"{noun} {container.get('name')!r}"
-            base = f"/spec/{kind}/{i}/securityContext"
-            sc = _as_map(container.get("securityContext"))
-            if _set(sc.get("privileged")):
-                found["privileged", label] = f"{base}/privileged"
-            if _set(sc.get("allowPrivilegeEscalation")):
-                found["escalation", label] = f"{base}/allowPrivilegeEscalation"
-            for cap in _as_list(_as_map(sc.get("capabilities")).get("add")):
-                cap_name = str(cap).upper().removeprefix("CAP_")
-                found["capability", f"{cap_name} {label}"] = f"{base}/capabilities/add"
-            if _is_zero(sc.get("runAsUser")):
-                found["root", f"{label} (runAsUser 0)"] = f"{base}/runAsUser"
-            if sc.get("runAsNonRoot") not in (None, True):
-                found["root", f"{label} (runAsNonRoot false)"] = f"{base}/runAsNonRoot"
-            found.update(_confinement(sc, label, base))
-            found.update(_probe_hosts(container, label, f"/spec/{kind}/{i}"))
-            for mount in _as_list(container.get("volumeMounts")):
-                mount = _as_map(mount)
-                mounted = mount.get("name")
-                if isinstance(mounted, str) and mounted in host_volumes:
-                    how = {k: mount.get(k) for k in _HOST_MOUNT_FIELDS if mount.get(k) is not None}
-                    found["hostPath", f"volume {mounted!r} mounted by {label} {how}"] = (
-                        f"/spec/{kind}/{i}/volumeMounts"
-                    )
-            for port in _as_list(container.get("ports")):
-                port = _as_map(port)
-                if port.get("hostPort"):
-                    protocol = port.get("protocol") or "TCP"
-                    host_ip = port.get("hostIP") or "0.0.0.0"
-                    found["hostPort", f"{host_ip}:{port.get('hostPort')}/{protocol} in {label}"] = (
-                        f"/spec/{kind}/{i}/ports"
-                    )
-    return found

@@ -104,10 +104,10 @@ def test_new_mount_of_an_existing_host_path_volume_is_refused(pod: dict[str, Any
         pod,
         [op("add", "/spec/containers/-", sidecar(volumeMounts=[mount]))],
     )
-    assert "volume 'host' mounted by container 'side'" in exc.reason
+    assert "container 'side' mounts hostPath volume 'host' at '/host'" in exc.reason
     assert "patchPolicy.allowHostPath is false" in exc.reason
     exc = rejected(PatchValidator(), pod, [op("add", "/spec/containers/0/volumeMounts/-", mount)])
-    assert "mounted by container 'engine'" in exc.reason
+    assert "container 'engine' mounts hostPath volume 'host'" in exc.reason
 
 
 @pytest.mark.parametrize("key", ["scheduling.k8s.io~1group-name", "volcano.sh~1task-spec"])

@@ -1,0 +1,484 @@
+"""Pod Security facts of a Pod, and those a patch added: the privilege comparison.
+
+The controls are those of the Kubernetes Pod Security Standards, baseline and restricted (the
+hosts of probes and lifecycle hooks are baseline since Kubernetes 1.34). ``pod_facts`` lists
+what a Pod is allowed beyond the most restricted value of each control, one fact per
+``(control, subject, what)``, e.g. ``("privileged", "container 'proxy'", "runs privileged")``;
+``weakenings(before, after)`` returns the facts of the patched Pod that the template (the Pod
+before the patch) does not account for. ``modelserving.chain.policy.PatchValidator`` calls it
+for every patch that may change a privilege, and decides with the operator's PatchPolicy which
+of them a plugin may add. This module knows no policy.
+
+Subjects are named, never indexed: containers by name (unique across kinds) and volumes by name
+(unique; the validator checks both), so inserting a sidecar or a volume does not make existing
+facts look new. Container facts use effective values: a field a container leaves out takes the
+Pod's (runAsNonRoot, runAsUser, seccomp, AppArmor, SELinux, Windows hostProcess). Weakening a
+value (a read-only host mount made writable) adds a fact, strengthening it removes one. A
+container the patch adds is judged against the template Pod:
+
+- a *grant* (a value baseline forbids, or an explicit root user) is new unless a container
+  without settings of its own would have it in the template Pod (it inherits the Pod's);
+- a *restricted* fact (baseline allows it, restricted does not: a default capability kept, no
+  seccomp profile...) is new only when every container of the template met that control (the
+  Pod's level for it was restricted).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from modelserving.api.policy import (
+    BASELINE_CAPABILITIES,
+    RESTRICTED_VOLUME_TYPES,
+    capability_name,
+    sysctl_name,
+)
+from modelserving.plugins.patch import escape
+
+
+class Control(NamedTuple):
+    """A control as the Pod Security Standards name it; ``restricted`` when baseline allows what
+    its facts describe (only the restricted profile forbids it)."""
+
+    title: str
+    restricted: bool = False
+
+
+HOST_PROCESS = "hostProcess"
+HOST_NAMESPACES = "hostNamespaces"
+PRIVILEGED = "privileged"
+CAPABILITIES = "capabilities"
+KEPT_CAPABILITIES = "keptCapabilities"
+HOST_PATH = "hostPath"
+HOST_PORTS = "hostPorts"
+APPARMOR = "appArmor"
+SELINUX = "seLinux"
+PROC_MOUNT = "procMount"
+SECCOMP = "seccomp"
+NO_SECCOMP_PROFILE = "noSeccompProfile"
+SYSCTLS = "sysctls"
+VOLUME_TYPES = "volumeTypes"
+ESCALATION = "privilegeEscalation"
+ESCALATION_NOT_DISABLED = "privilegeEscalationNotDisabled"
+RUN_AS_ROOT = "runAsRoot"
+NON_ROOT_NOT_REQUIRED = "nonRootNotRequired"
+ROOT_USER = "rootUser"
+HOST_PROBES = "hostProbes"
+
+CONTROLS: dict[str, Control] = {
+    HOST_PROCESS: Control("HostProcess"),
+    HOST_NAMESPACES: Control("Host Namespaces"),
+    PRIVILEGED: Control("Privileged Containers"),
+    CAPABILITIES: Control("Capabilities"),
+    KEPT_CAPABILITIES: Control("Capabilities", restricted=True),
+    HOST_PATH: Control("HostPath Volumes"),
+    HOST_PORTS: Control("Host Ports"),
+    APPARMOR: Control("AppArmor"),
+    SELINUX: Control("SELinux"),
+    PROC_MOUNT: Control("/proc Mount Type"),
+    SECCOMP: Control("Seccomp"),
+    NO_SECCOMP_PROFILE: Control("Seccomp", restricted=True),
+    SYSCTLS: Control("Sysctls"),
+    VOLUME_TYPES: Control("Volume Types"),
+    ESCALATION: Control("Privilege Escalation"),
+    ESCALATION_NOT_DISABLED: Control("Privilege Escalation", restricted=True),
+    RUN_AS_ROOT: Control("Running as Non-root"),
+    NON_ROOT_NOT_REQUIRED: Control("Running as Non-root", restricted=True),
+    ROOT_USER: Control("Running as Non-root user"),
+    HOST_PROBES: Control("Host Probes / Lifecycle Hooks"),
+}
+
+CONTAINER_KINDS = ("containers", "initContainers", "ephemeralContainers")
+THE_POD = "the Pod"
+_POD_SC = "/spec/securityContext"
+_APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+_CONFINED_PROFILES = frozenset({"RuntimeDefault", "Localhost"})
+# SELinux types Pod Security "baseline" allows.
+_SELINUX_TYPES = frozenset(
+    {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+)
+# What a container gets from the runtime unless it drops it: the baseline set and NET_RAW, less
+# NET_BIND_SERVICE, which "restricted" lets a container add back after dropping ALL.
+_DEFAULT_CAPABILITIES = tuple(sorted({*BASELINE_CAPABILITIES, "NET_RAW"} - {"NET_BIND_SERVICE"}))
+_KEEPS = {cap: f"keeps default capability {cap}" for cap in _DEFAULT_CAPABILITIES}
+_RESTRICTED_VOLUMES = frozenset(RESTRICTED_VOLUME_TYPES)
+_NOUNS = {"containers": "container", "initContainers": "initContainer"}
+
+Key = tuple[str, str, str]  # (control, subject, what)
+
+
+# A fact's JSON pointer (where it is set), and the name the policy's lists judge: a capability,
+# a sysctl, a volume type (None elsewhere, and for a capability or sysctl that is not a name).
+Fact = tuple[str, str | None]
+
+
+class Weakening(NamedTuple):
+    """A fact of the patched Pod that the template does not account for."""
+
+    control: str
+    subject: str
+    what: str
+    path: str
+    value: str | None
+    added: bool  # the subject is a container the patch added
+
+
+@dataclass(slots=True)
+class PodFacts:
+    """The facts of one Pod, its container subjects, and what a container inherits there."""
+
+    facts: dict[Key, Fact]
+    containers: set[str]
+    pod_sc: Mapping[str, Any]
+    _plain: frozenset[tuple[str, str]] | None = field(default=None, repr=False)
+
+    def plain(self) -> frozenset[tuple[str, str]]:
+        """The ``(control, what)`` of a container without settings of its own in this Pod."""
+        if self._plain is None:
+            out: dict[Key, Fact] = {}
+            _container({}, "", "", self.pod_sc, {}, out)
+            self._plain = frozenset((c, w) for c, _, w in out if not CONTROLS[c].restricted)
+        return self._plain
+
+    def unrestricted(self) -> frozenset[str]:
+        """The restricted controls some container here does not meet."""
+        return frozenset(
+            c for c, s, _ in self.facts if CONTROLS[c].restricted and s in self.containers
+        )
+
+
+def weakenings(before: PodFacts, after: PodFacts) -> Iterator[Weakening]:
+    """The facts of ``after`` that ``before`` does not account for, in the Pod's order."""
+    unrestricted: frozenset[str] | None = None
+    for key, fact in after.facts.items():
+        if key in before.facts:
+            continue
+        control, subject, what = key
+        added = subject in after.containers and subject not in before.containers
+        if added:
+            if CONTROLS[control].restricted:
+                if unrestricted is None:
+                    unrestricted = before.unrestricted()
+                if control in unrestricted:
+                    continue
+            elif (control, what) in before.plain():
+                continue
+        yield Weakening(control, subject, what, fact[0], fact[1], added)
+
+
+def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
+    """Every fact of ``pod``: Pod-level ones first, then volumes, then containers in order."""
+    spec = _as_map(pod.get("spec"))
+    pod_sc = _as_map(spec.get("securityContext"))
+    out: dict[Key, Fact] = {}
+    _pod_level(pod, spec, pod_sc, out)
+    host_volumes = _volumes(spec, out)
+    containers: set[str] = set()
+    for kind in CONTAINER_KINDS:
+        noun = _NOUNS.get(kind, "ephemeralContainer")
+        for i, container in enumerate(_as_list(spec.get(kind))):
+            container = _as_map(container)
+            subject = f"{noun} {container.get('name')!r}"
+            containers.add(subject)
+            _container(container, subject, f"/spec/{kind}/{i}", pod_sc, host_volumes, out)
+    return PodFacts(out, containers, pod_sc)
+
+
+def _pod_level(
+    pod: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    pod_sc: Mapping[str, Any],
+    out: dict[Key, Fact],
+) -> None:
+    for namespace in ("hostNetwork", "hostPID", "hostIPC"):
+        if _set(spec.get(namespace)):
+            out[HOST_NAMESPACES, THE_POD, f"sets {namespace}"] = (f"/spec/{namespace}", None)
+    if _set(_as_map(pod_sc.get("windowsOptions")).get("hostProcess")):
+        out[HOST_PROCESS, THE_POD, "runs as a Windows host process"] = (
+            f"{_POD_SC}/windowsOptions/hostProcess",
+            None,
+        )
+    if _is_zero(pod_sc.get("runAsUser")):
+        out[ROOT_USER, THE_POD, "runs as user 0 (runAsUser: 0)"] = (f"{_POD_SC}/runAsUser", None)
+    _profiles(pod_sc, _POD_SC, pod_sc, _POD_SC, THE_POD, out)
+    for i, sysctl in enumerate(_as_list(pod_sc.get("sysctls"))):
+        sysctl = _as_map(sysctl)
+        name = sysctl.get("name")
+        out[SYSCTLS, THE_POD, f"sets sysctl {name!r} to {sysctl.get('value')!r}"] = (
+            f"{_POD_SC}/sysctls/{i}",
+            sysctl_name(name),
+        )
+    annotations = _as_map(_as_map(pod.get("metadata")).get("annotations"))
+    for key, value in annotations.items():
+        if str(key).startswith(_APPARMOR_ANNOTATION) and not (
+            value == "runtime/default" or str(value).startswith("localhost/")
+        ):
+            out[APPARMOR, THE_POD, f"has AppArmor annotation {key!r}: {value!r}"] = (
+                f"/metadata/annotations/{escape(str(key))}",
+                None,
+            )
+
+
+def _volumes(spec: Mapping[str, Any], out: dict[Key, Fact]) -> dict[str, str]:
+    """Volume facts; returns the hostPath volumes by name, each with its fact's text."""
+    host: dict[str, str] = {}
+    for i, volume in enumerate(_as_list(spec.get("volumes"))):
+        volume = _as_map(volume)
+        name = volume.get("name")
+        subject, path = f"volume {name!r}", f"/spec/volumes/{i}"
+        for kind, source in volume.items():
+            if kind == "name":
+                continue
+            if kind == "hostPath":
+                source = _as_map(source)
+                what = f"is hostPath {source.get('path')!r}"
+                if source.get("type"):
+                    what += f" of type {source.get('type')!r}"
+                out[HOST_PATH, subject, what] = (path, None)
+                if isinstance(name, str):
+                    host[name] = what
+            elif kind in _RESTRICTED_VOLUMES:
+                out[VOLUME_TYPES, subject, f"is a {kind} volume"] = (path, kind)
+            else:  # any change to such a volume is a new fact
+                what = f"is a {kind} volume {json.dumps(source, sort_keys=True, default=str)}"
+                out[VOLUME_TYPES, subject, what] = (path, kind)
+    return host
+
+
+def _container(
+    container: Mapping[str, Any],
+    subject: str,
+    base: str,
+    pod_sc: Mapping[str, Any],
+    host_volumes: Mapping[str, str],
+    out: dict[Key, Fact],
+) -> None:
+    sc = _as_map(container.get("securityContext"))
+    scp = f"{base}/securityContext"
+    if _set(sc.get("privileged")):
+        out[PRIVILEGED, subject, "runs privileged"] = (f"{scp}/privileged", None)
+    escalation = sc.get("allowPrivilegeEscalation")
+    if _set(escalation):
+        out[ESCALATION, subject, "sets allowPrivilegeEscalation: true"] = (
+            f"{scp}/allowPrivilegeEscalation",
+            None,
+        )
+    if escalation is not False:
+        out[ESCALATION_NOT_DISABLED, subject, "does not set allowPrivilegeEscalation: false"] = (
+            f"{scp}/allowPrivilegeEscalation",
+            None,
+        )
+    _capabilities(_as_map(sc.get("capabilities")), subject, f"{scp}/capabilities", out)
+    _users(sc, scp, pod_sc, subject, out)
+    _profiles(sc, scp, pod_sc, _POD_SC, subject, out)
+    if sc.get("procMount") not in (None, "Default"):
+        out[PROC_MOUNT, subject, f"has procMount {sc.get('procMount')!r}"] = (
+            f"{scp}/procMount",
+            None,
+        )
+    host_process, where = _as_map(sc.get("windowsOptions")).get("hostProcess"), scp
+    if host_process is None:
+        host_process, where = _as_map(pod_sc.get("windowsOptions")).get("hostProcess"), _POD_SC
+    if _set(host_process):
+        out[HOST_PROCESS, subject, "runs as a Windows host process"] = (
+            f"{where}/windowsOptions/hostProcess",
+            None,
+        )
+    _probe_hosts(container, subject, base, out)
+    if host_volumes:
+        _host_mounts(container, subject, base, host_volumes, out)
+    for port in _as_list(container.get("ports")):
+        port = _as_map(port)
+        if port.get("hostPort"):
+            protocol = port.get("protocol") or "TCP"
+            host_ip = port.get("hostIP") or "0.0.0.0"
+            what = f"opens host port {host_ip}:{port.get('hostPort')}/{protocol}"
+            out[HOST_PORTS, subject, what] = (f"{base}/ports", None)
+
+
+def _capabilities(caps: Mapping[str, Any], subject: str, path: str, out: dict[Key, Fact]) -> None:
+    """Each added capability (judged by name), and each default capability the container keeps
+    (restricted: drop ALL, add back at most NET_BIND_SERVICE). Other added ones are judged by
+    their name alone, so the operator's list decides them whatever the container drops."""
+    added: set[str] = set()
+    for raw in _as_list(caps.get("add")):
+        name = capability_name(raw)
+        if name is None:
+            out[CAPABILITIES, subject, f"adds {raw!r}"] = (f"{path}/add", None)
+        else:
+            added.add(name)
+            out[CAPABILITIES, subject, f"adds capability {name}"] = (f"{path}/add", name)
+    # As the runtime applies them: ALL dropped, then each added one back, then each dropped one.
+    dropped = {capability_name(raw) for raw in _as_list(caps.get("drop"))}
+    kept = set() if "ALL" in dropped else set(_DEFAULT_CAPABILITIES)
+    kept |= added
+    fact = (path, None)
+    for cap in _DEFAULT_CAPABILITIES:
+        if cap in kept and cap not in dropped:
+            out[KEPT_CAPABILITIES, subject, _KEEPS[cap]] = fact
+
+
+def _users(
+    sc: Mapping[str, Any],
+    scp: str,
+    pod_sc: Mapping[str, Any],
+    subject: str,
+    out: dict[Key, Fact],
+) -> None:
+    user, where = sc.get("runAsUser"), scp
+    if user is None:
+        user, where = pod_sc.get("runAsUser"), _POD_SC
+    if _is_zero(user):
+        out[ROOT_USER, subject, "runs as user 0 (runAsUser: 0)"] = (f"{where}/runAsUser", None)
+    non_root, where = sc.get("runAsNonRoot"), scp
+    if non_root is not None and non_root is not True:
+        out[RUN_AS_ROOT, subject, "sets runAsNonRoot: false"] = (f"{scp}/runAsNonRoot", None)
+    if non_root is None:
+        non_root, where = pod_sc.get("runAsNonRoot"), _POD_SC
+    if non_root is not True:
+        out[NON_ROOT_NOT_REQUIRED, subject, "may run as root (runAsNonRoot is not true)"] = (
+            f"{where}/runAsNonRoot",
+            None,
+        )
+
+
+def _profiles(
+    sc: Mapping[str, Any],
+    scp: str,
+    pod_sc: Mapping[str, Any],
+    pod_scp: str,
+    subject: str,
+    out: dict[Key, Fact],
+) -> None:
+    """Seccomp, AppArmor and SELinux as they apply to ``subject``: its own setting, else the
+    Pod's (for the Pod itself, both are the Pod's)."""
+    for name in _PROFILES:
+        value, where = sc.get(name), scp
+        if value is None:
+            value, where = pod_sc.get(name), pod_scp
+        if value is None:
+            if name == "seccompProfile" and subject != THE_POD:
+                out[NO_SECCOMP_PROFILE, subject, _NO_SECCOMP] = (f"{where}/{name}", None)
+            continue
+        value = _as_map(value)
+        if name == "seLinuxOptions":
+            _selinux(value, subject, f"{where}/{name}", out)
+            continue
+        kind = value.get("type")
+        if _one_of(kind, _CONFINED_PROFILES):
+            continue
+        if name == "seccompProfile":
+            if kind is not None:
+                what = f"runs with seccomp profile {kind!r}"
+                out[SECCOMP, subject, what] = (f"{where}/{name}", None)
+            if subject != THE_POD:
+                out[NO_SECCOMP_PROFILE, subject, _NO_SECCOMP] = (f"{where}/{name}", None)
+        elif kind is not None:
+            out[APPARMOR, subject, f"runs with AppArmor profile {kind!r}"] = (
+                f"{where}/{name}",
+                None,
+            )
+
+
+_PROFILES = ("seccompProfile", "appArmorProfile", "seLinuxOptions")
+_NO_SECCOMP = "runs without a RuntimeDefault or Localhost seccomp profile"
+
+
+def _selinux(options: Mapping[str, Any], subject: str, path: str, out: dict[Key, Fact]) -> None:
+    kind = options.get("type")
+    if kind is not None and not _one_of(kind, _SELINUX_TYPES):
+        out[SELINUX, subject, f"runs with SELinux type {kind!r}"] = (path, None)
+    for part in ("user", "role"):
+        if options.get(part):
+            out[SELINUX, subject, f"runs with SELinux {part} {options.get(part)!r}"] = (path, None)
+
+
+def _probe_hosts(
+    container: Mapping[str, Any], subject: str, base: str, out: dict[Key, Fact]
+) -> None:
+    """Probes and lifecycle handlers that send the kubelet to a host other than the Pod."""
+    handlers = [(p, container.get(p)) for p in ("livenessProbe", "readinessProbe", "startupProbe")]
+    lifecycle = _as_map(container.get("lifecycle"))
+    handlers += [(f"lifecycle/{h}", lifecycle.get(h)) for h in ("postStart", "preStop")]
+    for where, handler in handlers:
+        if handler is None:
+            continue
+        handler = _as_map(handler)
+        for action in ("httpGet", "tcpSocket"):
+            host = _as_map(handler.get(action)).get("host")
+            if host:
+                what = f"sends the kubelet to another host: {where} {action}.host {host!r}"
+                out[HOST_PROBES, subject, what] = (f"{base}/{where}", None)
+
+
+def _host_mounts(
+    container: Mapping[str, Any],
+    subject: str,
+    base: str,
+    host_volumes: Mapping[str, str],
+    out: dict[Key, Fact],
+) -> None:
+    """A hostPath mount is one fact for what it reaches (volume, mountPath, subPath), and one more
+    for each way it is less than read-only: writable, submounts writable (``recursiveReadOnly``
+    neither Enabled nor IfPossible) or possibly so (not Enabled), and mount propagation from the
+    host, or both ways."""
+    for j, mount in enumerate(_as_list(container.get("volumeMounts"))):
+        mount = _as_map(mount)
+        name = mount.get("name")
+        if not isinstance(name, str) or name not in host_volumes:
+            continue
+        reach = f"mounts hostPath volume {name!r} at {mount.get('mountPath')!r}"
+        for sub in ("subPath", "subPathExpr"):
+            if mount.get(sub):
+                reach += f" {sub} {mount.get(sub)!r}"
+        path = f"{base}/volumeMounts/{j}"
+        out[HOST_PATH, subject, reach] = (path, None)
+        read_only = mount.get("readOnly") is True
+        recursive = mount.get("recursiveReadOnly") if read_only else None
+        propagation = mount.get("mountPropagation")
+        for weaker, how in (
+            (not read_only, "writable"),
+            (recursive not in ("Enabled", "IfPossible"), "with writable submounts"),
+            (recursive != "Enabled", "with possibly writable submounts"),
+            (propagation not in (None, "None"), "with mounts propagated from the host"),
+            (
+                propagation not in (None, "None", "HostToContainer"),
+                "propagating mounts to the host",
+            ),
+        ):
+            if weaker:
+                out[HOST_PATH, subject, f"{reach}, {how}"] = (path, None)
+
+
+def _one_of(value: Any, allowed: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in allowed
+
+
+_EMPTY: Mapping[str, Any] = {}  # shared: never changed
+
+
+def _as_map(value: Any) -> Mapping[str, Any]:
+    if value is None:
+        return _EMPTY
+    if type(value) is dict:
+        return value
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def _as_list(value: Any) -> list[Any]:
+    """A list field as written; anything else carries no facts (the API server refuses it)."""
+    return value if isinstance(value, list) else []
+
+
+def _is_zero(value: Any) -> bool:
+    """A user id of 0 in any numeric spelling (``0``, ``0.0``); kubectl sends them all as 0."""
+    return type(value) in (int, float) and value == 0
+
+
+def _set(flag: Any) -> bool:
+    """Whether a boolean security field grants something: anything but absent or ``false``
+    counts, so a value of the wrong type can only be refused, never slip through."""
+    return flag is not None and flag is not False
