@@ -21,7 +21,8 @@ checked:
 
 - a load ends in a module or in ``InvalidModule``; a call in a ``CallResult`` or a
   ``CallFailure`` of a call's class (never ``InvalidModule``, ``PluginError`` only for Extism);
-  nothing else is raised; messages are one line;
+  nothing else is raised; messages are one line, without wasmtime's chain numbering, and so is
+  every guest log record;
 - ``FuelExhausted`` only when the fuel used reached the limit (native modules: Extism reports no
   fuel), never more fuel used than the limit; ``Timeout`` only after the deadline (for Extism,
   whose clock is its own, less a tick or a tenth of it);
@@ -51,6 +52,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -399,7 +401,7 @@ def random_value(rng: random.Random, depth: int = 0) -> Any:
                 True,
                 rng.randint(-(2**63), 2**64 - 1),
                 rng.randint(-5, 300),
-                "".join(rng.choice("ab/~-_.é\n\x1b0") for _ in range(rng.randint(0, 8))),
+                "".join(rng.choice("ab/~-_.é\n\x1b\x85\u20280") for _ in range(rng.randint(0, 8))),
                 rng.random() * 1e6,
                 rng.randbytes(rng.randint(0, 4)),
             ]
@@ -460,8 +462,18 @@ def random_response(rng: random.Random) -> tuple[str, bytes]:
 # --- running ---
 
 
+CHAIN_NUMBER = re.compile(r"(^|: )\d+: ")
+"""wasmtime's error chain numbering (``1: wasm trap: ...``), which messages leave out."""
+
+
+def single_line(text: str) -> bool:
+    """No line break of any kind (``str.splitlines``: \\n, \\r, \\x1c-\\x1e, \\x85, U+2028...)."""
+    return text.splitlines() in ([text], [])
+
+
 def one_line(message: str) -> bool:
-    return bool(message) and "\n" not in message and "\r" not in message
+    """A message as the host writes them: one line, not empty, no chain numbering."""
+    return bool(message) and single_line(message) and not CHAIN_NUMBER.search(message)
 
 
 def memory_could_near(compiled: CompiledModule, limit: int) -> bool:
@@ -499,6 +511,9 @@ def check_call(
     """Check the sandbox's own outcome of one call; its name."""
     extism = compiled.info.flavour == FLAVOUR_EXTISM
     where = {"hook": str(hook), "limits": limits.__dict__}
+    logs = raw.logs if isinstance(raw, CallResult | CallFailure) else []
+    if not all(single_line(record.message) for record in logs):
+        campaign.finding(module, "a guest log record is more than one line", **where)
     if isinstance(raw, CallResult):
         if not 0 <= raw.fuel_consumed <= limits.fuel:
             campaign.finding(module, "result used more fuel than the limit", **where)
@@ -514,7 +529,7 @@ def check_call(
     if cls not in (EXTISM_CALL_CLASSES if extism else CALL_CLASSES):
         campaign.finding(module, f"a call failed with class {cls}", **where)
     if not one_line(raw.message):
-        campaign.finding(module, "a failure message is not one line", **where)
+        campaign.finding(module, "a failure message is not one plain line", **where)
     if not extism and raw.fuel_consumed > limits.fuel:
         campaign.finding(module, "a failure used more fuel than the limit", **where)
     if cls is FailureClass.FUEL_EXHAUSTED and not extism and raw.fuel_consumed < limits.fuel:
@@ -565,6 +580,8 @@ def run_plugin(
             outcome = "ForbiddenPatch"
     except PluginFailure as failure:
         outcome = str(failure.failure_class)
+        if not one_line(failure.detail):  # a guest's error text included
+            campaign.finding(module, "the adapter's message is not one plain line", hook=str(hook))
     except Exception as exc:
         campaign.finding(
             module,
@@ -596,7 +613,7 @@ def run_module(campaign: Campaign, sandbox: RecordingSandbox, module: Module) ->
         if exc.failure_class is not FailureClass.INVALID_MODULE:
             campaign.finding(module, f"load refused with class {exc.failure_class}")
         if not one_line(exc.message):
-            campaign.finding(module, "a refusal message is not one line", message=exc.message)
+            campaign.finding(module, "a refusal message is not one plain line", message=exc.message)
         return
     except Exception as exc:
         error = "".join(traceback.format_exception(exc))
