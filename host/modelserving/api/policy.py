@@ -1,4 +1,5 @@
-"""The operator's patch policy: which Pod paths plugins may change, which privileges they may add.
+"""The operator's patch policy: which Pod paths plugins may change, which privileges they may add,
+which fields they may never change.
 
 Configuration only; ``modelserving.chain.policy`` enforces it on every patch, native or WASM.
 Defaults allow the everyday needs of inference plugins and never raise a Pod's privileges. The
@@ -9,9 +10,9 @@ volume types) are the ones its baseline and restricted profiles give.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from modelserving.api._base import ApiModel
 from modelserving.api.labels import LABEL_PREFIX
@@ -126,6 +127,73 @@ VOLUME_TYPES: frozenset[str] = frozenset(
     }
 )
 
+# Named protections of protectedFields, on by default (docs/operator.md, "patchPolicy").
+EXISTING_RUNTIME_CLASS = "existingRuntimeClassName"
+SYSTEM_PRIORITY_CLASS = "systemPriorityClassName"
+CONTROL_PLANE_TOLERATIONS = "controlPlaneTolerations"
+NAMED_PROTECTIONS: tuple[str, ...] = (
+    EXISTING_RUNTIME_CLASS,
+    SYSTEM_PRIORITY_CLASS,
+    CONTROL_PLANE_TOLERATIONS,
+)
+# Taints kubeadm and others put on control-plane nodes.
+CONTROL_PLANE_TAINTS: tuple[str, ...] = (
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+)
+_BAD_ESCAPE = re.compile(r"~(?![01])")
+
+
+def _capability(value: str) -> str:
+    if capability_name(value) is None:
+        raise ValueError(
+            f"{value!r} is not a capability: a name of letters, digits and '_', with or without "
+            "'CAP_' (e.g. IPC_LOCK or CAP_IPC_LOCK)"
+        )
+    return value
+
+
+def _sysctl(value: str) -> str:
+    if sysctl_name(value) is None:
+        raise ValueError(
+            f"{value!r} is not a sysctl: a name like net.ipv4.tcp_syncookies (lower-case letters, "
+            "digits, '-' and '_' between dots)"
+        )
+    return value
+
+
+def _volume_type(value: str) -> str:
+    if value == "hostPath":
+        raise ValueError("hostPath volumes are allowed by allowHostPath, not listed here")
+    if value not in VOLUME_TYPES:
+        raise ValueError(
+            f"{value!r} is not a volume type; the types are "
+            f"{', '.join(sorted(VOLUME_TYPES - {'hostPath'}))}"
+        )
+    return value
+
+
+def _protection(value: str) -> str:
+    if not value.startswith("/"):
+        if value not in NAMED_PROTECTIONS:
+            raise ValueError(
+                f"{value!r} is neither a JSON Pointer (starting with '/') nor a named protection "
+                f"({', '.join(NAMED_PROTECTIONS)})"
+            )
+    elif _BAD_ESCAPE.search(value):
+        raise ValueError(f"{value!r}: a JSON Pointer may use '~' only as '~0' or '~1'")
+    elif {"*", "**", "-"} & set(value.split("/")):
+        raise ValueError(
+            f"{value!r}: an entry names one field; '*', '**' and '-' are not patterns here"
+        )
+    return value
+
+
+Capability = Annotated[str, AfterValidator(_capability)]
+Sysctl = Annotated[str, AfterValidator(_sysctl)]
+VolumeType = Annotated[str, AfterValidator(_volume_type)]
+Protection = Annotated[str, AfterValidator(_protection)]
+
 
 class PathRule(ApiModel):
     """A JSON Pointer pattern plugins may change: ``*`` is one segment, a final ``**`` any depth."""
@@ -199,41 +267,11 @@ class PatchPolicy(ApiModel):
     allow_unconfined: bool = False
     allow_probe_hosts: bool = False
     allow_regaining_capabilities: bool = False
-    allowed_capabilities: list[str] = Field(default_factory=lambda: list(BASELINE_CAPABILITIES))
-    allowed_sysctls: list[str] = Field(default_factory=lambda: list(SAFE_SYSCTLS))
-    allowed_volume_types: list[str] = Field(default_factory=lambda: list(RESTRICTED_VOLUME_TYPES))
-
-    @field_validator("allowed_capabilities")
-    @classmethod
-    def _capabilities(cls, values: list[str]) -> list[str]:
-        bad = [v for v in values if capability_name(v) is None]
-        if bad:
-            raise ValueError(
-                f"{', '.join(repr(b) for b in bad)}: a capability is a name of letters, digits and "
-                "'_', with or without 'CAP_' (e.g. IPC_LOCK or CAP_IPC_LOCK)"
-            )
-        return values
-
-    @field_validator("allowed_sysctls")
-    @classmethod
-    def _sysctls(cls, values: list[str]) -> list[str]:
-        bad = [v for v in values if sysctl_name(v) is None]
-        if bad:
-            raise ValueError(
-                f"{', '.join(repr(b) for b in bad)}: a sysctl is a name like "
-                "net.ipv4.tcp_syncookies (lower-case letters, digits, '-' and '_' between dots)"
-            )
-        return values
-
-    @field_validator("allowed_volume_types")
-    @classmethod
-    def _volume_types(cls, values: list[str]) -> list[str]:
-        if "hostPath" in values:
-            raise ValueError("hostPath volumes are allowed by allowHostPath, not listed here")
-        unknown = sorted(set(values) - VOLUME_TYPES)
-        if unknown:
-            raise ValueError(
-                f"{', '.join(repr(u) for u in unknown)}: not a volume type; the types are "
-                f"{', '.join(sorted(VOLUME_TYPES - {'hostPath'}))}"
-            )
-        return values
+    allowed_capabilities: list[Capability] = Field(
+        default_factory=lambda: list(BASELINE_CAPABILITIES)
+    )
+    allowed_sysctls: list[Sysctl] = Field(default_factory=lambda: list(SAFE_SYSCTLS))
+    allowed_volume_types: list[VolumeType] = Field(
+        default_factory=lambda: list(RESTRICTED_VOLUME_TYPES)
+    )
+    protected_fields: list[Protection] = Field(default_factory=lambda: list(NAMED_PROTECTIONS))

@@ -4,9 +4,9 @@
 the patch copy-on-write (RFC 6902, one operation at a time so that an ``add`` over an existing
 member is judged as the ``replace`` it is; only the maps and lists on an operation's path are
 copied), then checks what may never change: identity fields, the controller's own labels and
-annotations, and the Pod's privileges: no Pod Security control may end weaker than the
-template made it unless the policy allows it (``modelserving.chain.pss`` compares; skipped for
-operations that cannot change one).
+annotations, the fields the operator protects (``modelserving.chain.protected``), and the Pod's
+privileges: no Pod Security control may end weaker than the template made it unless the policy
+allows it (``modelserving.chain.pss`` compares; skipped for operations that cannot change one).
 Any violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
@@ -28,6 +28,7 @@ from modelserving.api.policy import (
     sysctl_name,
 )
 from modelserving.chain import pss
+from modelserving.chain.protected import Protections
 from modelserving.plugins.patch import escape
 
 _ALLOWS_CACHE_SIZE = 8192
@@ -140,6 +141,7 @@ class PatchValidator:
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
         self._prefixes = tuple(self.policy.protected_prefixes)
+        self._protections = Protections(self.policy.protected_fields)
         self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
         self._listed: dict[str, frozenset[str | None]] = {
             pss.CAPABILITIES: frozenset(map(capability_name, self.policy.allowed_capabilities)),
@@ -215,7 +217,7 @@ class PatchValidator:
         after: Mapping[str, Any],
         ops: Sequence[PatchOperation] | None = None,
     ) -> None:
-        """Identity, protected labels and annotations, container and volume names, and
+        """Identity, protected labels, annotations and fields, container and volume names, and
         privileges. With the ``ops`` that led from ``before`` to ``after``, the name and
         privilege checks are skipped when no operation can affect them."""
         meta_b, meta_a = _meta(before), _meta(after)
@@ -238,10 +240,11 @@ class PatchValidator:
             "kind"
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
+        self._protections.check(before, after)
         if ops is None or any(_touches_names(op, _CONTAINER_KINDS) for op in ops):
             _check_unique_container_names(after)
         if ops is None or any(_touches_names(op, ("volumes",)) for op in ops):
-            _check_unique_volume_names(after)
+            _check_unique_volume_names(before, after)
         if ops is None or any(_may_grant(op) for op in ops):
             self.check_privileges(before, after)
 
@@ -582,19 +585,28 @@ def _check_unique_container_names(pod: Mapping[str, Any]) -> None:
             seen.add(name)
 
 
-def _check_unique_volume_names(pod: Mapping[str, Any]) -> None:
+def _check_unique_volume_names(before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
     """Volume names are unique (as the API server requires); hostPath access is tracked by name,
-    so a second volume of the same name could hide a new host path behind an existing one."""
+    so a second volume of the same name could hide a new host path behind an existing one. A
+    duplicate the template already had is not the plugin's (the API server refuses that Pod)."""
     seen: set[Any] = set()
-    for i, volume in enumerate(_as_list(_as_map(pod.get("spec")).get("volumes"))):
+    for i, volume in enumerate(_volumes(after)):
         name = _as_map(volume).get("name")
         if not isinstance(name, str):
             raise PatchRejected(f"/spec/volumes/{i}/name", "a volume name must be a string")
-        if name in seen:
+        if name in seen and _count(after, name) > _count(before, name):
             raise PatchRejected(
                 f"/spec/volumes/{i}/name", f"volume name {name!r} is used twice in the Pod"
             )
         seen.add(name)
+
+
+def _volumes(pod: Mapping[str, Any]) -> list[Any]:
+    return _as_list(_as_map(pod.get("spec")).get("volumes"))
+
+
+def _count(pod: Mapping[str, Any], name: str) -> int:
+    return sum(_as_map(v).get("name") == name for v in _volumes(pod))
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

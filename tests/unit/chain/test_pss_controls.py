@@ -223,6 +223,11 @@ def test_a_second_volume_of_a_host_path_volumes_name_is_refused() -> None:
         with pytest.raises(PatchRejected) as info:
             validator(allow_host_path=True).apply(pod, ops)
         assert "volume name 'models' is used twice" in info.value.reason
+    # a duplicate the template already had is not the plugin's (the API server refuses it)
+    pod["spec"]["volumes"].append({"name": "models", "emptyDir": {}})
+    keeps(pod, [op("add", "/spec/volumes/-", {"name": "shm", "emptyDir": {}})])
+    with pytest.raises(PatchRejected, match="used twice"):
+        validator().apply(pod, [op("add", "/spec/volumes/-", {"name": "models", "emptyDir": {}})])
 
 
 @pytest.fixture

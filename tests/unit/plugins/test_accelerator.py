@@ -13,7 +13,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from modelserving.api import FailureClass, PluginConfigError, PluginFailure, parse_model_serving
+from modelserving.api import (
+    FailureClass,
+    PatchRejected,
+    PluginConfigError,
+    PluginFailure,
+    parse_model_serving,
+)
 from modelserving.chain import PatchValidator, build_chain
 from modelserving.plugins.base import HookError
 from modelserving.plugins.builtins import BUILTINS
@@ -307,8 +313,12 @@ def test_a_resource_name_override_for_mig(pod: dict[str, Any]) -> None:
 
 
 def test_the_runtime_class_replaces_the_pods_own(pod: dict[str, Any]) -> None:
+    """Which the default patch policy refuses (protectedFields: existingRuntimeClassName)."""
     pod["spec"]["runtimeClassName"] = "runc"
-    assert apply(pod, run(FULL, pod))["spec"]["runtimeClassName"] == "nvidia"
+    ops = list(make(FULL).on_pod_create(hook_request(pod)))
+    assert apply(pod, ops)["spec"]["runtimeClassName"] == "nvidia"
+    with pytest.raises(PatchRejected, match="existingRuntimeClassName"):
+        PatchValidator().apply(pod, ops)
 
 
 def test_the_node_selector_merges_overwriting_same_keys(pod: dict[str, Any]) -> None:
@@ -437,7 +447,7 @@ def test_the_default_policy_accepts_every_patch_of_a_well_formed_pod(pod: dict[s
     }
     engine(full)["volumeMounts"] = [{"name": "m", "mountPath": "/m"}]
     full["spec"].update(
-        runtimeClassName="runc",
+        runtimeClassName="nvidia",  # the template's own may not be replaced (protectedFields)
         nodeSelector={"nvidia.com/gpu.product": "x", "zone": "a"},
         tolerations=[{"key": "other", "operator": "Exists"}],
         volumes=[{"name": "m", "emptyDir": {}}],
