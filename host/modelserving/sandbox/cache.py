@@ -21,7 +21,7 @@ from modelserving.sandbox.artifacts import ARTIFACT_MAGIC, ArtifactStore, CacheS
 from modelserving.sandbox.compiler import Compiler
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
-from modelserving.sandbox.extism_call import ExtismModule, check_links
+from modelserving.sandbox.extism_call import ExtismModule, ExtismWorker, check_links
 from modelserving.sandbox.module import FLAVOUR_EXTISM, ModuleInfo, check_module
 from modelserving.sandbox.structure import check_shape, detach_start
 
@@ -45,7 +45,13 @@ def sha256_hex(data: bytes) -> str:
 class ModuleCache:
     """Compiled modules by digest; at most ``size`` kept in memory, least recently used evicted."""
 
-    def __init__(self, engine: SandboxEngine, cache_dir: Path | None, size: int = 128) -> None:
+    def __init__(
+        self,
+        engine: SandboxEngine,
+        cache_dir: Path | None,
+        size: int = 128,
+        extism: ExtismWorker | None = None,
+    ) -> None:
         self._engine = engine
         self._size = size
         self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
@@ -53,6 +59,7 @@ class ModuleCache:
         self.stats = CacheStats()
         self._store = ArtifactStore(cache_dir, engine.key, self.stats, engine.settings)
         self._compiler = Compiler(engine.settings)
+        self._extism = extism or ExtismWorker(engine.settings)
 
     def load(self, data: bytes, expected_sha256: str | None = None) -> CompiledModule:
         """The compiled module for ``data``; InvalidModule when it is refused."""
@@ -97,7 +104,7 @@ class ModuleCache:
             # Extism links its own kernel; it compiles the module itself per set of limits.
             extism = ExtismModule(data, info.wasi)
             try:
-                check_links(extism, settings.default_limits())
+                check_links(self._extism, extism, settings.default_limits())
             except SandboxError as exc:
                 raise invalid_module(exc.message) from None
             return CompiledModule(info=info, module=module, pre=None, extism=extism)

@@ -1,188 +1,498 @@
-"""Hook calls of Extism-flavoured modules (they import ``extism:host/env``), through Extism.
+"""Hook calls of Extism-flavoured modules (they import ``extism:host/env``), in a worker process.
 
 The module's ``on_pod_create`` / ``on_pod_ready`` / ``validate_config`` take the same request
-bytes as Extism input and give the same response bytes as Extism output. Each call gets a fresh
-Extism plugin instance from a compiled plugin kept per (module, limits), with the same fuel,
+bytes as Extism input and give the same response bytes as Extism output, under the same fuel,
 memory (``max_pages``) and deadline (``timeout_ms``) limits as native-flavour modules. Extism
 does not report the fuel used (reported as 0), nor does it pass the guest's WASI output on (it is
-dropped); an error the guest sets is a PluginError, Extism's own fuel, time and memory errors map
-to their classes, any other failure is a Trap.
+dropped).
 
-Extism serves WASI itself, except ``poll_oneoff``: the host defines it as a host function in the
-``wasi_snapshot_preview1`` namespace (Extism's linker lets a host function shadow its WASI) that
-answers ENOTSUP at once, as for native-flavour modules, since a sleep in native code would
-outlast the call's deadline. Language runtimes import it whether they sleep or not (standard
-Go's always does).
+Extism runs in one worker process per sandbox (``extism_worker``), never in the controller:
+nothing in-process can interrupt what Extism does before a call (the module's start function and
+``_initialize`` run when a plugin is created) nor a host function such as ``random_get``. The
+worker is started on first use and serves one request at a time; waiting for it counts against
+the call's deadline. It keeps a bounded LRU of compiled plugins by (module, limits)
+(``SandboxSettings.extism_compiled_plugins``) and is given a module's bytes again whenever it has
+forgotten them. Every step is waited for at most its deadline: compiling (and, at load, creating
+the plugin once) ``compile_timeout_ms``, a call its own deadline plus ``GRACE_MS``. A worker that
+is late is killed (SIGKILL, then reaped), and a new one is started on the next use; a worker that
+dies by itself fails the request it was serving the same way. No worker outlives its sandbox:
+it is killed when the sandbox is closed or collected, and it exits by itself when the controller
+process ends (``extism_worker`` watches a liveness pipe).
+
+Failure classes come only from facts the host observed (``_judge``): a killed call is a Timeout;
+Extism's own texts (the worker shadows ``error_set``, so Extism never holds guest text) give
+FuelExhausted, MemoryLimit, Timeout (only when the time has really passed) or Trap; the guest's
+own error text is a PluginError, whatever it says. Messages are one line, without the engine's
+chain numbering.
 """
 
 from __future__ import annotations
 
-import base64
+import contextlib
+import hashlib
 import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
 import threading
 import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-
-from extism.extism import _ffi, _lib
 
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.call import CallFailure, CallResult
 from modelserving.sandbox.errors import cause_line
-from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings
+from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings, setting_name
 
-_MAX_ERROR_READ = 1024
-_OUT_OF_FUEL = "all fuel consumed by WebAssembly"  # wasmtime's text for fuel exhaustion
-_ENOTSUP = 58
-_I32 = 0  # ExtismValType_I32
-_HOST_FUNCTION = (
-    "void(ExtismCurrentPlugin*, const ExtismVal*, ExtismSize, ExtismVal*, ExtismSize, void*)"
-)
-
-
-def _refuse_sleep(
-    current: Any, inputs: Any, n_inputs: int, outputs: Any, n_outputs: int, data: Any
-) -> None:
-    """WASI ``poll_oneoff`` for Extism modules: ENOTSUP, at once."""
-    outputs[0].v.i32 = _ENOTSUP
-
-
-_refuse_sleep_callback = _ffi.callback(_HOST_FUNCTION, _refuse_sleep)
-
-
-def _new_poll_oneoff() -> Any:
-    """A new ``wasi_snapshot_preview1.poll_oneoff`` host function. Extism moves a function into
-    the first plugin it is registered with, so each compiled plugin gets its own; the caller
-    frees it once the plugin is made."""
-    i32 = [_I32]
-    function = _lib.extism_function_new(
-        b"poll_oneoff", i32 * 4, 4, i32, 1, _refuse_sleep_callback, _ffi.NULL, _ffi.NULL
-    )
-    _lib.extism_function_set_namespace(function, b"wasi_snapshot_preview1")
-    return function
+_WORKER = Path(__file__).with_name("extism_worker.py")
+GRACE_MS = 100
+"""How long past a call's deadline the worker may take to answer before it is killed: the
+worker's watchdog cancels a running call at the deadline itself, so only a start-up or a host
+function that cannot be interrupted costs a worker."""
+_MAX_HEADER = 64 * 1024
+_STDERR_KEEP = 4096
+_CUT = "...[cut]"
+_OUT_OF_FUEL = "plugin ran out of fuel"  # Extism, when a call used all its fuel
+_WASM_OUT_OF_FUEL = "all fuel consumed by WebAssembly"  # wasmtime, when starting the plugin did
+_CREATE = "Unable to create Extism plugin: "
+_NUMBERED = re.compile(r"^\d+:\s*")
+_SIGABRT_STATUS = 134  # what Extism returns for a trap
 
 
 class ExtismModule:
-    """One Extism-flavoured module: its bytes and its compiled plugins by limits."""
+    """One Extism-flavoured module: its bytes (the worker is given them again whenever it has
+    forgotten them, after a restart for instance), their digest, and whether it uses WASI."""
 
     def __init__(self, data: bytes, wasi: bool) -> None:
-        self._data = data
-        self._wasi = wasi
-        self._compiled: dict[Limits, Any] = {}
-        self._lock = threading.Lock()
+        self.data = data
+        self.wasi = wasi
+        self.digest = hashlib.sha256(data).hexdigest()
 
-    def compiled(self, limits: Limits) -> Any:
-        with self._lock:
-            found = self._compiled.get(limits)
-            if found is None:
-                found = self._compile(limits)
-                self._compiled[limits] = found
-            return found
 
-    def _compile(self, limits: Limits) -> Any:
-        manifest = json.dumps(
-            {
-                "wasm": [{"data": base64.b64encode(self._data).decode()}],
-                "memory": {"max_pages": max(1, limits.memory_bytes // WASM_PAGE)},
-                "timeout_ms": limits.timeout_ms,
-            }
-        ).encode()
-        errmsg = _ffi.new("char**")
-        poll_oneoff = _new_poll_oneoff() if self._wasi else None
-        functions = [] if poll_oneoff is None else [poll_oneoff]
-        array = _ffi.new("ExtismFunction*[]", functions) if functions else _ffi.NULL
+class _Late(Exception):
+    """The worker did not answer in time (it has been killed); ``compiling``: while it was
+    compiling (or, at load, starting) the module, else during the call."""
+
+    def __init__(self, compiling: bool = False) -> None:
+        super().__init__()
+        self.compiling = compiling
+
+
+class _Gone(Exception):
+    """The worker ended, or sent what it never sends (it has been killed)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+class _Process:
+    """One running worker: its pipes, and what it printed but was not read yet."""
+
+    def __init__(self, size: int) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EXTISM_")}
+        env["EXTISM_CACHE_CONFIG"] = ""  # no wasmtime cache (by default in ~/.cache/wasmtime)
+        liveness, self._alive = os.pipe()
         try:
-            pointer = _lib.extism_compiled_plugin_new_with_fuel_limit(
-                manifest, len(manifest), array, len(functions), self._wasi, limits.fuel, errmsg
+            self.popen = subprocess.Popen(
+                [sys.executable, "-I", str(_WORKER), str(liveness), str(size)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(liveness,),
+                close_fds=True,
+                start_new_session=True,  # a terminal's Ctrl-C is the controller's to handle
+                env=env,
             )
+        except BaseException:
+            os.close(self._alive)
+            raise
         finally:
-            if poll_oneoff is not None:
-                _lib.extism_function_free(poll_oneoff)
-        if pointer == _ffi.NULL:
-            message = _ffi.string(errmsg[0]).decode(errors="replace")
-            _lib.extism_plugin_new_error_free(errmsg[0])
+            os.close(liveness)
+        self.owner = os.getpid()
+        assert self.popen.stdout is not None and self.popen.stderr is not None
+        self._out, self._err = self.popen.stdout.fileno(), self.popen.stderr.fileno()
+        self._selector = selectors.DefaultSelector()
+        for fd in (self._out, self._err):
+            os.set_blocking(fd, False)
+            self._selector.register(fd, selectors.EVENT_READ)
+        self._buffer = bytearray()
+        self.errors = bytearray()
+        self._ended = False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        header = {**header, "payloadBytes": len(payload)}
+        head = json.dumps(header).encode()
+        stdin = self.popen.stdin
+        assert stdin is not None
+        try:
+            stdin.write(len(head).to_bytes(4, "big") + head + len(payload).to_bytes(4, "big"))
+            stdin.write(payload)
+            stdin.flush()
+        except OSError:
+            raise _Gone(self._end_status()) from None
+
+    def receive(self, deadline: float, payload_limit: int) -> tuple[dict[str, Any], bytes]:
+        """The next reply, waited for until ``deadline`` (then the worker is killed)."""
+        while True:
+            reply = self._take(payload_limit)
+            if reply is not None:
+                return reply
+            if self._ended:
+                raise _Gone(self._end_status())
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise _Late
+            for key, _ in self._selector.select(left):
+                self._read(key.fd)
+
+    def _read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self._selector.unregister(fd)
+            self._ended = self._ended or fd == self._out
+        elif fd == self._out:
+            self._buffer += chunk
+        else:
+            self.errors = (self.errors + chunk)[-_STDERR_KEEP:]
+
+    def _take(self, payload_limit: int) -> tuple[dict[str, Any], bytes] | None:
+        buffer = self._buffer
+        if len(buffer) < 4:
+            return None
+        head_size = int.from_bytes(buffer[:4], "big")
+        if head_size > _MAX_HEADER:
+            raise self._malformed(f"a reply header of {head_size} bytes")
+        if len(buffer) < 8 + head_size:
+            return None
+        size = int.from_bytes(buffer[4 + head_size : 8 + head_size], "big")
+        if size > payload_limit:
+            raise self._malformed(f"a reply of {size} bytes")
+        end = 8 + head_size + size
+        if len(buffer) < end:
+            return None
+        try:
+            header = json.loads(bytes(buffer[4 : 4 + head_size]))
+        except ValueError:
+            raise self._malformed("a reply that is not JSON") from None
+        if not isinstance(header, dict):
+            raise self._malformed("a reply that is not a JSON object")
+        payload = bytes(buffer[8 + head_size : end])
+        del buffer[:end]
+        return header, payload
+
+    def _malformed(self, what: str) -> _Gone:
+        self.kill()
+        return _Gone(f"it sent {what}")
+
+    def _end_status(self) -> str:
+        """How the worker ended (it is reaped first; killed if it had not ended yet)."""
+        self.kill()
+        status = self.popen.returncode
+        why = f"signal {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+        detail = cause_line(self.errors.decode("utf-8", errors="replace"))
+        return f"{why}: {detail}" if detail else why
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None and not self._ended
+
+    def kill(self) -> None:
+        """SIGKILL and reap; idempotent, and a no-op in a forked child of the controller."""
+        if os.getpid() != self.owner:
+            return
+        with contextlib.suppress(OSError):
+            self.popen.kill()
+        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self.popen.wait()
+        self._selector.close()
+        self._ended = True
+        alive, self._alive = self._alive, -1
+        if alive >= 0:  # once: the number may belong to another file afterwards
+            os.close(alive)
+
+
+class _Slot:
+    """The worker of one sandbox, if started; what the finalizer stops."""
+
+    def __init__(self) -> None:
+        self.process: _Process | None = None
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            process.kill()
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One run request: what to create and call, and how the answer is judged."""
+
+    module: ExtismModule
+    limits: Limits
+    function: str | None
+    payload: bytes
+    max_response: int
+
+    def header(self, deadline_ms: int) -> dict[str, Any]:
+        return {
+            "op": "run",
+            "digest": self.module.digest,
+            "wasi": self.module.wasi,
+            "fuel": self.limits.fuel,
+            "pages": max(1, self.limits.memory_bytes // WASM_PAGE),
+            "timeoutMs": self.limits.timeout_ms,
+            "function": self.function,
+            "deadlineMs": deadline_ms,
+            "maxResponse": self.max_response,
+        }
+
+
+class ExtismWorker:
+    """Runs the Extism modules of one sandbox in its worker process, one request at a time."""
+
+    def __init__(self, settings: SandboxSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._slot = _Slot()
+        self._finalizer = weakref.finalize(self, _Slot.stop, self._slot)
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (None before the first use and after a kill)."""
+        process = self._slot.process
+        return process.pid if process is not None and process.alive() else None
+
+    def close(self) -> None:
+        """Stop the worker (a later use starts a new one)."""
+        with self._lock:
+            self._slot.stop()
+
+    def stats(self) -> dict[str, int]:
+        """How many compiled plugins and module byte strings the worker keeps."""
+        with self._lock:
+            process = self._process()
+            try:
+                process.send({"op": "stats"})
+                header, _ = process.receive(time.monotonic() + 10, 0)
+            except (_Late, _Gone):
+                raise RuntimeError("the Extism worker did not answer") from None
+            return {"compiled": int(header["compiled"]), "modules": int(header["modules"])}
+
+    def check(self, module: ExtismModule, limits: Limits) -> None:
+        """Compile the module and create a plugin once, all within ``compile_timeout_ms``;
+        SandboxError(InvalidModule) when Extism refuses it or its start-up does not end."""
+        timeout_ms = self._settings.compile_timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        request = _Request(module, limits, None, b"", 0)
+        if not self._lock.acquire(timeout=timeout_ms / 1000):
+            raise _invalid(f"the Extism worker was busy for {timeout_ms} ms ({_COMPILE_SETTING})")
+        try:
+            facts, _, _ = self._exchange(request, deadline, deadline)
+        except _Late:
+            raise _invalid(
+                f"compiling the module with Extism and starting it (its start function and "
+                f"_initialize) took longer than {timeout_ms} ms ({_COMPILE_SETTING})"
+            ) from None
+        except _Gone as gone:
+            raise _invalid(
+                f"the Extism worker ended while loading the module ({gone.why})"
+            ) from None
+        finally:
+            self._lock.release()
+        if not facts.get("created"):
+            text = _one_line(str(facts.get("extismError") or "")).removeprefix(_CREATE)
+            raise _invalid(f"Extism cannot link the module: {text}")
+
+    def call(
+        self, module: ExtismModule, function: str, request: bytes, limits: Limits
+    ) -> CallResult:
+        """Run ``function`` on ``request`` in a fresh plugin; CallFailure on any failure."""
+        start = time.monotonic()
+        budget = limits.timeout_ms / 1000
+        if not self._lock.acquire(timeout=budget):
             raise CallFailure(
-                FailureClass.INVALID_MODULE, f"Extism refused the module: {cause_line(message)}"
+                FailureClass.TIMEOUT,
+                f"the Extism worker did not become free within the deadline "
+                f"({limits.timeout_ms} ms)",
             )
-        return _ffi.gc(pointer, _lib.extism_compiled_plugin_free)
-
-
-def check_links(module: ExtismModule, limits: Limits) -> None:
-    """Compile and instantiate once, so a module Extism cannot link (an ``extism:host/env``
-    function Extism does not have) is refused at load, not at its first call."""
-    plugin = _instance(
-        module.compiled(limits), FailureClass.INVALID_MODULE, "Extism cannot link the module"
-    )
-    _lib.extism_plugin_free(plugin)
-
-
-def _instance(compiled: Any, failure: FailureClass, what: str, limits: Limits | None = None) -> Any:
-    """A new Extism instance of ``compiled``; CallFailure(``failure``) saying ``what`` failed,
-    or FuelExhausted when starting it (a reactor's ``_initialize``, which Extism runs here)
-    used up the call's ``limits``."""
-    errmsg = _ffi.new("char**")
-    plugin = _lib.extism_plugin_new_from_compiled(compiled, errmsg)
-    if plugin == _ffi.NULL:
-        message = _ffi.string(errmsg[0]).decode(errors="replace")
-        _lib.extism_plugin_new_error_free(errmsg[0])
-        if limits is not None and _OUT_OF_FUEL in message:
+        run = _Request(module, limits, function, request, self._settings.max_response_bytes)
+        try:
+            compile_deadline = time.monotonic() + self._settings.compile_timeout_ms / 1000
+            facts, output, compiling = self._exchange(run, compile_deadline, start + budget)
+        except _Late as late:
+            if late.compiling:
+                raise _invalid(
+                    f"compiling the module with Extism took longer than "
+                    f"{self._settings.compile_timeout_ms} ms ({_COMPILE_SETTING})"
+                ) from None
             raise CallFailure(
-                FailureClass.FUEL_EXHAUSTED, f"the call ran out of fuel ({limits.fuel} units)"
-            )
-        raise CallFailure(failure, f"{what}: {cause_line(message)}")
-    return plugin
+                FailureClass.TIMEOUT,
+                f"the call passed its deadline ({limits.timeout_ms} ms)",
+                0,
+                _micros(start),
+            ) from None
+        except _Gone as gone:
+            raise CallFailure(
+                FailureClass.TRAP,
+                f"the Extism worker ended during the call ({gone.why})",
+                0,
+                _micros(start),
+            ) from None
+        finally:
+            self._lock.release()
+        # the time the worker spent compiling is not the call's
+        return _judge(facts, output, run, _micros(start) - compiling * 1e6)
+
+    def _process(self) -> _Process:
+        process = self._slot.process
+        if process is None or not process.alive():
+            self._slot.stop()
+            process = self._slot.process = _Process(self._settings.extism_compiled_plugins)
+        return process
+
+    def _exchange(
+        self, request: _Request, compile_deadline: float, deadline: float
+    ) -> tuple[dict[str, Any], bytes, float]:
+        """Send ``request``, give the module's bytes when asked, wait for ``ready`` until
+        ``compile_deadline`` and then for the facts until ``deadline`` (moved on by the time
+        compiling took) plus the grace. The facts, the output and the seconds until ``ready``;
+        _Late or _Gone when the worker fails that."""
+        process = self._process()
+        sent = time.monotonic()
+        process.send(request.header(max(1, int((deadline - sent) * 1000))), request.payload)
+        try:
+            header, _ = process.receive(compile_deadline, 0)
+            if header.get("state") == "module":
+                process.send({"op": "module", "digest": request.module.digest}, request.module.data)
+                header, _ = process.receive(compile_deadline, 0)
+        except _Late:
+            raise _Late(compiling=True) from None
+        if header.get("state") == "refused":
+            message = _one_line(str(header.get("extismError") or ""))
+            raise _invalid(f"Extism refused the module: {message}")
+        if header.get("state") != "ready":
+            process.kill()
+            raise _Gone(f"it answered {header.get('state')!r} instead of 'ready'")
+        ready = time.monotonic()
+        if request.function is not None:
+            deadline += ready - sent + GRACE_MS / 1000
+        facts, output = process.receive(deadline, request.max_response)
+        if facts.get("state") != "done":
+            process.kill()
+            raise _Gone(f"it answered {facts.get('state')!r} instead of the call's facts")
+        return facts, output, ready - sent
+
+
+_COMPILE_SETTING = f"operator setting {setting_name('compile_timeout_ms')}"
+
+
+def _invalid(message: str) -> CallFailure:
+    return CallFailure(FailureClass.INVALID_MODULE, message)
+
+
+def _micros(start: float) -> float:
+    return (time.monotonic() - start) * 1e6
+
+
+def check_links(worker: ExtismWorker, module: ExtismModule, limits: Limits) -> None:
+    """Compile and create the module once, so a module Extism cannot link (an
+    ``extism:host/env`` function Extism does not have) or whose start-up does not end within
+    the compile deadline is refused at load, not at its first call."""
+    worker.check(module, limits)
 
 
 def call_extism(
-    settings: SandboxSettings, module: ExtismModule, function: str, request: bytes, limits: Limits
+    worker: ExtismWorker, module: ExtismModule, function: str, request: bytes, limits: Limits
 ) -> CallResult:
-    """Run ``function`` on ``request`` in a fresh Extism instance; CallFailure on any failure."""
-    compiled = module.compiled(limits)
-    start = time.perf_counter()
-    plugin = _instance(compiled, FailureClass.TRAP, "the Extism instance could not start", limits)
-    try:
-        status = _lib.extism_plugin_call(plugin, function.encode(), request, len(request))
-        error = _lib.extism_plugin_error(plugin)
-        elapsed = (time.perf_counter() - start) * 1e6
-        if error != _ffi.NULL or status != 0:
-            # bounded: the guest sets this text (error_set) and may make it huge
-            raw = _ffi.string(error, _MAX_ERROR_READ) if error != _ffi.NULL else b""
-            text = raw.decode(errors="replace")
-            if len(raw) == _MAX_ERROR_READ:
-                text += "...[cut]"
-            elapsed_ms = (time.perf_counter() - start) * 1000
-            cls, message = _classify(text, status, limits, elapsed_ms)
-            raise CallFailure(cls, message, 0, elapsed)
-        size = _lib.extism_plugin_output_length(plugin)
-        if size > settings.max_response_bytes:
-            raise CallFailure(
-                FailureClass.INVALID_RESPONSE,
-                f"the response is {size} bytes; the limit is {settings.max_response_bytes}",
-                0,
-                elapsed,
+    """Run ``function`` on ``request`` in a fresh Extism plugin; CallFailure on any failure."""
+    return worker.call(module, function, request, limits)
+
+
+def _judge(facts: dict[str, Any], output: bytes, run: _Request, elapsed_us: float) -> CallResult:
+    """The call's result, or its failure classified from the facts the worker observed."""
+    limits = run.limits
+
+    def fail(failure_class: FailureClass, message: str) -> CallFailure:
+        return CallFailure(failure_class, message, 0, elapsed_us)
+
+    extism_error = facts.get("extismError")
+    if not facts.get("created"):
+        cause = _one_line(str(extism_error or "")).removeprefix(_CREATE)
+        if cause.removeprefix("wasm trap: ") == _WASM_OUT_OF_FUEL:
+            raise fail(FailureClass.FUEL_EXHAUSTED, _out_of_fuel(limits))
+        if cause == "oom":
+            raise fail(FailureClass.MEMORY_LIMIT, _out_of_memory(limits))
+        raise fail(FailureClass.TRAP, f"the Extism instance could not start: {cause}")
+    if extism_error is not None:
+        # Extism's own text: the worker keeps the guest's error_set from Extism.
+        text = str(extism_error).strip()
+        elapsed_ms = float(facts.get("elapsedUs", 0)) / 1000
+        if text == _OUT_OF_FUEL:
+            raise fail(FailureClass.FUEL_EXHAUSTED, _out_of_fuel(limits))
+        if text == "timeout" and (facts.get("cancelled") or elapsed_ms >= limits.timeout_ms * 0.9):
+            raise fail(
+                FailureClass.TIMEOUT, f"the call passed its deadline ({limits.timeout_ms} ms)"
             )
-        output = bytes(_ffi.buffer(_lib.extism_plugin_output_data(plugin), size))
-        return CallResult(output, 0, elapsed, [])
-    finally:
-        _lib.extism_plugin_free(plugin)
-
-
-def _classify(
-    text: str, status: int, limits: Limits, elapsed_ms: float
-) -> tuple[FailureClass, str]:
-    """Extism reports its own limits with fixed texts, which a guest could also set with
-    error_set; the deadline is believed only when the time has really passed."""
-    lowered = text.strip().lower()
-    if lowered == "plugin ran out of fuel":
-        return FailureClass.FUEL_EXHAUSTED, f"the call ran out of fuel ({limits.fuel} units)"
-    if lowered == "timeout" and elapsed_ms >= limits.timeout_ms * 0.9:
-        return FailureClass.TIMEOUT, f"the call passed its deadline ({limits.timeout_ms} ms)"
-    if lowered == "oom":
-        return (
-            FailureClass.MEMORY_LIMIT,
-            f"the call hit its memory limit ({limits.memory_bytes} bytes)",
+        if text == "oom":
+            raise fail(FailureClass.MEMORY_LIMIT, _out_of_memory(limits))
+        raise fail(FailureClass.TRAP, _trap_message(text, int(facts.get("status", -1))))
+    guest = facts.get("guestError")
+    if guest is not None:
+        raise fail(
+            FailureClass.PLUGIN_ERROR, str(guest) + (_CUT if facts.get("guestErrorCut") else "")
         )
-    if "wasm backtrace" in lowered or lowered.startswith("wasm trap"):
-        return FailureClass.TRAP, cause_line(text)
-    if text:
-        return FailureClass.PLUGIN_ERROR, text
-    return FailureClass.PLUGIN_ERROR, f"the Extism function returned status {status}"
+    status = int(facts.get("status", 0))
+    if status != 0:
+        raise fail(FailureClass.PLUGIN_ERROR, f"the Extism function returned status {status}")
+    size = int(facts.get("outputBytes", 0))
+    if size > run.max_response:
+        raise fail(
+            FailureClass.INVALID_RESPONSE,
+            f"the response is {size} bytes; the limit is {run.max_response}",
+        )
+    if len(output) != size:
+        raise fail(FailureClass.TRAP, f"the Extism worker gave {len(output)} of {size} bytes")
+    return CallResult(output, 0, elapsed_us, [])
+
+
+def _out_of_fuel(limits: Limits) -> str:
+    return f"the call ran out of fuel ({limits.fuel} units)"
+
+
+def _out_of_memory(limits: Limits) -> str:
+    return f"the call hit its memory limit ({limits.memory_bytes} bytes)"
+
+
+def _trap_message(text: str, status: int) -> str:
+    """Extism gives only the outermost context of a trap or a WASI exit: ``error while
+    executing at wasm backtrace:`` and numbered frames; the function's status is 134 for a trap
+    and the exit status for an exit. One line: the innermost frame, unnumbered."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines or not lines[0].startswith("error while executing at wasm backtrace"):
+        return _one_line(text)
+    if status not in (_SIGABRT_STATUS, -1, 0):
+        return f"the module exited (WASI proc_exit with status {status})"
+    frames = [_NUMBERED.sub("", line) for line in lines[1:] if _NUMBERED.match(line)]
+    where = f" at {frames[0]}" if frames else ""
+    return f"the module trapped{where} (Extism does not report the trap's cause)"
+
+
+def _one_line(text: str) -> str:
+    """An engine's report in one line (``cause_line``), without chain numbering."""
+    return _NUMBERED.sub("", cause_line(text))

@@ -14,7 +14,7 @@ from modelserving.api.hook import Hook
 from modelserving.sandbox.cache import CompiledModule, ModuleCache
 from modelserving.sandbox.call import CallFailure, CallResult, call_hook
 from modelserving.sandbox.engine import SandboxEngine
-from modelserving.sandbox.extism_call import call_extism
+from modelserving.sandbox.extism_call import ExtismWorker, call_extism
 from modelserving.sandbox.module import FLAVOUR_EXTISM
 from modelserving.sandbox.settings import Limits, SandboxSettings, default_cache_dir, resolve_limits
 
@@ -25,7 +25,9 @@ class Sandbox:
     def __init__(self, settings: SandboxSettings | None = None) -> None:
         self.settings = settings or SandboxSettings(cache_dir=default_cache_dir())
         self.engine = SandboxEngine(self.settings)
-        self.modules = ModuleCache(self.engine, self.settings.cache_dir)
+        # Extism modules run in a worker process of this sandbox, started on first use.
+        self.extism = ExtismWorker(self.settings)
+        self.modules = ModuleCache(self.engine, self.settings.cache_dir, extism=self.extism)
 
     def load(self, data: bytes, sha256: str | None = None) -> CompiledModule:
         """Compile (or find) and check a module; SandboxError(InvalidModule) when refused."""
@@ -46,8 +48,12 @@ class Sandbox:
             raise CallFailure(FailureClass.INVALID_MODULE, f"the module does not export {export}")
         if extism:
             assert compiled.extism is not None
-            return call_extism(self.settings, compiled.extism, export, request, limits)
+            return call_extism(self.extism, compiled.extism, export, request, limits)
         return call_hook(self.engine, compiled, export, request, limits)
+
+    def close(self) -> None:
+        """Stop the sandbox's Extism worker, if one runs (also done when it is collected)."""
+        self.extism.close()
 
 
 _default: Sandbox | None = None

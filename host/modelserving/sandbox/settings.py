@@ -83,6 +83,7 @@ class SandboxSettings:
     compile_memory_mib: int = 512
     compile_workers: int = 2
     max_artifact_bytes: int = 256 * MIB
+    extism_compiled_plugins: int = 8
     cache_max_bytes: int = 512 * MIB
 
     def default_limits(self) -> Limits:
