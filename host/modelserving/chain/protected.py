@@ -126,6 +126,8 @@ def _same(a: Any, b: Any) -> bool:
         return True
     if a is _ABSENT or b is _ABSENT:
         return False
+    if type(a) is str and type(b) is str:
+        return a == b
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
