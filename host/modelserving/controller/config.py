@@ -118,4 +118,5 @@ def sandbox_settings(config: OperatorConfig) -> SandboxSettings:
         compile_workers=sb.compile_workers,
         max_artifact_bytes=sb.max_artifact_bytes,
         cache_max_bytes=sb.cache_max_bytes,
+        extism_compiled_plugins=sb.extism_compiled_plugins,
     )
