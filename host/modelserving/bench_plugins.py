@@ -24,6 +24,8 @@ from typing import Any
 
 import wasmtime
 
+from modelserving.abi.codec import PodContext, encode_request
+from modelserving.api.hook import Hook
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
 from modelserving.api.validation import parse_model_serving
@@ -242,6 +244,31 @@ def bench_compile_bomb() -> None:
         print(f"    {outcome}")
 
 
+EXTISM_EXAMPLE = Path(__file__).resolve().parents[2] / "examples/wasm/go-team-label-extism.wasm"
+
+
+def bench_extism_example(sandbox: Sandbox) -> None:
+    """The Go Extism example (a standard Go runtime) through the sandbox's Extism worker."""
+    if not EXTISM_EXAMPLE.is_file():
+        print(f"  go-team-label-extism: skipped: no {EXTISM_EXAMPLE} (make wasm-go)")
+        return
+    data = EXTISM_EXAMPLE.read_bytes()
+    start = time.perf_counter()
+    compiled = sandbox.load(data)
+    loaded = time.perf_counter() - start
+    ms = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-0", "labels": {"a": "b"}}}
+    where = PodContext("p", "prefill", "prefill-0", True)
+    request = encode_request(Hook.ON_POD_CREATE, "team-label", {"team": "ml"}, ms, where, pod)
+    limits = sandbox.limits()
+    p50, p99 = percentiles(
+        lambda: sandbox.call(compiled, Hook.ON_POD_CREATE, request, limits), n=500
+    )
+    print(f"  go-team-label-extism ({len(data) / MIB:.1f} MB), Extism in its worker process:")
+    print(f"    load (native checks, Extism compile and one start) {loaded:.1f} s")
+    print(f"    OnPodCreate, 500 calls: p50 {p50:7.1f} us   p99 {p99:7.1f} us")
+
+
 def main() -> None:
     print("plugin benchmark (fuel and deadline on, a fresh instance per call)")
     bench_compile_bomb()
@@ -260,6 +287,7 @@ def main() -> None:
             else:
                 bench_ready(builtin.name, sandbox)
             bench_loading(builtin.name, data, sandbox)
+        bench_extism_example(sandbox)
 
 
 if __name__ == "__main__":

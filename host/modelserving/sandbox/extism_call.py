@@ -330,6 +330,8 @@ class ExtismWorker:
                 FailureClass.TIMEOUT,
                 f"the Extism worker did not become free within the deadline "
                 f"({limits.timeout_ms} ms)",
+                0,
+                _micros(start),
             )
         run = _Request(module, limits, function, request, self._settings.max_response_bytes)
         try:
