@@ -251,12 +251,17 @@ def test_a_start_function_trap_is_one_line(sandbox: Sandbox) -> None:
 
 
 def test_the_compiled_plugins_are_a_bounded_lru(own: Callable[..., Sandbox]) -> None:
-    """Each distinct set of limits is a compiled plugin; the worker keeps only the newest few."""
+    """Each distinct fuel or memory limit is a compiled plugin; the worker keeps only the newest
+    few."""
     sandbox = own(extism_compiled_plugins=3)
     compiled = sandbox.load(OK)
     for fuel in range(1_000_000, 1_000_020):
         result = sandbox.call(compiled, Hook.ON_POD_CREATE, b"", sandbox.limits(fuel=fuel))
         assert result.response == b"\x80"
+    assert sandbox.extism.stats() == {"compiled": 3, "modules": 1}
+    for timeout_ms in range(100, 110):  # the deadline is not compiled in
+        limits = sandbox.limits(fuel=1_000_019, timeout_ms=timeout_ms)
+        assert sandbox.call(compiled, Hook.ON_POD_CREATE, b"", limits).response == b"\x80"
     assert sandbox.extism.stats() == {"compiled": 3, "modules": 1}
     others = [sandbox.load(erring(f"module {i}".encode())) for i in range(5)]
     assert sandbox.extism.stats() == {"compiled": 3, "modules": 3}

@@ -2,21 +2,21 @@
 
 The module's ``on_pod_create`` / ``on_pod_ready`` / ``validate_config`` take the same request
 bytes as Extism input and give the same response bytes as Extism output, under the same fuel,
-memory (``max_pages``) and deadline (``timeout_ms``) limits as native-flavour modules. Extism
-does not report the fuel used (reported as 0), nor does it pass the guest's WASI output on (it is
-dropped).
+memory (``max_pages``) and deadline limits as native-flavour modules. Extism does not report the
+fuel used (reported as 0), nor does it pass the guest's WASI output on (it is dropped).
 
 Extism runs in one worker process per sandbox (``extism_worker``), never in the controller:
 nothing in-process can interrupt what Extism does before a call (the module's start function and
 ``_initialize`` run when a plugin is created) nor a host function such as ``random_get``. The
 worker is started on first use and serves one request at a time; waiting for it counts against
-the call's deadline. It keeps a bounded LRU of compiled plugins by (module, limits)
-(``SandboxSettings.extism_compiled_plugins``) and is given a module's bytes again whenever it has
-forgotten them. Every step is waited for at most its deadline: compiling (and, at load, creating
-the plugin once) ``compile_timeout_ms``, a call its own deadline plus ``GRACE_MS``. A worker that
-is late is killed (SIGKILL, then reaped), and a new one is started on the next use; a worker that
-dies by itself fails the request it was serving the same way. No worker outlives its sandbox:
-it is killed when the sandbox is closed or collected, and it exits by itself when the controller
+the call's deadline. It keeps a bounded LRU of compiled plugins by (module, fuel, memory limit)
+(``SandboxSettings.extism_compiled_plugins``; the deadline is the worker's watchdog's, not
+compiled in) and is given a module's bytes again whenever it has forgotten them. Every step is
+waited for at most its deadline: compiling (and, at load, creating the plugin once)
+``compile_timeout_ms``, a call its own deadline plus ``GRACE_MS``. A worker that is late is
+killed (SIGKILL, then reaped), and a new one is started on the next use; a worker that dies by
+itself fails the request it was serving the same way. No worker outlives its sandbox: it is
+killed when the sandbox is closed or collected, and it exits by itself when the controller
 process ends (``extism_worker`` watches a liveness pipe).
 
 Failure classes come only from facts the host observed (``_judge``): a killed call is a Timeout;
@@ -256,7 +256,6 @@ class _Request:
             "wasi": self.module.wasi,
             "fuel": self.limits.fuel,
             "pages": max(1, self.limits.memory_bytes // WASM_PAGE),
-            "timeoutMs": self.limits.timeout_ms,
             "function": self.function,
             "deadlineMs": deadline_ms,
             "maxResponse": self.max_response,
@@ -365,7 +364,11 @@ class ExtismWorker:
         process = self._slot.process
         if process is None or not process.alive():
             self._slot.stop()
-            process = self._slot.process = _Process(self._settings.extism_compiled_plugins)
+            try:
+                process = _Process(self._settings.extism_compiled_plugins)
+            except OSError as exc:
+                raise _Gone(f"it could not be started: {exc}") from None
+            self._slot.process = process
         return process
 
     def _exchange(

@@ -8,13 +8,15 @@ this file as a script (standard library and extism-sys's cffi binding only, so i
 0.1 s), waits for each answer at most as long as the request's deadline allows, and kills the
 worker when it is late.
 
-What the worker does for a call: it finds the compiled plugin for (module digest, limits) in a
-bounded LRU (asking the controller for the module's bytes when it has forgotten them), compiles it
-when missing, answers ``ready``, then creates a fresh plugin, calls the function under a watchdog
-that cancels the call at the deadline (repeatedly: a cancel sent before Extism's timer has started
-is lost), and answers with facts: whether the plugin could be created, the function's status,
-Extism's own error text, the guest's error text, the output, the time taken and whether the
-watchdog fired. It never classifies; the controller does, from these facts.
+What the worker does for a call: it finds the compiled plugin for (module digest, fuel, memory
+limit) in a bounded LRU (asking the controller for the module's bytes when it has forgotten
+them), compiles it when missing, answers ``ready``, then creates a fresh plugin, calls the
+function under a watchdog that cancels the call at the deadline (repeatedly: a cancel sent before
+Extism's timer has started is lost; the manifest sets no timeout of Extism's own, so a new
+deadline needs no new compiled plugin), and answers with facts: whether the plugin could be
+created, the function's status, Extism's own error text, the guest's error text, the output, the
+time taken and whether the watchdog fired. It never classifies; the controller does, from these
+facts.
 
 Two host functions are defined for every plugin:
 
@@ -226,7 +228,6 @@ class _Worker:
             {
                 "wasm": [{"data": base64.b64encode(data).decode()}],
                 "memory": {"max_pages": int(request["pages"])},
-                "timeout_ms": int(request["timeoutMs"]),
             }
         ).encode()
         wasi = bool(request["wasi"])
@@ -309,7 +310,6 @@ def _key(request: dict[str, Any]) -> tuple[Any, ...]:
         bool(request["wasi"]),
         int(request["fuel"]),
         int(request["pages"]),
-        int(request["timeoutMs"]),
     )
 
 
