@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -131,16 +130,32 @@ def test_a_slow_start_up_fails_the_call_at_its_deadline(
     assert sandbox.call(ok, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
 
 
+def test_a_loop_in_the_function_is_cancelled_in_the_worker(own: Callable[..., Sandbox]) -> None:
+    """The worker's watchdog stops a guest looping in its own code at the deadline: a Timeout
+    that costs no worker."""
+    sandbox = own()
+    loop = extism_guest(extism_function("on_pod_create", "(loop $l (br $l)) i32.const 0"))
+    compiled = sandbox.load(loop)
+    pid = sandbox.extism.pid
+    failure = call_failure(sandbox, compiled, fuel=2_000_000_000, timeout_ms=30)
+    assert (failure.failure_class, failure.message) == (
+        "Timeout",
+        "the call passed its deadline (30 ms)",
+    )
+    assert sandbox.extism.pid == pid
+
+
 @pytest.mark.parametrize("guest", [start_spinning, initialize_spinning])
 def test_an_endless_start_up_is_refused_at_load(
     own: Callable[..., Sandbox], guest: Callable[[int | None], bytes]
 ) -> None:
-    sandbox = own(compile_timeout_ms=3000)
+    sandbox = own(compile_timeout_ms=5000)
     outcome = finished(lambda: sandbox.load(guest(None)))
     assert isinstance(outcome, SandboxError), outcome
-    assert outcome.failure_class == "InvalidModule"
-    assert "took longer than 3000 ms (operator setting sandbox.compileTimeoutMs)" in (
-        outcome.message
+    assert (outcome.failure_class, outcome.message) == (
+        "InvalidModule",
+        "compiling the module with Extism and starting it (its start function and _initialize) "
+        "took longer than 5000 ms (operator setting sandbox.compileTimeoutMs)",
     )
     ok = sandbox.load(OK)  # the sandbox goes on
     assert sandbox.call(ok, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
@@ -306,21 +321,29 @@ def test_a_collected_sandbox_leaves_no_worker(tmp_path: Path, worker_copy: str) 
 
 
 def test_a_dead_worker_fails_the_call_and_is_replaced(
-    own: Callable[..., Sandbox], worker_copy: str
+    own: Callable[..., Sandbox], worker_copy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A worker that dies during a call (here: SIGKILLed right after the call was sent, as the
+    kernel's OOM killer would) fails that call with its exit status; the next call gets a new
+    worker."""
     sandbox = own()
-    slow = sandbox.load(start_spinning(FINITE))
-    pid = sandbox.extism.pid
-    assert pid is not None
-    killer = threading.Timer(0.3, os.kill, (pid, signal.SIGKILL))
-    killer.start()
-    failure = call_failure(sandbox, slow, timeout_ms=5000)
-    killer.join()
-    assert failure.failure_class == "Trap"
-    assert failure.message == "the Extism worker ended during the call (signal SIGKILL)"
     ok = sandbox.load(OK)
+    send = extism_call._Process.send
+
+    def send_and_kill(process: Any, header: dict[str, Any], payload: bytes = b"") -> None:
+        send(process, header, payload)
+        if header["op"] == "run":
+            os.kill(process.pid, signal.SIGKILL)
+
+    monkeypatch.setattr(extism_call._Process, "send", send_and_kill)
+    failure = call_failure(sandbox, ok)
+    monkeypatch.setattr(extism_call._Process, "send", send)
+    assert (failure.failure_class, failure.message) == (
+        "Trap",
+        "the Extism worker ended during the call (signal SIGKILL)",
+    )
     assert sandbox.call(ok, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
-    assert [p for p, _ in mentioning(worker_copy)] == [sandbox.extism.pid]
+    assert [pid for pid, _ in mentioning(worker_copy)] == [sandbox.extism.pid]
 
 
 @pytest.mark.parametrize("ending", ["exit", "sigkill"])
