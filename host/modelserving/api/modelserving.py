@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from modelserving.api._base import ApiModel
+from modelserving.api.podspec_defaults import apply_pod_spec_defaults, pod_spec_schema
 
 INT32_MAX = 2**31 - 1
 MAX_PLUGINS = 32
@@ -30,9 +31,10 @@ PRESERVE_UNKNOWN: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True
 
 IntOrString = Annotated[int | str, Field(json_schema_extra=INT_OR_STRING)]
 Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+# Open (unknown fields kept), with the paths to Kthena's CRD defaults (podspec_defaults).
 PodSpec = Annotated[
     dict[str, Any],
-    Field(json_schema_extra={"type": "object", **PRESERVE_UNKNOWN}),
+    Field(json_schema_extra=pod_spec_schema()),
 ]
 
 RecoveryPolicy = Literal["ServingGroupRecreate", "RoleRecreate", "None"]
@@ -96,6 +98,13 @@ class PodTemplateSpec(ApiModel):
                     raise ValueError(f"{key}[{i}]: a container is a map")
                 _check_container(c, f"{key}[{i}]", seen)
         return spec
+
+    @field_validator("spec")
+    @classmethod
+    def _crd_defaults(cls, spec: dict[str, Any]) -> dict[str, Any]:
+        """The defaults the API server fills in from the CRD (a port's protocol, ...)."""
+        result: dict[str, Any] = apply_pod_spec_defaults(spec)
+        return result
 
 
 def _check_container(c: dict[str, Any], where: str, seen: set[str]) -> None:

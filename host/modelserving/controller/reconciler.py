@@ -5,7 +5,8 @@ Called by the controller's workers with a (namespace, name) key. A pass
 2. builds (or reuses) its plugin chain; module ConfigMaps are read each pass and their
    resourceVersions join the chain's cache key, so a changed ConfigMap yields a new chain;
 3. records the revision as a ControllerRevision and lists the Pods, Services and PodGroups;
-4. carries out the plan: deletions (with UID preconditions), then creations per ServingGroup,
+4. carries out the plan: deletions (with UID preconditions), then PodGroup updates (merge
+   patches of the spec fields Kthena manages), then creations per ServingGroup,
    concurrently across ServingGroups and bounded by the API write pool. The chain runs on every
    Pod of a ServingGroup before any of them is created; a Fail-policy failure creates nothing in
    that ServingGroup;
@@ -50,6 +51,7 @@ from modelserving.controller.kube import (
     Kube,
 )
 from modelserving.plugins.modules import ModuleUnavailable, module_from_config_map
+from modelserving.workload.gang import VolcanoApi, as_api
 from modelserving.workload.observed import READY_HOOKS_ANNOTATION, observe_pod, owned_by
 from modelserving.workload.plan import DesiredPod
 from modelserving.workload.pods import owner_reference
@@ -116,7 +118,7 @@ class Reconciler:
         writes: ThreadPoolExecutor,
         settings: ReconcilerSettings | None = None,
         recorder: Recorder | None = None,
-        gang: Callable[[], bool] = lambda: False,
+        gang: Callable[[], bool | VolcanoApi] = lambda: False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
@@ -149,11 +151,11 @@ class Reconciler:
             return None
         work = _Pass(ms, raw)
         self._load_chain(key, work)
-        gang = self.gang()
+        gang = as_api(self.gang())
         selector = f"{labels.NAME_LABEL}={ms.name}"
         pods = self.kube.list(PODS, namespace, selector)
         services = self.kube.list(SERVICES, namespace, selector)
-        pod_groups = self.kube.list(POD_GROUPS, namespace, selector) if gang else []
+        pod_groups = self.kube.list(POD_GROUPS, namespace, selector) if gang.pod_groups else []
         history = self._revisions(ms, pods)
         self._note_failures(ms, pods)
         plan = sync(
@@ -167,6 +169,7 @@ class Reconciler:
             seen_failed=self.seen_failed,
         )
         self._delete(work, plan)
+        self._update_pod_groups(work, plan)
         self._create(work, plan)
         self._ready_hooks(work, plan)
         self._write_status(work, plan)
@@ -309,9 +312,7 @@ class Reconciler:
         )
         for r in old[: max(len(old) - REVISION_HISTORY, 0)]:
             self.kube.delete(CONTROLLER_REVISIONS, ms.namespace, r["metadata"]["name"])
-        return {
-            str(_rev(r)): list((r.get("data") or {}).get("roles") or []) for r in found if _rev(r)
-        }
+        return {str(_rev(r)): _history_roles(r) for r in found if _rev(r)}
 
     def _note_failures(self, ms: ModelServing, pods: Iterable[Mapping[str, Any]]) -> None:
         """Remember when a failed Pod without a failure time in its status was first seen."""
@@ -348,6 +349,20 @@ class Reconciler:
                     work.deleted += 1
             except ApiError as exc:
                 work.api_errors.append(str(exc))
+
+    def _update_pod_groups(self, work: _Pass, plan: SyncPlan) -> None:
+        """Bring existing PodGroups to Kthena's spec (merge patches of the fields it manages)."""
+        ns = work.ms.namespace
+        jobs = [
+            self.writes.submit(self.kube.merge_patch, POD_GROUPS, ns, name, patch)
+            for name, patch in plan.update_pod_groups.items()
+        ]
+        for job in jobs:
+            try:
+                job.result()
+            except ApiError as exc:
+                if not exc.not_found:
+                    work.api_errors.append(str(exc))
 
     def _create(self, work: _Pass, plan: SyncPlan) -> None:
         if work.chain is None or not plan.creates:
@@ -450,6 +465,16 @@ class Reconciler:
             except ApiError as exc:
                 if not exc.not_found:
                     work.api_errors.append(str(exc))
+
+
+def _history_roles(revision: Mapping[str, Any]) -> list[Any]:
+    """A ControllerRevision's roles: ours keep them under ``data.roles``, Kthena's (same name,
+    same labels, adopted when switching controllers) under ``data.data``."""
+    data = revision.get("data") or {}
+    roles = data.get("roles")
+    if roles is None:
+        roles = data.get("data")
+    return list(roles or [])
 
 
 def _rev(obj: Mapping[str, Any]) -> str | None:
