@@ -7,6 +7,10 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -201,6 +205,40 @@ def test_the_compiled_module_is_kept_on_disk_and_reloaded_without_a_worker(
 def _assert_only_the_spare_worker_left() -> None:
     # Workers of this process only (their last argument is their parent's pid): other test runs
     # may be compiling on the same machine.
-    workers = [pid for pid, argv in mentioning("compile_worker.py") if argv[-1] == str(os.getpid())]
+    workers = _workers_of(str(os.getpid()))
     spare = _Spare.worker.pid if _Spare.worker is not None else None
     assert [pid for pid in workers if pid != spare] == []
+
+
+def test_a_worker_started_by_a_thread_that_ended_still_compiles() -> None:
+    """The waiting worker is started by whichever thread compiled last; it must outlive that
+    thread (loads run on the controller's executor threads)."""
+    sandbox = _sandbox()
+    loader = threading.Thread(target=sandbox.load, args=(responding(b"\x81"),))
+    loader.start()
+    loader.join(60)
+    assert not loader.is_alive()
+    assert sandbox.load(responding(b"\x82")).info.hooks  # by the worker that thread started
+
+
+def test_no_worker_outlives_its_controller(tmp_path: Path) -> None:
+    script = (
+        "import os\n"
+        "from modelserving.sandbox import Sandbox, SandboxSettings\n"
+        "from tests.wasm.guests import responding\n"
+        "Sandbox(SandboxSettings(cache_dir=None)).load(responding(b'\\x80'))\n"
+        "print(os.getpid(), flush=True)\n"
+        "os._exit(0)\n"  # no atexit: the waiting worker must notice on its own
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    pid = child.stdout.strip()
+    deadline = time.monotonic() + 30
+    while (left := _workers_of(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == []
+
+
+def _workers_of(pid: str) -> list[int]:
+    return [found for found, argv in mentioning("compile_worker.py") if argv[-1] == pid]

@@ -4,7 +4,7 @@ The controller never compiles untrusted code itself. ``modelserving.sandbox.comp
 this file as a script (it imports only the standard library and wasmtime, so it starts in about
 0.2 s), hands it one module on stdin and reads the serialized module back from stdout. The
 worker caps its own address space (``RLIMIT_AS``: what it has mapped at start plus the
-operator's compile memory), asks the kernel to kill it when its parent dies, and exits after
+operator's compile memory), exits when its parent dies, and exits after
 one module, so no compilation can use more than its share or outlive its deadline (the parent
 kills it then).
 
@@ -23,15 +23,16 @@ from __future__ import annotations
 import json
 import os
 import resource
-import signal
 import sys
+import threading
+import time
 from typing import Any, BinaryIO
 
 import wasmtime
 
 OK, REFUSED = b"0", b"1"
 EXIT_NO_MEMORY = 3
-_PR_SET_PDEATHSIG = 1
+_WATCH_PERIOD_S = 0.2
 
 
 def engine_config(stack_bytes: int) -> wasmtime.Config:
@@ -67,13 +68,18 @@ def write_frame(stream: BinaryIO, data: bytes) -> None:
 
 
 def _die_with_parent(parent: int) -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
+    """Exit as soon as the controller is gone. A thread watches the parent's pid (the kernel's
+    parent-death signal would follow the thread that started this process, and the
+    controller's threads come and go); waiting for a request, the closed stdin ends it too."""
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the request above took effect
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCH_PERIOD_S)
         os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _mapped_bytes() -> int:
