@@ -35,7 +35,7 @@ CLUSTER_GRANTS = {
     *(("apps", "controllerrevisions", v) for v in ("get", "list", "watch", "create", "delete")),
     *(
         ("scheduling.volcano.sh", "podgroups", v)
-        for v in ("get", "list", "watch", "create", "delete")
+        for v in ("get", "list", "watch", "create", "patch", "delete")
     ),
     *(("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("get", "list", "watch")),
 }

@@ -68,7 +68,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--volcano",
         action="store_true",
-        help="assume the Volcano PodGroup CRD is installed (gang scheduling objects)",
+        help="assume a current Volcano is installed (its PodGroup CRD, with subGroupPolicy): "
+        "with schedulerName volcano, one PodGroup per ServingGroup and Volcano's annotations "
+        "on every Pod, as Kthena creates them",
     )
     p.set_defaults(func=run)
 

@@ -66,6 +66,7 @@ CONFIG_MAPS = Resource("", "v1", "configmaps")
 MODEL_SERVINGS = Resource(labels.GROUP, labels.VERSION, labels.PLURAL)
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions")
 POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 
 
 def api_client(kubeconfig: str | None = None, pool_size: int = 32) -> Any:

@@ -25,7 +25,7 @@ from modelserving.chain.policy import PatchValidator
 from modelserving.controller import handlers
 from modelserving.controller.config import pod_namespace, sandbox_settings
 from modelserving.controller.events import EventRecorder
-from modelserving.controller.kube import POD_GROUPS, ApiError, Kube
+from modelserving.controller.kube import CRDS, ApiError, Kube
 from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
 from modelserving.controller.metrics import Metrics
 from modelserving.controller.queue import WorkQueue
@@ -37,6 +37,7 @@ from modelserving.controller.reconciler import (
     RetryLater,
 )
 from modelserving.sandbox import Sandbox, set_default_sandbox
+from modelserving.workload.gang import NO_VOLCANO, POD_GROUP_CRD, VolcanoApi, volcano_api
 
 log = logging.getLogger("modelserving.controller")
 GANG_RECHECK_S = 60.0
@@ -76,22 +77,24 @@ class _Reports(Recorder):
             self.metrics.observe_module_load("failed")
 
 
-class _Gang:
-    """Whether Volcano's PodGroup API is served, re-checked every minute."""
+class _Volcano:
+    """What Volcano serves, read from the PodGroup CRD as Kthena reads it (the CRD
+    ``podgroups.scheduling.volcano.sh`` exists; its schema has ``spec.subGroupPolicy``),
+    re-read every minute."""
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
-        self._value = False
+        self._value = NO_VOLCANO
         self._checked = -GANG_RECHECK_S
         self._lock = threading.Lock()
 
-    def __call__(self) -> bool:
+    def __call__(self) -> VolcanoApi:
         with self._lock:
             if time.monotonic() - self._checked >= GANG_RECHECK_S:
                 try:
-                    self._value = self.kube.has_resource(POD_GROUPS)
+                    self._value = volcano_api(self.kube.get(CRDS, None, POD_GROUP_CRD))
                 except ApiError as exc:
-                    log.warning("could not check for Volcano's PodGroup API: %s", exc)
+                    log.warning("could not read Volcano's PodGroup CRD: %s", exc)
                 self._checked = time.monotonic()
             return self._value
 
@@ -164,7 +167,7 @@ class Controller:
                 max_module_bytes=config.sandbox.max_module_bytes,
             ),
             self.reports,
-            gang=_Gang(self.kube),
+            gang=_Volcano(self.kube),
         )
         self.known: set[Key] = set()
         self.passes: Counter[Key] = Counter()

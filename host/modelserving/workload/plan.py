@@ -1,6 +1,6 @@
 """The desired objects of a ModelServing, in the order the controller creates them.
 
-ServingGroup by ServingGroup: its PodGroup (gang scheduling only), then per role and role replica
+ServingGroup by ServingGroup: its PodGroup (Volcano only), then per role and role replica
 the entry Pod, its headless Service and the workers. Pure; used by ``render`` and the controller.
 """
 
@@ -100,10 +100,11 @@ def plan_group(
     ms: ModelServing,
     index: int,
     revision: str | None = None,
-    gang: bool = False,
+    gang: bool | gang_.VolcanoApi = False,
     template_hashes: dict[str, str] | None = None,
 ) -> GroupPlan:
-    """ServingGroup ``index``; ``gang`` says the Volcano PodGroup CRD is installed.
+    """ServingGroup ``index``; ``gang`` says what Volcano serves (``True``: a current Volcano,
+    PodGroup CRD with ``subGroupPolicy``; ``False``: none).
 
     ``revision`` and ``template_hashes`` (role name -> hash) may be passed when planning many
     groups, so they are computed once.
@@ -111,17 +112,18 @@ def plan_group(
     hashes = template_hashes or role_template_hashes(ms)
     rev = revision if revision is not None else revision_of(ms)
     name = group_name(ms.name, index)
-    use_gang = gang and gang_.gang_wanted(ms)
+    api = gang_.as_api(gang)
+    use_gang = api.pod_groups and gang_.gang_wanted(ms)
     replicas = tuple(
         plan_role_replica(ms, name, role, j, rev, use_gang, hashes[role.name])
         for role in ms.spec.template.roles
         for j in range(role.replicas)
     )
-    pod_group = gang_.pod_group(ms, name) if use_gang else None
+    pod_group = gang_.pod_group(ms, name, api) if use_gang else None
     return GroupPlan(name=name, index=index, pod_group=pod_group, roles=replicas)
 
 
-def plan(ms: ModelServing, gang: bool = False) -> list[GroupPlan]:
+def plan(ms: ModelServing, gang: bool | gang_.VolcanoApi = False) -> list[GroupPlan]:
     """Every ServingGroup of ``ms`` at its current revision."""
     rev = revision_of(ms)
     hashes = role_template_hashes(ms)

@@ -1,8 +1,9 @@
 """Reconciliation decisions: a ModelServing and what exists in, what to create and delete out.
 
 ``sync`` is pure. The controller lists the ModelServing's Pods, Services and PodGroups, calls it,
-and carries out the ``SyncPlan``: first the deletions, then the creations group by group (PodGroup,
-then per role replica the entry Pod, its Service and the workers). It decides, as Kthena does:
+and carries out the ``SyncPlan``: first the deletions, then the PodGroup updates, then the
+creations group by group (PodGroup, then per role replica the entry Pod, its Service and the
+workers). It decides, as Kthena does:
 
 - recovery: a failed Pod (phase Failed, or a container restarted) is handled after
   ``restartGracePeriodSeconds`` by the recovery policy: ServingGroupRecreate deletes its whole
@@ -14,6 +15,9 @@ then per role replica the entry Pod, its Service and the workers). It decides, a
   not-ready first, then the lowest summed pod-deletion-cost, then the highest ordinal;
 - membership: inside a kept ServingGroup, missing Pods and Services are created and those its
   revision no longer describes are deleted;
+- PodGroups (Volcano's CRD present, scheduler ``volcano``): every kept or new ServingGroup has
+  one, made from the current ModelServing (``modelserving.workload.gang``) and brought back to it
+  when it differs; those of deleted ServingGroups are deleted;
 - OnPodReady: Ready Pods whose hooks have not run yet.
 """
 
@@ -27,6 +31,7 @@ from typing import Any
 from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
 from modelserving.api.validation import scaled
+from modelserving.workload import gang as gang_
 from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import ObservedPod, observe_pod, owned_by
 from modelserving.workload.plan import DesiredPod, GroupPlan, plan_group, role_template_hashes
@@ -87,6 +92,8 @@ class SyncPlan:
     delete_services: list[str] = field(default_factory=list)
     service_causes: dict[str, str] = field(default_factory=dict)
     delete_pod_groups: list[str] = field(default_factory=list)
+    update_pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Merge patches by PodGroup name, bringing existing PodGroups to Kthena's spec."""
     ready_hooks: list[DesiredPod] = field(default_factory=list)
     requeue_after: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -134,13 +141,14 @@ class _Sync:
         services: Iterable[Mapping[str, Any]],
         pod_groups: Iterable[Mapping[str, Any]],
         now: float,
-        gang: bool,
+        gang: bool | gang_.VolcanoApi,
         history: Mapping[str, Sequence[Mapping[str, Any]]],
         seen_failed: Mapping[str, float],
     ) -> None:
         self.ms = ms
         self.now = now
-        self.gang = gang
+        self.gang = gang_.as_api(gang)
+        self.pod_groups_wanted = self.gang.pod_groups and gang_.gang_wanted(ms)
         self.history = history
         self.seen_failed = seen_failed
         self.update_revision = revision_of(ms)
@@ -157,9 +165,10 @@ class _Sync:
         self.services = {
             str(s["metadata"]["name"]): s for s in services if not uid or owned_by(s, uid)
         }
-        self.pod_group_names = {
-            str(g["metadata"]["name"]) for g in pod_groups if not uid or owned_by(g, uid)
+        self.pod_groups = {
+            str(g["metadata"]["name"]): g for g in pod_groups if not uid or owned_by(g, uid)
         }
+        self.pod_group_names = set(self.pod_groups)
         self.out = SyncPlan(revision=self.update_revision)
         self.deleted_groups: set[int] = set()
         self.deleted_pods: set[str] = set()
@@ -360,9 +369,7 @@ class _Sync:
 
     def create_missing(self, plan: GroupPlan, skip: set[str]) -> None:
         """Create what ``plan`` describes and does not exist (skipping names in ``skip``)."""
-        work = GroupWork(plan.name, plan.index)
-        if plan.pod_group is not None and plan.name not in self.pod_group_names:
-            work.pod_group = plan.pod_group
+        work = GroupWork(plan.name, plan.index, self.missing_pod_group(plan.name))
         busy = False
         for replica in plan.roles:
             for desired in replica.pods():
@@ -382,6 +389,25 @@ class _Sync:
             self.out.requeue(BUSY_RETRY_SECONDS)
         if work.steps or work.pod_group is not None:
             self.out.creates.append(work)
+
+    def missing_pod_group(self, name: str) -> dict[str, Any] | None:
+        """The PodGroup to create for ServingGroup ``name``, if it needs one and has none.
+        Made from the current ModelServing whatever the ServingGroup's revision (as Kthena)."""
+        if not self.pod_groups_wanted or name in self.pod_group_names:
+            return None
+        return gang_.pod_group(self.ms, name, self.gang)
+
+    def pod_group_updates(self, names: Iterable[str]) -> None:
+        """Bring the existing PodGroups of these ServingGroups to Kthena's spec."""
+        if not self.pod_groups_wanted:
+            return
+        for name in sorted(names):
+            existing = self.pod_groups.get(name)
+            if existing is None or (existing.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            patch = gang_.spec_changes(existing, self.ms, self.gang)
+            if patch is not None:
+                self.out.update_pod_groups[name] = patch
 
     def fresh_plan(self, index: int, current: str | None) -> GroupPlan:
         """A new ServingGroup: below the partition it is made at the current revision (as a
@@ -413,7 +439,13 @@ class _Sync:
             stale = set()
         plan = self.plan_for(group.index, rev) if rev else None
         if plan is None:
-            return  # outdated with no history: left alone until the rolling update takes it
+            # Outdated with no history: left alone until the rolling update takes it, but it
+            # gets its PodGroup.
+            name = group_name(self.ms.name, group.index)
+            missing = self.missing_pod_group(name)
+            if missing is not None:
+                self.out.creates.append(GroupWork(name, group.index, missing))
+            return
         wanted = {d.name for d in plan.pods()}
         for pod in group.live:
             if pod.name not in wanted and pod.role_id not in stale:
@@ -501,7 +533,7 @@ def sync(
     pod_groups: Iterable[Mapping[str, Any]] = (),
     *,
     now: float,
-    gang: bool = False,
+    gang: bool | gang_.VolcanoApi = False,
     history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     seen_failed: Mapping[str, float] | None = None,
 ) -> SyncPlan:
@@ -528,5 +560,6 @@ def sync(
     for index in fresh:
         s.create_missing(s.fresh_plan(index, previous), set())
     s.orphans({g.index for g in kept} | set(fresh))
+    s.pod_group_updates(group_name(ms.name, i) for i in {g.index for g in kept} | set(fresh))
     s.ready_hooks()
     return s.out

@@ -126,6 +126,46 @@ def test_volcano_flag_adds_pod_groups(capsys: pytest.CaptureFixture[str]) -> Non
     assert "PodGroup" not in kinds
 
 
+def test_volcano_pod_groups_as_kthena_makes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No gangPolicy needed; minResources summed; subGroupPolicy; Pods annotated."""
+    requests = {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}
+    doc = manifest(name="llm", roles=[role(replicas=2, workers=1)])
+    doc["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "gpu"}
+    for key in ("entryTemplate", "workerTemplate"):
+        doc["spec"]["template"]["roles"][0][key]["spec"]["containers"][0].update(requests)
+    code, out, _ = render(capsys, "-f", write(tmp_path, doc), "--volcano")
+    assert code == 0
+    objects = list(yaml.safe_load_all(out))
+    (group,) = [o for o in objects if o["kind"] == "PodGroup"]
+    assert group["spec"] == {
+        "minMember": 4,
+        "minResources": {"cpu": "2", "memory": "4Gi"},
+        "queue": "gpu",
+        "subGroupPolicy": [
+            {
+                "name": "server",
+                "subGroupSize": 2,
+                "minSubGroups": 2,
+                "labelSelector": {
+                    "matchLabels": {
+                        "modelserving.volcano.sh/name": "llm",
+                        "modelserving.volcano.sh/role": "server",
+                    }
+                },
+                "matchLabelKeys": ["modelserving.volcano.sh/role-id"],
+            }
+        ],
+    }
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert len(pods) == 4
+    for pod in pods:
+        assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "llm-0"
+        role_id = pod["metadata"]["labels"]["modelserving.volcano.sh/role-id"]
+        assert pod["metadata"]["annotations"]["volcano.sh/task-spec"] == role_id
+
+
 def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *docs: dict[str, Any]) -> str:
     code, out, err = render(capsys, "-f", write(tmp_path, *docs))
     assert code == 1

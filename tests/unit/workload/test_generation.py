@@ -211,12 +211,8 @@ def test_gang_scheduling_pod_group_and_annotations(make_manifest: ManifestFactor
     assert pod_group["metadata"]["name"] == "g-0"
     # prefill: (1 + 1 worker) x min(2, 3) = 4; decode: 1 x 2 = 2
     assert pod_group["spec"]["minMember"] == 6
-    assert pod_group["spec"]["minTaskMember"] == {
-        "prefill-0": 2,
-        "prefill-1": 2,
-        "decode-0": 1,
-        "decode-1": 1,
-    }
+    assert "minTaskMember" not in pod_group["spec"]
+    assert pod_group["spec"]["minResources"] == {}
     assert pod_group["spec"]["queue"] == "gpu"
     assert "blockOwnerDeletion" not in pod_group["metadata"]["ownerReferences"][0]
     worker = groups[0].roles[0].workers[0].pod
@@ -226,13 +222,14 @@ def test_gang_scheduling_pod_group_and_annotations(make_manifest: ManifestFactor
     }
 
 
-def test_no_gang_without_policy_or_volcano(make_ms: MakeMs) -> None:
-    ms = make_ms()
-    assert plan(ms, gang=True)[0].pod_group is None
-    assert "annotations" not in all_pods(ms, gang=True)[0].pod["metadata"]
+def test_pod_groups_without_gang_policy_but_not_without_volcano(make_ms: MakeMs) -> None:
+    ms = make_ms()  # Kthena's default schedulerName is volcano; no gangPolicy
+    assert plan(ms, gang=True)[0].pod_group is not None
+    assert (
+        "scheduling.k8s.io/group-name" in all_pods(ms, gang=True)[0].pod["metadata"]["annotations"]
+    )
+    assert plan(ms, gang=False)[0].pod_group is None
     doc_ms = make_ms(schedulerName="default-scheduler")
     doc_ms.spec.template.gang_policy = GangPolicy()
     assert plan(doc_ms, gang=True)[0].pod_group is None
-    doc_ms.spec.scheduler_name = "volcano"
-    assert plan(doc_ms, gang=True)[0].pod_group is not None
-    assert plan(doc_ms, gang=False)[0].pod_group is None
+    assert "annotations" not in all_pods(doc_ms, gang=True)[0].pod["metadata"]

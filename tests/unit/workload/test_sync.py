@@ -189,7 +189,8 @@ def test_foreign_pods_are_ignored() -> None:
     w.pods[stranger["metadata"]["name"]] = stranger
     plan = w.plan()
     assert plan.delete_pods == []
-    assert plan.creates == []  # the name is taken; nothing is created over it
+    # the name is taken; nothing is created over it (the ServingGroup still gets its PodGroup)
+    assert [w.steps for w in plan.creates] == [[]]
 
 
 def test_role_replicas_scale_inside_each_group() -> None:
