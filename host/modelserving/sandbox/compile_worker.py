@@ -97,7 +97,12 @@ def _cap_memory(extra: int) -> None:
 
 
 def _compile(params: dict[str, Any], module: bytes) -> tuple[bytes, bytes]:
-    engine = wasmtime.Engine(engine_config(int(params["stack"])))
+    config = engine_config(int(params["stack"]))
+    # One thread: an allocation refused under the address-space cap then aborts the process
+    # (reported as out of memory) instead of leaving compiler threads waiting on each other
+    # until the deadline.
+    config.parallel_compilation = False
+    engine = wasmtime.Engine(config)
     _cap_memory(int(params["memory"]))
     try:
         compiled = wasmtime.Module(engine, module)
