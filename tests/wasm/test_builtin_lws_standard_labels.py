@@ -151,6 +151,20 @@ FAULTS = [None] * 6 + ["long name", "no namespace", "group", "pod name", "unname
 
 ANY_FAULT = st.sampled_from(FAULTS)
 
+LWS = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "uid": "u"}
+NOT_LWS_OWNERS: list[Any] = [
+    [],
+    [{"kind": "Deployment", "name": "d"}],
+    [{**LWS, "name": ""}],  # no name: not an owner to use
+    [{"kind": "leaderworkerset", "name": "x"}],
+    "not-a-list",
+]
+LWS_OWNERS: list[Any] = [
+    [{**LWS, "name": "lws"}],
+    [{"kind": "Deployment", "name": "d"}, {**LWS, "name": "w-2"}, {**LWS, "name": "second"}],
+    [{"kind": "LeaderWorkerSet", "name": "名前"}],
+]
+
 
 @st.composite
 def cases(draw: st.DrawFn, faults: st.SearchStrategy[str | None] = ANY_FAULT) -> Case:
@@ -161,6 +175,13 @@ def cases(draw: st.DrawFn, faults: st.SearchStrategy[str | None] = ANY_FAULT) ->
     metadata: dict[str, Any] = {"name": ms_name}
     if namespace is not None or draw(st.booleans()):
         metadata["namespace"] = namespace  # None here: an explicit null
+    # Owners that are not an LWS, or (when no fault is about the ModelServing) an owning LWS.
+    owners = st.sampled_from(NOT_LWS_OWNERS)
+    if fault not in ("long name", "no namespace"):
+        owners = owners | st.sampled_from(LWS_OWNERS)
+    owner_refs = draw(st.none() | owners)
+    if owner_refs is not None:
+        metadata["ownerReferences"] = owner_refs
 
     group_index = str(draw(ordinals))
     group = f"{ms_name}-{group_index}"
@@ -352,6 +373,36 @@ def test_the_group_key_is_hashlibs_sha1(
     [op] = response["patch"]
     expected = hashlib.sha1(f"{namespace}/llm-0".encode()).hexdigest()
     assert op["value"][GROUP_KEY_LABEL] == expected
+
+
+@pytest.mark.parametrize("runtime", ["native", "wasm"])
+def test_with_an_owning_lws_the_name_and_key_are_kthenas(
+    sandbox: Sandbox, compiled: CompiledModule, runtime: str
+) -> None:
+    """Kthena: name from the LWS, key SHA-1 of ``<lws>-<index>``; no namespace needed."""
+    metadata = {"name": "llm", "ownerReferences": [{**LWS, "name": "my-lws"}]}
+    case = _case(metadata, group="llm-4")
+    response = decoded(native(case) if runtime == "native" else wasm(sandbox, compiled, case))
+    [op] = response["patch"]
+    assert op["value"] == {
+        NAME_LABEL: "my-lws",
+        GROUP_INDEX_LABEL: "4",
+        WORKER_INDEX_LABEL: "0",
+        GROUP_KEY_LABEL: hashlib.sha1(b"my-lws-4").hexdigest(),
+    }
+
+
+@pytest.mark.parametrize("runtime", ["native", "wasm"])
+def test_a_too_long_lws_name_is_refused(
+    sandbox: Sandbox, compiled: CompiledModule, runtime: str
+) -> None:
+    lws = "l" * 64
+    case = _case({"name": "llm", "namespace": "a", "ownerReferences": [{**LWS, "name": lws}]})
+    response = decoded(native(case) if runtime == "native" else wasm(sandbox, compiled, case))
+    assert response == {
+        "error": f"LeaderWorkerSet name '{lws}' has 64 characters, more than the 63 a label "
+        "value may have"
+    }
 
 
 def _pod_template(container: str) -> dict[str, Any]:

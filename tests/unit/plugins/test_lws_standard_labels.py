@@ -30,10 +30,14 @@ from modelserving.workload.plan import plan
 from tests.unit.plugins.conftest import apply, sample_pod
 
 
-def model_serving(name: str = "llm", namespace: str | None = "team-a") -> ModelServing:
+def model_serving(
+    name: str = "llm", namespace: str | None = "team-a", owners: Any = None
+) -> ModelServing:
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
+    if owners is not None:
+        metadata["ownerReferences"] = owners
     return ModelServing.model_validate(
         {
             "metadata": metadata,
@@ -194,6 +198,40 @@ def test_the_group_key_is_the_sha1_of_namespace_and_group() -> None:
     ms = model_serving("m", "prod")
     [op] = run(request(pod, group="m-0", ms=ms))
     assert op["value"][GROUP_KEY_LABEL] == hashlib.sha1(b"prod/m-0").hexdigest()
+
+
+LWS = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "uid": "u"}
+
+
+@pytest.mark.parametrize(
+    ("owners", "name", "key"),
+    [
+        # Kthena (plugins/lws_labels_plugin.go): the first owner of kind LeaderWorkerSet with a
+        # name gives the name label, and the key is the SHA-1 of "<lws>-<groupIndex>".
+        ([{**LWS, "name": "my-lws"}], "my-lws", sha1("my-lws-5")),
+        (
+            [{"kind": "Deployment", "name": "d"}, {**LWS, "name": ""}, {**LWS, "name": "b"}],
+            "b",
+            sha1("b-5"),
+        ),
+        # Without one, the documented behaviour: the ModelServing's name, namespace/group key.
+        (None, "llm", sha1("team-a/llm-5")),
+        ([{"kind": "Deployment", "name": "d"}], "llm", sha1("team-a/llm-5")),
+        ([{"kind": "leaderworkerset", "name": "x"}], "llm", sha1("team-a/llm-5")),
+    ],
+)
+def test_an_owning_lws_gives_the_name_and_key(owners: Any, name: str, key: str) -> None:
+    req = request(named("llm-5-server-0-0"), group="llm-5", ms=model_serving(owners=owners))
+    [op] = run(req)
+    assert op["value"][NAME_LABEL] == name
+    assert op["value"][GROUP_KEY_LABEL] == key
+    assert op["value"][GROUP_INDEX_LABEL] == "5"
+
+
+def test_with_an_owning_lws_no_namespace_is_needed() -> None:
+    ms = model_serving(namespace=None, owners=[{**LWS, "name": "w"}])
+    [op] = run(request(named("llm-0-server-0-0"), ms=ms))
+    assert op["value"][GROUP_KEY_LABEL] == sha1("w-0")
 
 
 def test_a_63_character_name_is_accepted() -> None:

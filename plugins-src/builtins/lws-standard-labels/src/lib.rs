@@ -8,14 +8,16 @@
 //! an LWS *group* is a ServingGroup and the *leader* is an entry Pod. Merged into
 //! `metadata.labels`, overwriting same keys, in this order:
 //!
-//! * `leaderworkerset.sigs.k8s.io/name`: the ModelServing's name;
+//! * `leaderworkerset.sigs.k8s.io/name`: the owning LWS's name, else the ModelServing's;
 //! * `leaderworkerset.sigs.k8s.io/group-index`: the ServingGroup's ordinal (`<ms>-<index>`);
 //! * `leaderworkerset.sigs.k8s.io/worker-index`: `"0"` for an entry Pod, else k of the Pod's
 //!   name `<group>-<roleId>-<k>` (k >= 1);
-//! * `leaderworkerset.sigs.k8s.io/group-key`: the hex SHA-1 of `<namespace>/<servingGroup>`.
+//! * `leaderworkerset.sigs.k8s.io/group-key`: the hex SHA-1 of `<lws>-<index>` with an owning
+//!   LWS (Kthena's), else of `<namespace>/<servingGroup>`.
 //!
-//! A name that breaks the controller's naming, a ModelServing without a name or namespace, or
-//! one whose name is too long for a label value fails the hook with a message.
+//! The owning LWS is the ModelServing's first ownerReference of kind `LeaderWorkerSet` with a
+//! name. A name that breaks the controller's naming, a ModelServing without a name (or, with no
+//! owning LWS, without a namespace), or a name label value too long fails the hook.
 
 use modelserving_plugin::config::Fields;
 use modelserving_plugin::{export_plugin, PodPatch, RawValue, Request, Value};
@@ -68,6 +70,39 @@ pub fn group_key(namespace: &str, serving_group: &str) -> String {
     sha1::hex_digest(input.as_bytes())
 }
 
+/// Kthena's group key under an owning LWS: the lowercase hex SHA-1 of `<lws>-<index>`.
+pub fn owned_group_key(lws: &str, index: &str) -> String {
+    let mut input = String::with_capacity(lws.len() + 1 + index.len());
+    input.push_str(lws);
+    input.push('-');
+    input.push_str(index);
+    sha1::hex_digest(input.as_bytes())
+}
+
+/// The name of the first owner of kind `LeaderWorkerSet` that has a name.
+fn owning_lws(ms: RawValue<'_>) -> Option<&str> {
+    let refs = ms.get("metadata")?.get("ownerReferences")?;
+    if refs.kind() != modelserving_plugin::raw::Kind::Array {
+        return None;
+    }
+    refs.iter_array().find_map(|r| {
+        let kind = r.get("kind").and_then(RawValue::as_str);
+        let name = r.get("name").and_then(RawValue::as_str).unwrap_or("");
+        (kind == Some("LeaderWorkerSet") && !name.is_empty()).then_some(name)
+    })
+}
+
+fn too_long(what: &str, value: &str) -> Result<(), String> {
+    let chars = value.chars().count();
+    if chars > MAX_LABEL_VALUE {
+        return Err(format!(
+            "{what} name '{value}' has {chars} characters, more than the \
+             {MAX_LABEL_VALUE} a label value may have"
+        ));
+    }
+    Ok(())
+}
+
 fn string_at<'a>(object: RawValue<'a>, field: &str) -> Option<&'a str> {
     object
         .get("metadata")
@@ -75,24 +110,22 @@ fn string_at<'a>(object: RawValue<'a>, field: &str) -> Option<&'a str> {
         .and_then(RawValue::as_str)
 }
 
-/// The ModelServing's name and namespace, checked.
-fn model_serving(ms: RawValue<'_>) -> Result<(&str, &str), String> {
+/// The ModelServing's name, its namespace ("" with an owning LWS) and the owning LWS, checked.
+fn model_serving(ms: RawValue<'_>) -> Result<(&str, &str, Option<&str>), String> {
     let name = string_at(ms, "name").unwrap_or("");
     if name.is_empty() {
         return Err("the ModelServing has no metadata.name".to_owned());
     }
+    let lws = owning_lws(ms);
     let namespace = string_at(ms, "namespace").unwrap_or("");
-    if namespace.is_empty() {
+    if lws.is_none() && namespace.is_empty() {
         return Err(format!("ModelServing '{name}' has no metadata.namespace"));
     }
-    let chars = name.chars().count();
-    if chars > MAX_LABEL_VALUE {
-        return Err(format!(
-            "ModelServing name '{name}' has {chars} characters, more than the \
-             {MAX_LABEL_VALUE} a label value may have"
-        ));
+    match lws {
+        Some(owner) => too_long("LeaderWorkerSet", owner)?,
+        None => too_long("ModelServing", name)?,
     }
-    Ok((name, namespace))
+    Ok((name, namespace, lws))
 }
 
 fn group_index<'g>(ms_name: &str, serving_group: &'g str) -> Result<&'g str, String> {
@@ -124,14 +157,18 @@ pub fn lws_labels(
     at: Placement<'_>,
     pod: RawValue<'_>,
 ) -> Result<[(&'static str, String); 4], String> {
-    let (ms_name, namespace) = model_serving(ms)?;
+    let (ms_name, namespace, lws) = model_serving(ms)?;
     let group = group_index(ms_name, at.serving_group)?;
     let worker = worker_index(at, pod)?;
+    let key = match lws {
+        Some(owner) => owned_group_key(owner, group),
+        None => group_key(namespace, at.serving_group),
+    };
     Ok([
-        (NAME_LABEL, ms_name.to_owned()),
+        (NAME_LABEL, lws.unwrap_or(ms_name).to_owned()),
         (GROUP_INDEX_LABEL, group.to_owned()),
         (WORKER_INDEX_LABEL, worker.to_owned()),
-        (GROUP_KEY_LABEL, group_key(namespace, at.serving_group)),
+        (GROUP_KEY_LABEL, key),
     ])
 }
 
