@@ -79,7 +79,7 @@ crds-check: setup ## fail when crds/ does not match the API models
 # integration tests run last and wait for it (its file lock); the build stops with `make test`.
 BUILD_LOG := $(CACHE)/kube/background-build.log
 
-test: setup system-deps wasm-tools ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
+test: setup system-deps smith ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
 	@mkdir -p $(dir $(BUILD_LOG)); \
 	nice -n 10 $(PY) -m modelserving.devcluster build > $(BUILD_LOG) 2>&1 & build=$$!; \
 	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' EXIT; \
@@ -175,43 +175,43 @@ kthena-revision-check: ## (opt-in, builds Go) the Kthena type schema is fresh an
 # --- end kthena-revision ---
 
 # --- fuzz ---
-# wasm-tools, for its `smith` subcommand (random valid modules from random bytes), which the
-# module fuzz test (tests/wasm/test_fuzz_modules.py) feeds through the sandbox. Built from
-# crates.io at a pinned version (--locked: the crate's own Cargo.lock) with only the smith and
-# print subcommands, into the cache; about 3 minutes on 2 cores, once per version. Debian's Rust
-# 1.63 (plugins-src/build.sh) is too old for any wasm-tools whose smith takes --exports (1.201,
-# 2024, and later), and Debian's newer rustc-web conflicts with it, so the build uses the machine's
-# rustup toolchain (WASM_TOOLS_TOOLCHAIN, at least the version's rust-version, 1.88), with
-# build.sh's CARGO_HOME. The tests find the binary through $(WASM_TOOLS), exported below.
-.PHONY: wasm-tools fuzz
+# ms-smith (tests/wasm/smith): random valid modules from random bytes, through the wasm-smith
+# library with `wasm-tools smith`'s configuration names, and a module's text for reports; the
+# module fuzz test (tests/wasm/test_fuzz_modules.py) feeds them through the sandbox. Built from
+# its own Cargo.lock (exact crates from crates.io, --locked) into the cache under a key of its
+# sources, with rustup's pinned toolchain (wasm-smith needs Rust 1.88 or later; Debian's 1.63 of
+# plugins-src/build.sh is too old) and build.sh's CARGO_HOME: about 40 s on 2 cores, once.
+# The tests find the binary through $(SMITH), exported below.
+.PHONY: smith fuzz
 
-WASM_TOOLS_VERSION := 1.263.0
-WASM_TOOLS_HOME := $(CACHE)/wasm-tools-$(WASM_TOOLS_VERSION)
-WASM_TOOLS := $(WASM_TOOLS_HOME)/bin/wasm-tools
-WASM_TOOLS_TOOLCHAIN ?= stable
+SMITH_SRC := tests/wasm/smith
+SMITH_KEY := $(shell cat $(SMITH_SRC)/Cargo.toml $(SMITH_SRC)/Cargo.lock $(SMITH_SRC)/src/main.rs 2>/dev/null | sha256sum | cut -c1-12)
+SMITH_HOME := $(CACHE)/smith-$(SMITH_KEY)
+SMITH := $(SMITH_HOME)/ms-smith
+SMITH_TOOLCHAIN ?= 1.95.0
 RUSTUP ?= $(or $(shell command -v rustup 2>/dev/null),$(HOME)/.cargo/bin/rustup)
 # rustup's toolchains: $$RUSTUP_HOME, else ~/.rustup, else the .rustup beside the .cargo/bin that
 # holds rustup (under another home, as in `make fresh-check`, rustup is still reachable by PATH).
 RUSTUP_HOME ?= $(firstword $(wildcard $(HOME)/.rustup $(abspath $(dir $(RUSTUP))../../.rustup)))
-export WASM_TOOLS
+export SMITH
 
-wasm-tools: $(WASM_TOOLS) ## install the pinned wasm-tools (smith) into the cache, for the fuzz tests
+smith: $(SMITH) ## build ms-smith (random modules for the fuzz tests) into the cache
 
-$(WASM_TOOLS):
-	@[ -x "$(RUSTUP)" ] || { echo "error: wasm-tools $(WASM_TOOLS_VERSION) is built with rustup's Rust (1.88 or later; Debian's 1.63 is too old): no rustup found (RUSTUP=...)" >&2; exit 1; }
-	@rm -rf $(WASM_TOOLS_HOME) $(WASM_TOOLS_HOME).partial && mkdir -p $(WASM_TOOLS_HOME).partial $(CACHE)/cargo
+$(SMITH):
+	@[ -x "$(RUSTUP)" ] || { echo "error: ms-smith is built with rustup's Rust $(SMITH_TOOLCHAIN) (Debian's 1.63 is too old): no rustup found (RUSTUP=...)" >&2; exit 1; }
+	@rm -rf $(SMITH_HOME) $(SMITH_HOME).partial && mkdir -p $(SMITH_HOME).partial $(CACHE)/cargo
 	env -u RUSTFLAGS -u CARGO_TARGET_DIR -u CARGO_BUILD_TARGET -u RUSTC_WRAPPER -u RUSTC \
 		CARGO_HOME=$(CACHE)/cargo $(if $(RUSTUP_HOME),RUSTUP_HOME=$(RUSTUP_HOME)) \
-		nice -n 10 $(RUSTUP) run $(WASM_TOOLS_TOOLCHAIN) cargo install --quiet --locked \
-		--version $(WASM_TOOLS_VERSION) --no-default-features --features smith,print \
-		--target-dir $(WASM_TOOLS_HOME).partial/target --root $(WASM_TOOLS_HOME).partial wasm-tools
-	@rm -rf $(WASM_TOOLS_HOME).partial/target
-	@mv $(WASM_TOOLS_HOME).partial $(WASM_TOOLS_HOME) && $(WASM_TOOLS) --version
+		nice -n 10 $(RUSTUP) run $(SMITH_TOOLCHAIN) cargo build --quiet --locked --release \
+		--manifest-path $(SMITH_SRC)/Cargo.toml --target-dir $(SMITH_HOME).partial/target
+	@cp $(SMITH_HOME).partial/target/release/ms-smith $(SMITH_HOME).partial/ms-smith
+	@rm -rf $(SMITH_HOME).partial/target
+	@mv $(SMITH_HOME).partial $(SMITH_HOME)
 
 # The fuzz tests, longer: FUZZ_COUNT random modules (default 2000) and FUZZ_EXAMPLES hypothesis
 # examples a response test (default 5000), from FUZZ_SEED (default: a new one, printed first).
 # A failure prints the seed and the module's index: FUZZ_SEED=<seed> makes the same campaign.
-fuzz: setup wasm-tools ## a long fuzz campaign: random modules and responses through the sandbox (FUZZ_SEED, FUZZ_COUNT)
+fuzz: setup smith ## a long fuzz campaign: random modules and responses through the sandbox (FUZZ_SEED, FUZZ_COUNT)
 	@seed=$${FUZZ_SEED:-$$RANDOM$$RANDOM}; echo "fuzz: FUZZ_SEED=$$seed"; \
 	FUZZ_SEED=$$seed FUZZ_COUNT=$${FUZZ_COUNT:-2000} FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-5000} \
 		$(BIN)/pytest tests/wasm/test_fuzz.py tests/wasm/test_fuzz_modules.py \

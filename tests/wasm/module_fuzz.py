@@ -3,7 +3,8 @@
 Each module comes from its own random bytes (derived from the campaign's seed and the module's
 index, so any one module can be made again alone) in one of five shapes:
 
-- ``abi``: ``wasm-tools smith`` with ``--exports`` of a template that has the exports of ABI v1
+- ``abi``: ``ms-smith`` (wasm-smith, ``tests/wasm/smith``) with ``--exports`` of a template that
+  has the exports of ABI v1
   (marker, ``memory``, ``ms_alloc``, some hooks, at times ``_initialize`` and ``ms_free``) and
   ``--available-imports`` of ``modelserving.log`` and some WASI functions: random code that loads
   and really gets called, with random proposals, traps allowed or not, loops ended or not;
@@ -36,8 +37,8 @@ checked:
 Run by ``tests/wasm/test_fuzz_modules.py`` in a child process (a crash kills the child, not
 pytest) and by ``make fuzz``::
 
-    python -m tests.wasm.module_fuzz --wasm-tools PATH --seed 7 --count 150
-    python -m tests.wasm.module_fuzz --wasm-tools PATH --seed 7 --only 42 --save DIR
+    python -m tests.wasm.module_fuzz --smith PATH --seed 7 --count 150
+    python -m tests.wasm.module_fuzz --smith PATH --seed 7 --only 42 --save DIR
 
 It prints JSON lines as it goes (``{"make": i}`` before module i is generated, ``{"start": i,
 ...}`` before it is run), so the parent can name the module that crashed or hung, then
@@ -225,8 +226,8 @@ class RecordingSandbox(Sandbox):
 class Generator:
     """Makes module ``i`` of a campaign from the seed alone; templates are written to ``work``."""
 
-    def __init__(self, wasm_tools: str, seed: int, work: Path) -> None:
-        self.wasm_tools = wasm_tools
+    def __init__(self, smith_binary: str, seed: int, work: Path) -> None:
+        self.smith_binary = smith_binary
         self.seed = seed
         self.work = work
 
@@ -242,17 +243,24 @@ class Generator:
         return Module(index, shape, detail, wasm)
 
     def smith(self, args: list[str], seed_bytes: bytes) -> bytes | None:
+        config, fuel = smith_config(args)
+        path = (
+            self.work
+            / f"config-{hashlib.sha256(json.dumps(config).encode()).hexdigest()[:16]}.json"
+        )
+        if not path.exists():
+            path.write_text(json.dumps(config))
         run = subprocess.run(
-            [self.wasm_tools, "smith", *args],
+            [self.smith_binary, "generate", str(path), *([str(fuel)] if fuel is not None else [])],
             input=seed_bytes,
             capture_output=True,
             check=False,
             timeout=60,
         )
-        if run.returncode == 2:  # "failed to generate a module from the input seed": rare
+        if run.returncode == 2:  # the seed was too short to make a module: rare
             return None
         if run.returncode != 0:
-            raise RuntimeError(f"wasm-tools smith {args}: {run.stderr.decode(errors='replace')}")
+            raise RuntimeError(f"ms-smith {args}: {run.stderr.decode(errors='replace')}")
         return run.stdout
 
     def file(self, wat: str) -> str:
@@ -298,6 +306,31 @@ class Generator:
 
     def _random(self, rng: random.Random) -> tuple[list[str], str]:
         return [], "no template"
+
+
+def smith_config(args: list[str]) -> tuple[dict[str, Any], int | None]:
+    """``wasm-tools smith``-style switches as ms-smith's JSON configuration (the same names),
+    and the fuel of ``--ensure-termination`` (None: loops may run forever)."""
+    config: dict[str, Any] = {}
+    fuel: int | None = None
+    terminate = False
+    items = iter(args)
+    for item in items:
+        name, _, value = item.removeprefix("--").partition("=")
+        if name == "ensure-termination":
+            terminate = True
+            continue
+        if not value:
+            value = next(items)
+        if name == "fuel":
+            fuel = int(value)
+        elif value in ("true", "false"):
+            config[name] = value == "true"
+        elif value.isdigit():
+            config[name] = int(value)
+        else:
+            config[name] = value
+    return config, (fuel if fuel is not None else 100) if terminate else None
 
 
 def abi_template(rng: random.Random, brk: dict[str, str | None]) -> str:
@@ -646,7 +679,7 @@ def campaign_main(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.wasm.module_fuzz")
-    parser.add_argument("--wasm-tools", required=True, help="the wasm-tools binary (smith)")
+    parser.add_argument("--smith", required=True, help="the ms-smith binary (make smith)")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--only", type=int, action="append", help="only module N (repeatable)")
@@ -656,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     indices = args.only or list(range(args.count))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="module-fuzz-") as work:
-        generator = Generator(args.wasm_tools, args.seed, Path(work))
+        generator = Generator(args.smith, args.seed, Path(work))
         if args.generate_only:
             for index in indices:
                 module = generator.module(index)

@@ -1,4 +1,4 @@
-"""Random modules (``wasm-tools smith``) and random responses through load, call, the plugin
+"""Random modules (``ms-smith``, wasm-smith) and random responses through load, call, the plugin
 adapter and the patch policy: every outcome is a result or one failure class, within the limits,
 and nothing crashes.
 
@@ -6,15 +6,15 @@ The campaign (``tests/wasm/module_fuzz.py``, which says what it generates and ch
 child process, so a crash of the host (a segfault in wasmtime, an abort in Extism) or a hang
 fails this test naming the seed and the module, instead of killing pytest. ``make test`` runs a
 fixed seed and count; ``make fuzz`` a longer campaign (``FUZZ_SEED``, ``FUZZ_COUNT``). Both build
-the pinned wasm-tools first (``make wasm-tools``) and pass it in ``WASM_TOOLS``; run alone,
-without it built, the test is skipped.
+ms-smith first (``make smith``) and pass it in ``SMITH``; run alone, without it built, the
+test is skipped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,32 +32,35 @@ CHILD_TIMEOUT = max(100.0, COUNT * 1.0)
 SHOWN = 5
 
 
-def cached_wasm_tools() -> Path:
-    """Where ``make wasm-tools`` installs the version the Makefile pins."""
-    match = re.search(r"^WASM_TOOLS_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert match is not None, "the Makefile pins no WASM_TOOLS_VERSION"
+def cached_smith() -> Path:
+    """Where ``make smith`` puts the binary of the current sources (the key the Makefile uses:
+    the first 12 hex digits of the sha256 of Cargo.toml, Cargo.lock and src/main.rs)."""
+    source = ROOT / "tests" / "wasm" / "smith"
+    digest = hashlib.sha256()
+    for part in ("Cargo.toml", "Cargo.lock", "src/main.rs"):
+        digest.update((source / part).read_bytes())
     cache = os.environ.get("MODELSERVING_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "modelserving"
     )
-    return Path(cache) / f"wasm-tools-{match.group(1)}" / "bin" / "wasm-tools"
+    return Path(cache) / f"smith-{digest.hexdigest()[:12]}" / "ms-smith"
 
 
-def wasm_tools() -> str:
-    """The wasm-tools to use: make's (it must exist), else the cached one, else skip."""
-    given = os.environ.get("WASM_TOOLS")
+def smith() -> str:
+    """The ms-smith to use: make's (it must exist), else the cached one, else skip."""
+    given = os.environ.get("SMITH")
     if given:
-        assert Path(given).is_file(), f"WASM_TOOLS={given} does not exist (make wasm-tools)"
+        assert Path(given).is_file(), f"SMITH={given} does not exist (make smith)"
         return given
-    cached = cached_wasm_tools()
+    cached = cached_smith()
     if not cached.is_file():
-        pytest.skip(f"no wasm-tools at {cached}: `make wasm-tools` builds it (make test does)")
+        pytest.skip(f"no ms-smith at {cached}: `make smith` builds it (make test does)")
     return str(cached)
 
 
 def campaign(
     tool: str, *args: str, timeout: float | None = None
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "tests.wasm.module_fuzz", "--wasm-tools", tool, *args]
+    command = [sys.executable, "-m", "tests.wasm.module_fuzz", "--smith", tool, *args]
     return subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -76,7 +79,7 @@ def reproducer(tool: str, index: int, where: Path) -> str:
         tool, "--seed", str(SEED), "--only", str(index), "--save", str(where), "--generate-only"
     )
     path = where / f"module-{SEED}-{index}.wasm"
-    command = f"python -m tests.wasm.module_fuzz --wasm-tools {tool} --seed {SEED} --only {index}"
+    command = f"python -m tests.wasm.module_fuzz --smith {tool} --seed {SEED} --only {index}"
     if not path.is_file():
         return f"{command}\n(smith made no module from these bytes)"
     wat = subprocess.run(
@@ -88,7 +91,7 @@ def reproducer(tool: str, index: int, where: Path) -> str:
 
 
 def test_random_modules_end_in_a_result_or_a_failure_class(tmp_path: Path) -> None:
-    tool = wasm_tools()
+    tool = smith()
     seed_args = ("--seed", str(SEED), "--count", str(COUNT))
     out: str | bytes | None
     err: str | bytes | None
@@ -106,7 +109,7 @@ def test_random_modules_end_in_a_result_or_a_failure_class(tmp_path: Path) -> No
         if "start" in last:
             what = f"running module {last}:\n{reproducer(tool, last['start'], tmp_path)}"
         else:
-            what = f"making module {last.get('make')} (wasm-tools smith)" if last else "starting"
+            what = f"making module {last.get('make')} (ms-smith)" if last else "starting"
         pytest.fail(f"the campaign (seed {SEED}) died ({died}) {what}\nstderr:\n{stderr}")
     result = got[-1]
     print(json.dumps({k: v for k, v in result.items() if k != "findings"}, indent=1))
