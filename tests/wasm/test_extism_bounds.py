@@ -25,6 +25,7 @@ import pytest
 from modelserving.api.hook import Hook
 from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings, extism_call
 from modelserving.sandbox.cache import CompiledModule
+from modelserving.sandbox.extism_call import extism_cache_config
 from tests.processes import mentioning, wait_until_gone
 from tests.wasm.guests import extism_copy_out, extism_function, extism_guest, extism_responding
 
@@ -410,3 +411,28 @@ def test_extism_writes_no_wasmtime_cache(
     sandbox = own()
     sandbox.call(sandbox.load(OK), Hook.ON_POD_CREATE, b"", sandbox.limits())
     assert list(home.rglob("*")) == []
+
+
+def test_extism_compiles_into_the_sandboxs_own_cache(
+    tmp_path: Path, own: Callable[..., Sandbox]
+) -> None:
+    """Extism's compile cache lives in the sandbox's cache directory, so a new worker (a
+    restart, a kill) does not compile the module again."""
+    sandbox = own()
+    sandbox.call(sandbox.load(OK), Hook.ON_POD_CREATE, b"", sandbox.limits())
+    assert sandbox.settings.cache_dir is not None
+    artifacts = sandbox.settings.cache_dir / "extism" / "artifacts"
+    stored = [p for p in artifacts.rglob("*") if p.is_file()]
+    assert stored, "nothing in the sandbox's Extism cache"
+    config = extism_cache_config(sandbox.settings)
+    assert 'files-total-size-soft-limit = "' in Path(config).read_text()
+
+
+def test_no_extism_cache_without_a_private_directory(tmp_path: Path) -> None:
+    assert extism_cache_config(SandboxSettings(cache_dir=None)) == ""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert extism_cache_config(SandboxSettings(cache_dir=shared)) == ""
+    private = tmp_path / "private"
+    assert extism_cache_config(SandboxSettings(cache_dir=private)).startswith(str(private))

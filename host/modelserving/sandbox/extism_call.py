@@ -35,6 +35,7 @@ import os
 import re
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -47,7 +48,7 @@ from typing import Any
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.call import CallFailure, CallResult
 from modelserving.sandbox.errors import cause_line
-from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings, setting_name
+from modelserving.sandbox.settings import MIB, WASM_PAGE, Limits, SandboxSettings, setting_name
 
 _WORKER = Path(__file__).with_name("extism_worker.py")
 GRACE_MS = 100
@@ -94,9 +95,10 @@ class _Gone(Exception):
 class _Process:
     """One running worker: its pipes, and what it printed but was not read yet."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, cache_config: str) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXTISM_")}
-        env["EXTISM_CACHE_CONFIG"] = ""  # no wasmtime cache (by default in ~/.cache/wasmtime)
+        # Extism's compile cache: ours (see extism_cache_config), never ~/.cache/wasmtime.
+        env["EXTISM_CACHE_CONFIG"] = cache_config
         liveness, self._alive = os.pipe()
         try:
             self.popen = subprocess.Popen(
@@ -262,6 +264,36 @@ class _Request:
         }
 
 
+def extism_cache_config(settings: SandboxSettings) -> str:
+    """The wasmtime cache configuration Extism is started with: a file naming ``extism/`` in the
+    sandbox's cache directory, bounded to a quarter of ``cache_max_bytes`` (wasmtime evicts
+    beyond it), so a module is compiled by Extism once per machine, not once per worker start
+    (the standard Go example takes seconds). Empty (no cache) without a cache directory, or when
+    that directory is not private to this user: a cached plugin is native code."""
+    if settings.cache_dir is None:
+        return ""
+    where = settings.cache_dir / "extism"
+    try:
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for path in (settings.cache_dir, where):
+            st = os.stat(path, follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                return ""
+        config = where / "wasmtime-cache.toml"
+        text = (
+            "[cache]\n"
+            f"directory = {json.dumps(str(where / 'artifacts'))}\n"
+            f'files-total-size-soft-limit = "{max(1, settings.cache_max_bytes // 4 // MIB)}Mi"\n'
+        )
+        if not config.is_file() or config.read_text() != text:
+            partial = where / f".config-{os.getpid()}.toml"
+            partial.write_text(text)
+            os.replace(partial, config)
+    except OSError:
+        return ""
+    return str(config)
+
+
 class ExtismWorker:
     """Runs the Extism modules of one sandbox in its worker process, one request at a time."""
 
@@ -365,7 +397,9 @@ class ExtismWorker:
         if process is None or not process.alive():
             self._slot.stop()
             try:
-                process = _Process(self._settings.extism_compiled_plugins)
+                process = _Process(
+                    self._settings.extism_compiled_plugins, extism_cache_config(self._settings)
+                )
             except OSError as exc:
                 raise _Gone(f"it could not be started: {exc}") from None
             self._slot.process = process
