@@ -42,16 +42,21 @@ _SUFFIXES: dict[str, tuple[int, int, str]] = {
 }
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _GO_INT = re.compile(r"[+-]?[0-9]+")
-# What Go's strings.TrimSpace removes (unicode.IsSpace).
-_GO_SPACE = (
-    "\t\n\v\f\r \x85\xa0\u1680"
-    + "".join(map(chr, range(0x2000, 0x200B)))
-    + ("\u2028\u2029\u202f\u205f\u3000")
-)
+# What Go's strings.TrimSpace removes (unicode.IsSpace) and its JSON encoder writes unescaped.
+_GO_SPACE = " \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u202f\u205f\u3000"
+# What Go's JSON encoder escapes: UnmarshalJSON then sees the escape, not the character.
+_ESCAPED = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029]')
+
+
+# Beyond these, decoding would take Go (and us) unbounded time and memory (a 1e-999999999 is a
+# 10**999999990 division): such a quantity is treated as one Go cannot decode.
+_MAX_TEXT = 256
+_MAX_SHIFT = 1000
 
 
 class QuantityError(ValueError):
-    """The text is not a quantity Go would decode (Kthena's API server refuses it)."""
+    """The text is not a quantity Go would decode (Kthena's API server refuses it), or one
+    too large to decode in bounded time."""
 
 
 def _split(text: str) -> tuple[bool, str, str, str, str]:
@@ -151,6 +156,8 @@ def parse_quantity(text: str) -> dict[str, Any]:
     """``resource.ParseQuantity``'s result as Go field values (struct fields by Go name)."""
     if not text:
         raise QuantityError("quantity is empty")
+    if len(text) > _MAX_TEXT:
+        raise QuantityError(f"quantity of {len(text)} characters is too long")
     if text == "0":
         return {"Format": "DecimalSI", "s": "0"}
     positive, value, num, denom, suffix = _split(text)
@@ -180,6 +187,8 @@ def parse_quantity(text: str) -> dict[str, Any]:
     unscaled, dec_scale = _dec_from_string(value)
     if base == 10:
         dec_scale -= exponent
+        if abs(dec_scale - 9) > _MAX_SHIFT:
+            raise QuantityError(f"quantity {text!r}: exponent out of range")
     else:
         unscaled *= 1 << exponent
     negative = unscaled < 0
@@ -221,6 +230,10 @@ def go_json_number(value: int | float) -> str:
 
 @lru_cache(maxsize=4096)
 def go_quantity(raw: str | int | float) -> dict[str, Any]:
-    """The Quantity ``UnmarshalJSON`` makes of a JSON value (a string, or a number as text)."""
+    """The Quantity ``UnmarshalJSON`` makes of a JSON value: it strips the quotes of the JSON
+    text the API server wrote (it does not unescape it) or takes a number's text, trims spaces
+    and parses."""
     text = raw if isinstance(raw, str) else go_json_number(raw)
+    if _ESCAPED.search(text):
+        raise QuantityError(f"quantity {text!r} holds a character JSON escapes")
     return parse_quantity(text.strip(_GO_SPACE))
