@@ -21,7 +21,7 @@
 // with the v1alpha1 import pointing at a copy of Kthena's source (a go.mod replace of
 // github.com/volcano-sh/kthena): `schema` must print the committed file unchanged, and Kthena's
 // utils.ModelServingRevision and utils.CalRoleTemplateHash must give every vector. Both held at
-// commit 3cc0572 (46 vectors).
+// commit 3cc0572 (66 vectors).
 package main
 
 import (
