@@ -158,7 +158,7 @@ wasm-go-test: ## go vet and go test of the Go SDK and examples (natively; replay
 # --- end wasm ---
 
 # --- kthena-revision ---
-# Kthena's revision and role-template-hash values: tools/kthena-revision (Go, a build-time tool;
+# Kthena's revision and role-template-hash values: tests/kthena-revision (Go, a build-time tool;
 # nothing at run time needs Go) writes the Go type schema the Python hashes render from
 # (host/modelserving/data/kthena-role-types.json) and, given Kthena's ModelServing CRD
 # (KTHENA_CRD=<file>), the test vectors the unit tests replay (tests/data/kthena-revision/). The
@@ -167,11 +167,11 @@ wasm-go-test: ## go vet and go test of the Go SDK and examples (natively; replay
 .PHONY: kthena-revision kthena-revision-check
 
 kthena-revision: ## regenerate the Kthena type schema; with KTHENA_CRD=<Kthena's CRD file> also the revision vectors
-	MODELSERVING_CACHE=$(CACHE) bash tools/kthena-revision/run.sh types
-	$(if $(KTHENA_CRD),MODELSERVING_CACHE=$(CACHE) bash tools/kthena-revision/run.sh vectors $(KTHENA_CRD))
+	MODELSERVING_CACHE=$(CACHE) bash tests/kthena-revision/run.sh types
+	$(if $(KTHENA_CRD),MODELSERVING_CACHE=$(CACHE) bash tests/kthena-revision/run.sh vectors $(KTHENA_CRD))
 
 kthena-revision-check: ## (opt-in, builds Go) the Kthena type schema is fresh and our CRD gives Kthena's revisions
-	MODELSERVING_CACHE=$(CACHE) bash tools/kthena-revision/run.sh check
+	MODELSERVING_CACHE=$(CACHE) bash tests/kthena-revision/run.sh check
 # --- end kthena-revision ---
 
 # --- fuzz ---

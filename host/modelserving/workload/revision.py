@@ -12,7 +12,7 @@ its Pods. The object must be the one the API server stores, CRD defaults applied
 why spelling out a default (a port's ``protocol: TCP``) does not change the revision.
 
 The vectors in ``tests/data/kthena-revision/`` come from Kthena's own code
-(``tools/kthena-revision``) and are replayed by the unit tests.
+(``tests/kthena-revision``) and are replayed by the unit tests.
 """
 
 from __future__ import annotations

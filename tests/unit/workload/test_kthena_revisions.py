@@ -2,7 +2,7 @@
 
 ``tests/data/kthena-revision/vectors.json`` holds, for Kthena's example and test manifests and
 for cases written here, the values Kthena's hashing gives them after Kthena's CRD defaulted
-them (computed by ``tools/kthena-revision`` with Kthena's Go types and go-spew; regenerate with
+them (computed by ``tests/kthena-revision`` with Kthena's Go types and go-spew; regenerate with
 ``make kthena-revision KTHENA_CRD=...``). Each vector is replayed three ways: the renderer alone
 on the roles as Kthena's API server stored them; our CRD defaults applied to the manifest as
 written; and the whole path the controller takes (manifest -> API models -> revision).

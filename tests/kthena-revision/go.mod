@@ -1,4 +1,4 @@
-module modelserving.dev/tools/kthena-revision
+module modelserving.dev/tests/kthena-revision
 
 go 1.26.0
 

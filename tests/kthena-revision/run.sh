@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Regenerate or check what tools/kthena-revision derives from Kthena's code: the Go type schema
+# Regenerate or check what tests/kthena-revision derives from Kthena's code: the Go type schema
 # the Python revision hashes render from, and the test vectors they are checked against.
 #
-#   tools/kthena-revision/run.sh types          write host/modelserving/data/kthena-role-types.json
-#   tools/kthena-revision/run.sh vectors CRD    write tests/data/kthena-revision/vectors.json from
+#   tests/kthena-revision/run.sh types          write host/modelserving/data/kthena-role-types.json
+#   tests/kthena-revision/run.sh vectors CRD    write tests/data/kthena-revision/vectors.json from
 #                                               the case files, pruned and defaulted with CRD:
 #                                               Kthena's ModelServing CRD (its repository's
 #                                               charts/kthena/charts/workload/crds/
 #                                               workload.serving.volcano.sh_modelservings.yaml at
 #                                               the commit the vectors describe)
-#   tools/kthena-revision/run.sh check          fail when the schema is stale, or when the cases,
+#   tests/kthena-revision/run.sh check          fail when the schema is stale, or when the cases,
 #                                               defaulted by OUR CRD (crds/) and hashed by
 #                                               Kthena's rule, give other values than the vectors
 #                                               (so our CRD's defaults are Kthena's, hash-wise)
@@ -29,7 +29,7 @@ DATA="$REPO/tests/data/kthena-revision"
 OUR_CRD="$REPO/crds/workload.serving.volcano.sh_modelservings.yaml"
 
 die() {
-    echo "tools/kthena-revision/run.sh: $*" >&2
+    echo "tests/kthena-revision/run.sh: $*" >&2
     exit 1
 }
 
@@ -69,7 +69,7 @@ cmd_check() {
     "$BIN" schema >"$FRESH"
     cmp -s "$FRESH" "$SCHEMA" ||
         die "${SCHEMA#"$REPO"/} is stale: run \`make kthena-revision\` and commit it"
-    echo "${SCHEMA#"$REPO"/} matches tools/kthena-revision" >&2
+    echo "${SCHEMA#"$REPO"/} matches tests/kthena-revision" >&2
     # shellcheck disable=SC2046
     (cd "$REPO" && "$BIN" vectors -crd "${OUR_CRD#"$REPO"/}" -check "${DATA#"$REPO"/}/vectors.json" $(cases))
 }
