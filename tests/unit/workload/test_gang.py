@@ -112,7 +112,9 @@ def test_pod_group_metadata() -> None:
 def test_min_member(
     roles: list[dict[str, Any]], gang_policy: dict[str, int] | None, min_member: int | None
 ) -> None:
-    template = {"gangPolicy": {"minRoleReplicas": gang_policy}} if gang_policy is not None else {}
+    template: dict[str, Any] = (
+        {"gangPolicy": {"minRoleReplicas": gang_policy}} if gang_policy is not None else {}
+    )
     spec = pod_group_spec(ms_of(roles, **template), VolcanoApi())
     assert spec.get("minMember") == min_member
 
@@ -180,7 +182,9 @@ def test_min_member(
 def test_min_resources(
     roles: list[dict[str, Any]], gang_policy: dict[str, int] | None, expected: dict[str, str]
 ) -> None:
-    template = {"gangPolicy": {"minRoleReplicas": gang_policy}} if gang_policy is not None else {}
+    template: dict[str, Any] = (
+        {"gangPolicy": {"minRoleReplicas": gang_policy}} if gang_policy is not None else {}
+    )
     assert pod_group_spec(ms_of(roles, **template), VolcanoApi())["minResources"] == expected
 
 
@@ -213,7 +217,7 @@ def test_queue_from_the_model_serving_annotation(
 def test_network_topology_is_the_group_policy(
     topology: dict[str, Any] | None, expected: dict[str, Any] | None
 ) -> None:
-    template = {"networkTopology": topology} if topology is not None else {}
+    template: dict[str, Any] = {"networkTopology": topology} if topology is not None else {}
     assert pod_group_spec(ms_of(**template), VolcanoApi()).get("networkTopology") == expected
 
 
