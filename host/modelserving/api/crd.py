@@ -68,6 +68,9 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         if maximum is not None and maximum > 2**53:
             # Beyond float64 precision the API server rounds it past int64 and refuses the CRD.
             del out["maximum"]
+        minimum = node.get("minimum")
+        if minimum is not None and minimum < -(2**53):
+            del out["minimum"]
     if "enum" in node and "type" not in out:
         out["type"] = "string"
     if node.get("type") == "object" or "properties" in node:
@@ -180,3 +183,43 @@ def model_serving_crd() -> dict[str, Any]:
             ],
         },
     }
+
+
+def prune(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` with the fields ``schema`` does not declare dropped, as the API server prunes
+    an object on its way into storage (objects that preserve unknown fields keep theirs)."""
+    if isinstance(value, dict) and schema.get("type") == "object":
+        props = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        out = {}
+        for key, item in value.items():
+            if key in props:
+                out[key] = prune(item, props[key])
+            elif isinstance(additional, dict):
+                out[key] = prune(item, additional)
+            elif keep_unknown:
+                out[key] = item
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [prune(item, schema["items"]) for item in value]
+    return value
+
+
+def pruned_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A ModelServing manifest as our CRD stores it: unknown fields of ``spec`` and ``status``
+    dropped (what Kthena's CRD does too with fields it does not know)."""
+    out = dict(manifest)
+    for key, model in (("spec", ModelServingSpec), ("status", ModelServingStatus)):
+        if isinstance(out.get(key), dict):
+            out[key] = prune(out[key], _schema_of(model))
+    return out
+
+
+_SCHEMAS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _schema_of(model: type[Any]) -> dict[str, Any]:
+    if model not in _SCHEMAS:
+        _SCHEMAS[model] = structural_schema(model)
+    return _SCHEMAS[model]

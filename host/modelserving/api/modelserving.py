@@ -20,6 +20,7 @@ from modelserving.api.podspec_defaults import apply_pod_spec_defaults, pod_spec_
 INT32_MAX = 2**31 - 1
 MAX_PLUGINS = 32
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 
 DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 PLUGIN_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -77,26 +78,38 @@ class Metadata(ApiModel):
 
 
 class PodTemplateSpec(ApiModel):
-    """A Pod template: metadata plus a core/v1 PodSpec (checked lightly here, fully by the API)."""
+    """A Pod template: metadata plus a core/v1 PodSpec (checked lightly here, fully by the API).
+
+    As in Kthena's CRD, ``spec`` may be left out, and a ``spec`` that is there lists its
+    ``containers`` (possibly none: a worker template of a role without workers); Pods that the
+    Pod API itself refuses are refused when they are created, as with Kthena.
+    """
 
     metadata: Metadata | None = None
     spec: PodSpec = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _containers_listed(cls, data: Any) -> Any:
+        spec = data.get("spec") if isinstance(data, dict) else None
+        if isinstance(spec, dict) and "containers" not in spec:
+            raise ValueError("spec.containers: required field is missing")
+        return data
+
     @field_validator("spec")
     @classmethod
     def _containers_named(cls, spec: dict[str, Any]) -> dict[str, Any]:
-        containers = spec.get("containers")
-        if not isinstance(containers, list) or not containers:
-            raise ValueError("containers: at least one container is required")
-        seen: set[str] = set()  # names are unique across containers and initContainers
-        for key in ("containers", "initContainers"):
-            items = spec.get(key) or []
+        for key in ("containers", "initContainers", "ephemeralContainers"):
+            items = spec.get(key)
+            if items is None:
+                continue
             if not isinstance(items, list):
                 raise ValueError(f"{key}: must be a list")
+            seen: set[str] = set()  # Kthena's CRD: a list map keyed by name, per list
             for i, c in enumerate(items):
                 if not isinstance(c, dict):
                     raise ValueError(f"{key}[{i}]: a container is a map")
-                _check_container(c, f"{key}[{i}]", seen)
+                _check_container(c, f"{key}[{i}]", seen, image=key == "containers")
         return spec
 
     @field_validator("spec")
@@ -107,24 +120,27 @@ class PodTemplateSpec(ApiModel):
         return result
 
 
-def _check_container(c: dict[str, Any], where: str, seen: set[str]) -> None:
+def _check_container(c: dict[str, Any], where: str, seen: set[str], image: bool) -> None:
+    """Kthena's rules for one container: a name unique in its list (its CRD's list-map key),
+    env vars with names, and, for ``containers``, an image that is not blank and has no space
+    (Kthena's webhook)."""
     name = c.get("name")
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str):
         raise ValueError(f"{where}.name: every container needs a name")
     if name in seen:
         raise ValueError(f"{where}.name: duplicate container name '{name}'")
     seen.add(name)
-    image = c.get("image")
-    if isinstance(image, str) and (not image.strip() or any(ch.isspace() for ch in image)):
-        raise ValueError(f"{where}.image: must not be blank or contain whitespace")
+    value = c.get("image")
+    if image and isinstance(value, str) and value and (not value.strip() or " " in value):
+        raise ValueError(f"{where}.image: must not be blank or contain spaces")
     env = c.get("env")
     if env is None:
         return
     if not isinstance(env, list):
         raise ValueError(f"{where}.env: must be a list")
     for j, var in enumerate(env):
-        if not isinstance(var, dict) or not isinstance(var.get("name"), str) or not var["name"]:
-            raise ValueError(f"{where}.env[{j}]: an env var is a map with a non-empty name")
+        if not isinstance(var, dict) or not isinstance(var.get("name"), str):
+            raise ValueError(f"{where}.env[{j}]: an env var is a map with a name")
 
 
 class Role(ApiModel):
@@ -145,7 +161,10 @@ class Role(ApiModel):
     entry_template: PodTemplateSpec
     worker_replicas: Int32
     worker_template: PodTemplateSpec | None = None
-    max_unavailable: IntOrString | None = None
+    # RoleRollingUpdate's knobs (Kthena inlines its RollingUpdateConfiguration into the role);
+    # ignored, though defaulted and stored, under ServingGroupRollingUpdate.
+    max_unavailable: IntOrString = 1
+    partition: IntOrString | None = None
 
     @field_validator("name")
     @classmethod
@@ -178,15 +197,45 @@ class GangPolicy(ApiModel):
     )
 
 
+_TOPOLOGY_SPEC: dict[str, Any] = {
+    "type": "object",
+    **PRESERVE_UNKNOWN,
+    "properties": {
+        "mode": {"type": "string", "enum": ["hard", "soft"], "default": "hard"},
+        "highestTierAllowed": {"type": "integer", "minimum": 0},
+        "highestTierName": {"type": "string", "maxLength": 253},
+    },
+}
+
+
+def _topology_spec(policy: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Volcano's NetworkTopologySpec as Kthena's CRD types and defaults it (``mode: hard``)."""
+    if policy is None:
+        return None
+    mode = policy.get("mode")
+    if mode is None:
+        policy = {**policy, "mode": "hard"}
+    elif mode not in ("hard", "soft"):
+        raise ValueError(f"mode: must be 'hard' or 'soft' (got {mode!r})")
+    tier = policy.get("highestTierAllowed")
+    if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool) or tier < 0):
+        raise ValueError("highestTierAllowed: must be a non-negative integer")
+    name = policy.get("highestTierName")
+    if name is not None and (not isinstance(name, str) or len(name) > 253):
+        raise ValueError("highestTierName: must be a string of at most 253 characters")
+    return policy
+
+
 class NetworkTopology(ApiModel):
     """Volcano network-topology policies, passed through to the PodGroup."""
 
-    group_policy: dict[str, Any] | None = Field(
-        default=None, json_schema_extra={"type": "object", **PRESERVE_UNKNOWN}
-    )
-    role_policy: dict[str, Any] | None = Field(
-        default=None, json_schema_extra={"type": "object", **PRESERVE_UNKNOWN}
-    )
+    group_policy: dict[str, Any] | None = Field(default=None, json_schema_extra=_TOPOLOGY_SPEC)
+    role_policy: dict[str, Any] | None = Field(default=None, json_schema_extra=_TOPOLOGY_SPEC)
+
+    @field_validator("group_policy", "role_policy")
+    @classmethod
+    def _kthena_typed(cls, policy: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _topology_spec(policy)
 
 
 class ServingGroupTemplate(ApiModel):
@@ -199,7 +248,8 @@ class ServingGroupTemplate(ApiModel):
         ),
     )
 
-    restart_grace_period_seconds: int = Field(default=0, ge=0, le=INT64_MAX)
+    # Any int64, as in Kthena; a negative grace period recovers at once, as 0 does.
+    restart_grace_period_seconds: int = Field(default=0, ge=INT64_MIN, le=INT64_MAX)
     gang_policy: GangPolicy | None = None
     network_topology: NetworkTopology | None = None
     roles: list[Role] = Field(
@@ -226,7 +276,8 @@ class ServingGroupTemplate(ApiModel):
 
 
 class RollingUpdateConfiguration(ApiModel):
-    """ServingGroupRollingUpdate knobs: how many groups may be down, how many are protected."""
+    """ServingGroupRollingUpdate knobs: how many groups may be down; ``partition`` protects the
+    first N ServingGroups (ordinals below it) from the update, as a StatefulSet's does."""
 
     max_unavailable: IntOrString = 1
     partition: IntOrString | None = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from modelserving.api.crd import pruned_manifest
 from modelserving.api.errors import FieldError, InvalidManifest
 from modelserving.api.jsondata import find_wide_int, wide_int_reason
 from modelserving.api.modelserving import DNS1035_LABEL, ModelServing
@@ -177,25 +178,49 @@ def _rollout_errors(ms: ModelServing) -> list[FieldError]:
 
 
 def _role_max_unavailable(ms: ModelServing, index: int) -> list[FieldError]:
+    """A role's ``partition`` and ``maxUnavailable``, as Kthena's webhook checks them: the
+    partition is only for RoleRollingUpdate; maxUnavailable (defaulted to 1 by the CRD) is
+    checked only there and ignored otherwise."""
     role = ms.spec.template.roles[index]
-    if role.max_unavailable is None:
-        return []
-    path = f"spec.template.roles[{index}].maxUnavailable"
+    path = f"spec.template.roles[{index}]"
     strategy = ms.spec.rollout_strategy
-    if strategy is None or strategy.type != "RoleRollingUpdate":
-        return [FieldError(path, "only valid when rolloutStrategy.type is RoleRollingUpdate")]
+    role_rolling = strategy is not None and strategy.type == "RoleRollingUpdate"
+    errors: list[FieldError] = []
+    if role.partition is not None:
+        if scaled(role.partition, role.replicas, round_up=True) is None:
+            errors.append(
+                FieldError(
+                    f"{path}.partition", "must be a non-negative integer or a percent 0-100%"
+                )
+            )
+        if not role_rolling:
+            errors.append(
+                FieldError(
+                    f"{path}.partition", "only valid when rolloutStrategy.type is RoleRollingUpdate"
+                )
+            )
+    if not role_rolling:
+        return errors
+    where = f"{path}.maxUnavailable"
     value = scaled(role.max_unavailable, role.replicas, round_up=False)
     if value is None:
-        return [FieldError(path, "must be a non-negative integer or a percent 0-100%")]
-    if value == 0:
-        return [FieldError(path, "must not resolve to 0")]
-    if value > role.replicas:
-        return [FieldError(path, f"cannot be greater than the role's replicas ({role.replicas})")]
-    return []
+        errors.append(FieldError(where, "must be a non-negative integer or a percent 0-100%"))
+    elif value == 0:
+        errors.append(FieldError(where, "must not resolve to 0"))
+    elif value > role.replicas:
+        errors.append(
+            FieldError(where, f"cannot be greater than the role's replicas ({role.replicas})")
+        )
+    return errors
 
 
-def parse_model_serving(manifest: Mapping[str, Any]) -> ModelServing:
-    """Validate a raw ModelServing manifest; raise InvalidManifest listing every problem."""
+def parse_model_serving(manifest: Mapping[str, Any], *, prune: bool = False) -> ModelServing:
+    """Validate a raw ModelServing manifest; raise InvalidManifest listing every problem.
+
+    Unknown fields are refused (a typo never passes silently), unless ``prune``: then they are
+    dropped as the API server drops them when it stores the object (Kthena's CRD as ours)."""
+    if prune:
+        manifest = pruned_manifest(dict(manifest))
     ref = object_ref({**manifest, "kind": manifest.get("kind") or "ModelServing"})
     try:
         ms = ModelServing.model_validate(dict(manifest))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from modelserving.api import ModelServing, parse_model_serving
+from modelserving.api import InvalidManifest, ModelServing, parse_model_serving
 from tests.unit.conftest import ManifestFactory, role
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -102,7 +103,9 @@ def test_newer_kthena_fields_are_accepted(make_manifest: ManifestFactory) -> Non
     doc["spec"]["template"]["networkTopology"] = {
         "groupPolicy": {"mode": "hard", "highestTierAllowed": 2}
     }
+    doc["spec"]["template"]["roles"][0]["partition"] = "50%"
     ms = parse_model_serving(doc)
+    assert ms.spec.template.roles[0].partition == "50%"
     assert ms.spec.template.network_topology is not None
     assert ms.spec.template.network_topology.group_policy == {
         "mode": "hard",
@@ -134,3 +137,76 @@ def test_status_is_parsed(make_manifest: ManifestFactory) -> None:
     assert status is not None
     assert status.available_replicas == 1
     assert status.conditions is not None and status.conditions[0].reason == "AllGroupsReady"
+
+
+def test_role_rolling_knobs_default_as_kthenas_crd(make_manifest: ManifestFactory) -> None:
+    """Kthena's CRD defaults a role's maxUnavailable to 1 whatever the rollout type; under
+    ServingGroupRollingUpdate it is ignored (not refused), as Kthena's webhook does."""
+    ms = parse_model_serving(make_manifest(roles=[role("server", replicas=0)]))
+    assert ms.spec.template.roles[0].max_unavailable == 1
+    assert ms.spec.template.roles[0].partition is None
+    assert ms.spec.template.roles[0].to_api()["maxUnavailable"] == 1
+    written = make_manifest(roles=[role("server", replicas=3, maxUnavailable="90%")])
+    assert parse_model_serving(written).spec.template.roles[0].max_unavailable == "90%"
+
+
+def test_network_topology_mode_defaults_to_hard(make_manifest: ManifestFactory) -> None:
+    doc = make_manifest()
+    doc["spec"]["template"]["networkTopology"] = {
+        "groupPolicy": {"highestTierAllowed": 1},
+        "rolePolicy": {"mode": "soft"},
+    }
+    topology = parse_model_serving(doc).spec.template.network_topology
+    assert topology is not None
+    assert topology.group_policy == {"highestTierAllowed": 1, "mode": "hard"}
+    assert topology.role_policy == {"mode": "soft"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "cause"),
+    [
+        ({"mode": "Hard"}, "mode: must be 'hard' or 'soft'"),
+        ({"highestTierAllowed": -1}, "highestTierAllowed: must be a non-negative integer"),
+        ({"highestTierName": "x" * 254}, "highestTierName: must be a string of at most 253"),
+    ],
+)
+def test_network_topology_is_typed_as_kthenas(
+    make_manifest: ManifestFactory, policy: dict[str, object], cause: str
+) -> None:
+    doc = make_manifest()
+    doc["spec"]["template"]["networkTopology"] = {"groupPolicy": policy}
+    with pytest.raises(InvalidManifest, match=re.escape(cause)):
+        parse_model_serving(doc)
+
+
+def test_empty_worker_template_without_workers_is_accepted(make_manifest: ManifestFactory) -> None:
+    """Kthena's PD example and booster fixtures: ``workerTemplate.spec.containers: []`` with
+    ``workerReplicas: 0``; and a template without ``spec`` at all (Kthena's CRD allows it)."""
+    r = role("prefill", workerTemplate={"spec": {"containers": []}})
+    ms = parse_model_serving(make_manifest(roles=[r, role("decode", workerTemplate={})]))
+    templates = [x.worker_template for x in ms.spec.template.roles]
+    assert [t.spec if t else None for t in templates] == [{"containers": []}, {}]
+
+
+def test_kthena_only_checks_what_its_api_checks(make_manifest: ManifestFactory) -> None:
+    """Accepted as Kthena accepts them (the Pod API refuses some later, at Pod creation):
+    an init container named like a container, a tab in an image, an init container's image
+    with a space, a negative restart grace period."""
+    doc = make_manifest()
+    spec = doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]
+    spec["containers"][0]["image"] = "nginx\t1"
+    spec["initContainers"] = [{"name": spec["containers"][0]["name"], "image": "a b"}]
+    doc["spec"]["template"]["restartGracePeriodSeconds"] = -5
+    assert parse_model_serving(doc).spec.template.restart_grace_period_seconds == -5
+
+
+def test_unknown_fields_are_pruned_on_request(make_manifest: ManifestFactory) -> None:
+    doc = make_manifest()
+    doc["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1}]
+    doc["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["unknownPodField"] = 1
+    with pytest.raises(InvalidManifest, match=r"spec\.topologySpreadConstraints: unknown field"):
+        parse_model_serving(doc)
+    ms = parse_model_serving(doc, prune=True)
+    assert "topologySpreadConstraints" not in ms.spec.to_api()
+    # The Pod template stays open, as in our CRD (Kthena's would prune this one too).
+    assert ms.spec.template.roles[0].entry_template.spec["unknownPodField"] == 1
