@@ -10,7 +10,10 @@ workers). It decides, as Kthena does:
   ServingGroup, RoleRecreate its role replica (Pods and Service), None leaves it;
 - rolling update: outdated ServingGroups (or role replicas, for RoleRollingUpdate) at or above
   the partition are deleted, at most ``maxUnavailable`` unavailable at a time, and recreated at
-  the new revision;
+  the new revision. ServingGroupRollingUpdate's partition protects the first N ServingGroups;
+  RoleRollingUpdate's, set per role, the first N existing replicas of that role (by ordinal)
+  in every ServingGroup; a protected replica that is repaired or made anew is made at its own
+  (older) revision when that revision's roles are known, as a StatefulSet's partition does;
 - scale: missing ServingGroups are created at the lowest free ordinals; surplus ones are deleted,
   not-ready first, then the lowest summed pod-deletion-cost, then the highest ordinal;
 - membership: inside a kept ServingGroup, missing Pods and Services are created and those its
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modelserving.api import labels
@@ -34,7 +37,13 @@ from modelserving.api.validation import scaled
 from modelserving.workload import gang as gang_
 from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import ObservedPod, observe_pod, owned_by
-from modelserving.workload.plan import DesiredPod, GroupPlan, plan_group, role_template_hashes
+from modelserving.workload.plan import (
+    DesiredPod,
+    GroupPlan,
+    RoleReplicaPlan,
+    plan_group,
+    role_template_hashes,
+)
 from modelserving.workload.revision import revision as revision_of
 
 BUSY_RETRY_SECONDS = 1.0
@@ -180,6 +189,7 @@ class _Sync:
         self.partition = _scaled(
             config.partition if config else None, self.replicas, 0, round_up=True
         )
+        self.previous = ms.status.current_revision if ms.status else None
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
         self.cause = "scale"
 
@@ -208,6 +218,58 @@ class _Sync:
                 None if ms is None else plan_group(ms, index, revision=rev, gang=self.gang)
             )
         return self._plans[key]
+
+    def role_partition(self, role: Role) -> int:
+        """A role's partition (RoleRollingUpdate only; a percent of its replicas, rounded up)."""
+        if not self.role_rolling or role.partition is None:
+            return 0
+        return _scaled(role.partition, role.replicas, 0, round_up=True)
+
+    def protected_ordinals(self, group: _Group | None, role: Role) -> set[int]:
+        """The replicas of ``role`` in ``group`` (None: a new ServingGroup) that its partition
+        keeps from the update: the first N existing ones in ascending ordinal order, and the
+        missing ordinals below N."""
+        partition = self.role_partition(role)
+        if partition <= 0:
+            return set()
+        pods = group.pods if group else []
+        existing = sorted({p.role_index for p in pods if p.role == role.name})
+        return set(existing[:partition]) | set(range(min(partition, role.replicas)))
+
+    def keep_protected(self, plan: GroupPlan, group: _Group | None) -> tuple[GroupPlan, set[str]]:
+        """RoleRollingUpdate: ``plan`` (at the update revision) with each partition-protected
+        role replica planned at its own revision instead: that of its Pods, or for a missing one
+        the current revision. Returns the plan and the role ids it now describes at an older
+        revision (those whose older roles are not known are left out of both)."""
+        replicas = list(plan.roles)
+        kept: set[str] = set()
+        roles = {r.name: r for r in self.ms.spec.template.roles}
+        for i, replica in enumerate(replicas):
+            role = roles.get(replica.role)
+            if role is None or replica.index not in self.protected_ordinals(group, role):
+                continue
+            rid = replica.entry.role_id
+            pods = [p for p in group.live if p.role_id == rid] if group else []
+            if pods and all(p.template_hash == self.hashes[role.name] for p in pods):
+                continue  # already at the new template
+            rev = pods[0].revision if pods else self.previous or ""
+            old = self.old_replica(plan.index, rev, replica.role, replica.index)
+            if old is not None:
+                replicas[i] = old
+                kept.add(rid)
+        if not kept:
+            return plan, kept
+        return replace(plan, roles=tuple(replicas)), kept
+
+    def old_replica(self, index: int, rev: str, role: str, ordinal: int) -> RoleReplicaPlan | None:
+        """Replica ``ordinal`` of ``role`` in ServingGroup ``index`` as revision ``rev`` (an older
+        one) describes it, when that revision's roles are known and have it."""
+        if not rev or rev == self.update_revision:
+            return None
+        old = self.plan_for(index, rev)
+        if old is None:
+            return None
+        return next((r for r in old.roles if r.role == role and r.index == ordinal), None)
 
     def ready(self, group: _Group) -> bool:
         """Every Pod its revision describes exists, is not terminating, and is Ready."""
@@ -325,10 +387,12 @@ class _Sync:
                 ready_units = sum(1 for pods in units.values() if ready(pods))
                 budget = limit - max(role.replicas - ready_units, 0)
                 current = self.hashes[role.name]
+                protected = self.protected_ordinals(group, role)
                 outdated = [
                     (rid, pods)
                     for rid, pods in units.items()
-                    if any(p.template_hash != current for p in pods)
+                    if pods[0].role_index not in protected
+                    and any(p.template_hash != current for p in pods)
                 ]
                 outdated.sort(key=lambda c: (ready(c[1]), -c[1][0].role_index))
                 for rid, pods in outdated:
@@ -418,6 +482,8 @@ class _Sync:
                 return old
         plan = self.plan_for(index, self.update_revision)
         assert plan is not None
+        if self.role_rolling:
+            plan, _ = self.keep_protected(plan, None)
         return plan
 
     def _terminating(self, desired: DesiredPod) -> bool:
@@ -438,6 +504,9 @@ class _Sync:
             rev = group.revision()
             stale = set()
         plan = self.plan_for(group.index, rev) if rev else None
+        if plan is not None and self.role_rolling:
+            plan, kept = self.keep_protected(plan, group)
+            stale -= kept
         if plan is None:
             # Outdated with no history: left alone until the rolling update takes it, but it
             # gets its PodGroup.
@@ -450,7 +519,10 @@ class _Sync:
         for pod in group.live:
             if pod.name not in wanted and pod.role_id not in stale:
                 self.delete_pod(pod)
+        # A stale role replica is left whole to the rolling update (or, protected by the
+        # partition with its revision unknown, alone): nothing of the new template is added.
         skip = {p.name for p in group.pods if p.role_id in stale}
+        skip |= {d.name for d in plan.pods() if d.role_id in stale}
         self.create_missing(plan, skip)
         wanted_services = {r.service["metadata"]["name"] for r in plan.roles if r.service}
         for name, obj in self.services.items():

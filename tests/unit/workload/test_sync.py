@@ -326,6 +326,105 @@ def test_outdated_group_kept_by_partition_is_repaired_from_history(lost: list[st
         assert pod["spec"]["containers"][0]["image"] == "nginx:1.28.0"
 
 
+def role_partitioned(partition: int | str, replicas: int = 4, groups: int = 1) -> World:
+    """One role of ``replicas`` replicas (one worker each), RoleRollingUpdate with a partition,
+    converged, its revision recorded in the history, then given a new image."""
+    w = world(
+        replicas=groups,
+        roles=[role("decode", replicas=replicas, workers=1, partition=partition)],
+        rolloutStrategy={"type": "RoleRollingUpdate"},
+    )
+    w.converge()
+    old_rev = w.revisions()["sample-0-decode-0-0"]
+    w.history[old_rev] = [r.to_api() for r in w.ms.spec.template.roles]
+    decode = w.ms.spec.template.roles[0]
+    assert decode.worker_template is not None
+    for template in (decode.entry_template, decode.worker_template):
+        template.spec["containers"][0]["image"] = "nginx:2"
+    return w
+
+
+def images(w: World) -> dict[str, str]:
+    return {n: p["spec"]["containers"][0]["image"] for n, p in sorted(w.pods.items())}
+
+
+@pytest.mark.parametrize(("partition", "protected"), [(2, 2), ("50%", 2), ("30%", 2), (0, 0)])
+def test_role_partition_keeps_the_first_replicas(partition: int | str, protected: int) -> None:
+    """Kthena: the first N replicas of the role (ascending ordinal; a percent of the role's
+    replicas rounded up) keep their revision in every ServingGroup; the rest are updated."""
+    w = role_partitioned(partition, groups=2)
+    plan = w.plan()
+    assert {r.cause for r in plan.delete_pods} == {"update"}
+    # maxUnavailable defaults to 1: one replica per group and role at a time, highest first.
+    assert sorted(r.name for r in plan.delete_pods) == [
+        "sample-0-decode-3-0",
+        "sample-0-decode-3-1",
+        "sample-1-decode-3-0",
+        "sample-1-decode-3-1",
+    ]
+    w.apply(plan)
+    w.converge(limit=40)
+    for name, image in images(w).items():
+        ordinal = int(name.split("-")[3])
+        assert image == ("nginx:1.28.0" if ordinal < protected else "nginx:2"), name
+    status = w.plan().status
+    assert status is not None
+    assert status.updating == (protected > 0)
+
+
+def test_role_partition_lowered_updates_the_rest() -> None:
+    w = role_partitioned(3)
+    w.converge(limit=40)
+    assert [i for i in images(w).values()].count("nginx:2") == 2  # decode-3, both Pods
+    w.ms.spec.template.roles[0].partition = 1
+    w.converge(limit=40)
+    assert set(images(w)) == {f"sample-0-decode-{j}-{k}" for j in range(4) for k in (0, 1)}
+    assert {n for n, i in images(w).items() if i == "nginx:1.28.0"} == {
+        "sample-0-decode-0-0",
+        "sample-0-decode-0-1",
+    }
+
+
+@pytest.mark.parametrize("lost", [["sample-0-decode-1-1"], ["sample-0-decode-1-0"]])
+def test_protected_role_replica_is_repaired_at_its_revision(lost: list[str]) -> None:
+    w = role_partitioned(2)
+    w.converge(limit=40)
+    old_rev = w.revisions()["sample-0-decode-0-0"]
+    for name in lost:
+        del w.pods[name]
+    w.converge()
+    for name in ("sample-0-decode-1-0", "sample-0-decode-1-1"):
+        assert w.pods[name]["metadata"]["labels"]["modelserving.volcano.sh/revision"] == old_rev
+        assert w.pods[name]["spec"]["containers"][0]["image"] == "nginx:1.28.0"
+
+
+def test_missing_protected_ordinal_is_made_at_the_current_revision() -> None:
+    """A protected ordinal made anew (the role replica was lost whole, or the role scaled up)
+    takes the current revision, as Kthena's scaleUpRoles does."""
+    w = role_partitioned(2, replicas=2)
+    w.converge(limit=40)
+    old_rev = w.revisions()["sample-0-decode-0-0"]
+    for name in [n for n in w.pods if n.startswith("sample-0-decode-1-")]:
+        del w.pods[name]
+    w.converge()
+    assert w.revisions()["sample-0-decode-1-0"] == old_rev
+    assert images(w)["sample-0-decode-1-1"] == "nginx:1.28.0"
+
+
+def test_protected_role_replica_without_history_is_left_alone() -> None:
+    w = role_partitioned(2)
+    w.history.clear()
+    w.converge(limit=40)
+    del w.pods["sample-0-decode-0-1"]
+    plan = w.converge()[0]
+    assert not any(
+        isinstance(s, DesiredPod) and s.name == "sample-0-decode-0-1"
+        for work in plan.creates
+        for s in work.steps
+    )
+    assert images(w)["sample-0-decode-0-0"] == "nginx:1.28.0"
+
+
 def test_ready_hooks_once_marked() -> None:
     w = world(replicas=1)
     w.converge()
