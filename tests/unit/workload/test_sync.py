@@ -375,7 +375,7 @@ def test_role_partition_keeps_the_first_replicas(partition: int | str, protected
 def test_role_partition_lowered_updates_the_rest() -> None:
     w = role_partitioned(3)
     w.converge(limit=40)
-    assert [i for i in images(w).values()].count("nginx:2") == 2  # decode-3, both Pods
+    assert list(images(w).values()).count("nginx:2") == 2  # decode-3, both Pods
     w.ms.spec.template.roles[0].partition = 1
     w.converge(limit=40)
     assert set(images(w)) == {f"sample-0-decode-{j}-{k}" for j in range(4) for k in (0, 1)}
