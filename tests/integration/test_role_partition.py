@@ -134,3 +134,12 @@ def test_kthena_shapes_are_stored_and_served(objs: Objects) -> None:
     assert spec["template"]["roles"][0]["workerTemplate"] == {"spec": {"containers": []}}
     objs.wait_pods("pdshape", 1, timeout=90)
     objs.wait_condition("pdshape", "Available", "True", timeout=90)
+
+
+def test_min_role_replicas_may_be_removed_as_in_kthena(objs: Objects) -> None:
+    """Kthena's rule is ``self == oldSelf`` on the map: it cannot change, but may go."""
+    body = model_serving("gangfree", replicas=1, workers=0)
+    body["spec"]["template"]["gangPolicy"] = {"minRoleReplicas": {"server": 1}}
+    objs.create(body)
+    objs.patch("gangfree", {"spec": {"template": {"gangPolicy": {"minRoleReplicas": None}}}})
+    assert objs.get("gangfree")["spec"]["template"]["gangPolicy"] == {}

@@ -78,12 +78,11 @@ class Metadata(ApiModel):
 
 
 class PodTemplateSpec(ApiModel):
-    """A Pod template: metadata plus a core/v1 PodSpec (checked lightly here, fully by the API).
+    """A Pod template: metadata plus a core/v1 PodSpec (checked lightly here, fully by the API)."""
 
-    As in Kthena's CRD, ``spec`` may be left out, and a ``spec`` that is there lists its
-    ``containers`` (possibly none: a worker template of a role without workers); Pods that the
-    Pod API itself refuses are refused when they are created, as with Kthena.
-    """
+    # As in Kthena's CRD, spec may be left out, and a spec that is there lists its containers
+    # (possibly none: the worker template of a role without workers); what only the Pod API
+    # refuses is refused when the Pod is created, as with Kthena.
 
     metadata: Metadata | None = None
     spec: PodSpec = Field(default_factory=dict)
@@ -180,12 +179,8 @@ class Role(ApiModel):
 class GangPolicy(ApiModel):
     """Gang scheduling: the minimum replicas of each role that must be scheduled together."""
 
-    model_config = cel(
-        (
-            "!has(oldSelf.minRoleReplicas) || has(self.minRoleReplicas)",
-            "minRoleReplicas is required once set",
-        ),
-    )
+    # minRoleReplicas cannot change once set but may be removed (every role is then gang
+    # required in full), as Kthena's rule allows.
 
     min_role_replicas: dict[str, Int32] | None = Field(
         default=None,
@@ -276,8 +271,9 @@ class ServingGroupTemplate(ApiModel):
 
 
 class RollingUpdateConfiguration(ApiModel):
-    """ServingGroupRollingUpdate knobs: how many groups may be down; ``partition`` protects the
-    first N ServingGroups (ordinals below it) from the update, as a StatefulSet's does."""
+    """ServingGroupRollingUpdate knobs: how many groups may be down, how many are protected."""
+
+    # partition protects the first N ServingGroups (ordinals below it), as a StatefulSet's does.
 
     max_unavailable: IntOrString = 1
     partition: IntOrString | None = None
