@@ -95,6 +95,20 @@ def test_int_or_string_fields() -> None:
     assert rolling["properties"]["partition"] == {"x-kubernetes-int-or-string": True}
 
 
+def test_kthena_role_and_topology_defaults() -> None:
+    """Kthena's CRD: a role's maxUnavailable defaults to 1 and its partition is int-or-string;
+    a network topology policy's mode defaults to hard (hard or soft)."""
+    template = spec_schema()["properties"]["template"]["properties"]
+    role = template["roles"]["items"]["properties"]
+    assert role["maxUnavailable"] == {"x-kubernetes-int-or-string": True, "default": 1}
+    assert role["partition"] == {"x-kubernetes-int-or-string": True}
+    for policy in ("groupPolicy", "rolePolicy"):
+        props = template["networkTopology"]["properties"][policy]["properties"]
+        assert props["mode"] == {"type": "string", "enum": ["hard", "soft"], "default": "hard"}
+        assert props["highestTierAllowed"]["minimum"] == 0
+        assert props["highestTierName"]["maxLength"] == 253
+
+
 def test_schema_is_structural() -> None:
     """No JSON Schema constructs the API server refuses in a structural schema."""
     for node in walk(model_serving_crd()["spec"]["versions"][0]["schema"]):
