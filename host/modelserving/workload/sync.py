@@ -225,18 +225,16 @@ class _Sync:
             return 0
         return _scaled(role.partition, role.replicas, 0, round_up=True)
 
-    def protected_ordinals(self, group: _Group | None, role: Role) -> set[int]:
-        """The replicas of ``role`` in ``group`` (None: a new ServingGroup) that its partition
-        keeps from the update: the first N existing ones in ascending ordinal order, and the
-        missing ordinals below N."""
+    def protected_ordinals(self, group: _Group, role: Role) -> set[int]:
+        """The replicas of ``role`` in ``group`` that its partition keeps from the update: the
+        first N existing ones in ascending ordinal order, and the missing ordinals below N."""
         partition = self.role_partition(role)
         if partition <= 0:
             return set()
-        pods = group.pods if group else []
-        existing = sorted({p.role_index for p in pods if p.role == role.name})
+        existing = sorted({p.role_index for p in group.pods if p.role == role.name})
         return set(existing[:partition]) | set(range(min(partition, role.replicas)))
 
-    def keep_protected(self, plan: GroupPlan, group: _Group | None) -> tuple[GroupPlan, set[str]]:
+    def keep_protected(self, plan: GroupPlan, group: _Group) -> tuple[GroupPlan, set[str]]:
         """RoleRollingUpdate: ``plan`` (at the update revision) with each partition-protected
         role replica planned at its own revision instead: that of its Pods, or for a missing one
         the current revision. Returns the plan and the role ids it now describes at an older
@@ -249,7 +247,7 @@ class _Sync:
             if role is None or replica.index not in self.protected_ordinals(group, role):
                 continue
             rid = replica.entry.role_id
-            pods = [p for p in group.live if p.role_id == rid] if group else []
+            pods = [p for p in group.live if p.role_id == rid]
             if pods and all(p.template_hash == self.hashes[role.name] for p in pods):
                 continue  # already at the new template
             rev = pods[0].revision if pods else self.previous or ""
@@ -482,9 +480,7 @@ class _Sync:
                 return old
         plan = self.plan_for(index, self.update_revision)
         assert plan is not None
-        if self.role_rolling:
-            plan, _ = self.keep_protected(plan, None)
-        return plan
+        return plan  # a role's partition applies inside existing ServingGroups only (Kthena)
 
     def _terminating(self, desired: DesiredPod) -> bool:
         return any(o.name == desired.name and o.terminating for o in self.observed)

@@ -411,6 +411,17 @@ def test_missing_protected_ordinal_is_made_at_the_current_revision() -> None:
     assert images(w)["sample-0-decode-1-1"] == "nginx:1.28.0"
 
 
+def test_new_serving_group_is_made_at_the_new_revision() -> None:
+    """Kthena's scaleUpServingGroups makes a new ServingGroup from the current template; a
+    role's partition applies inside existing ServingGroups only."""
+    w = role_partitioned(2)
+    w.converge(limit=40)
+    w.ms.spec.replicas = 2
+    w.converge(limit=40)
+    assert {i for n, i in images(w).items() if n.startswith("sample-1-")} == {"nginx:2"}
+    assert images(w)["sample-0-decode-0-0"] == "nginx:1.28.0"
+
+
 def test_protected_role_replica_without_history_is_left_alone() -> None:
     w = role_partitioned(2)
     w.history.clear()
