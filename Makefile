@@ -190,9 +190,11 @@ SMITH_HOME := $(CACHE)/smith-$(SMITH_KEY)
 SMITH := $(SMITH_HOME)/ms-smith
 SMITH_TOOLCHAIN ?= 1.95.0
 RUSTUP ?= $(or $(shell command -v rustup 2>/dev/null),$(HOME)/.cargo/bin/rustup)
-# rustup's toolchains: $$RUSTUP_HOME, else ~/.rustup, else the .rustup beside the .cargo/bin that
-# holds rustup (under another home, as in `make fresh-check`, rustup is still reachable by PATH).
-RUSTUP_HOME ?= $(firstword $(wildcard $(HOME)/.rustup $(abspath $(dir $(RUSTUP))../../.rustup)))
+# rustup's toolchains: $$RUSTUP_HOME, else the .rustup beside the .cargo/bin that holds rustup
+# (where rustup-init puts both; under another home, as in `make fresh-check`, rustup is still
+# reachable by PATH, and a rustup proxy run there may leave an empty ~/.rustup), else ~/.rustup.
+RUSTUP_BESIDE := $(abspath $(dir $(RUSTUP))../../.rustup)
+RUSTUP_HOME ?= $(if $(wildcard $(RUSTUP_BESIDE)/toolchains/$(SMITH_TOOLCHAIN)-*),$(RUSTUP_BESIDE),$(HOME)/.rustup)
 export SMITH
 
 smith: $(SMITH) ## build ms-smith (random modules for the fuzz tests) into the cache
