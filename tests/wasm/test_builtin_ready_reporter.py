@@ -263,7 +263,9 @@ def test_the_generated_cases_reach_every_outcome(sandbox: Sandbox) -> None:
     that the three really differ."""
     seen: dict[str, int] = {}
 
-    @settings(max_examples=120, deadline=None, database=None)
+    # derandomize: the same examples every run, so the guard cannot fail by chance (a random
+    # run of 120 once drew no warn case)
+    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
     @given(config=configs, where=wheres, pod=pods())
     def collect(config: Any, where: PodContext, pod: dict[str, Any]) -> None:
         result = native(config, where, pod)
