@@ -79,11 +79,13 @@ crds-check: setup ## fail when crds/ does not match the API models
 # integration tests run last and wait for it (its file lock); the build stops with `make test`.
 BUILD_LOG := $(CACHE)/kube/background-build.log
 
-test: setup system-deps smith ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
+# The control plane's build (the longest step on a fresh machine) starts first, in the
+# background; ms-smith and the checks build and run beside it.
+test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
 	@mkdir -p $(dir $(BUILD_LOG)); \
 	nice -n 10 $(PY) -m modelserving.devcluster build > $(BUILD_LOG) 2>&1 & build=$$!; \
 	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' EXIT; \
-	$(MAKE) --no-print-directory lint crds-check wasm-check wasm-sdk-test wasm-go-test && \
+	$(MAKE) --no-print-directory smith lint crds-check wasm-check wasm-sdk-test wasm-go-test && \
 	$(BIN)/pytest
 
 test-unit: setup ## only the fast tests that need no cluster or toolchain
