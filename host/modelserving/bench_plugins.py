@@ -37,6 +37,7 @@ from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import ModuleCache
 from modelserving.sandbox.call import _Instance
 from modelserving.sandbox.settings import MIB, ModuleBounds
+from modelserving.sandbox.structure import encode_section, leb128
 from modelserving.workload.plan import DesiredPod, plan
 
 ITERATIONS = 3000
@@ -186,24 +187,12 @@ def bench_loading(name: str, data: bytes, sandbox: Sandbox) -> None:
 
 def _bomb(functions: int) -> bytes:
     """A module of ``functions`` functions ``() -> ()`` whose bodies are two nops."""
-
-    def leb(value: int) -> bytes:
-        out = bytearray()
-        while True:
-            byte, value = value & 0x7F, value >> 7
-            out.append(byte | (0x80 if value else 0))
-            if not value:
-                return bytes(out)
-
-    def section(sid: int, body: bytes) -> bytes:
-        return bytes([sid]) + leb(len(body)) + body
-
     body = b"\x04\x00\x01\x01\x0b"
     return (
         b"\0asm\x01\0\0\0"
-        + section(1, b"\x01\x60\x00\x00")
-        + section(3, leb(functions) + b"\x00" * functions)
-        + section(10, leb(functions) + body * functions)
+        + encode_section(1, b"\x01\x60\x00\x00")
+        + encode_section(3, leb128(functions) + b"\x00" * functions)
+        + encode_section(10, leb128(functions) + body * functions)
     )
 
 

@@ -3,19 +3,10 @@ thousands of functions, broken section framing."""
 
 from __future__ import annotations
 
+from modelserving.sandbox.structure import encode_section, leb128
 
-def leb(value: int) -> bytes:
-    """``value`` as unsigned LEB128."""
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def section(section_id: int, body: bytes) -> bytes:
-    return bytes([section_id]) + leb(len(body)) + body
+leb = leb128
+section = encode_section
 
 
 HEADER = b"\0asm\x01\0\0\0"

@@ -259,16 +259,22 @@ START_EXPORT = "modelserving:start"
 
 def _name(text: str) -> bytes:
     raw = text.encode()
-    return _leb(len(raw)) + raw
+    return leb128(len(raw)) + raw
 
 
-def _leb(value: int) -> bytes:
+def leb128(value: int) -> bytes:
+    """``value`` as unsigned LEB128, the binary format's integer encoding."""
     out = bytearray()
     while True:
         byte, value = value & 0x7F, value >> 7
         out.append(byte | (0x80 if value else 0))
         if not value:
             return bytes(out)
+
+
+def encode_section(section_id: int, body: bytes) -> bytes:
+    """One section of a module's binary: its id, its size, its body."""
+    return bytes([section_id]) + leb128(len(body)) + body
 
 
 def detach_start(data: bytes) -> bytes | None:
@@ -293,19 +299,19 @@ def detach_start(data: bytes) -> bytes | None:
         pos = head.pos + size
     if start_function is None:
         return None
-    entry = _name(START_EXPORT) + b"\x00" + _leb(start_function)
+    entry = _name(START_EXPORT) + b"\x00" + leb128(start_function)
     has_exports = any(sid == _EXPORT for sid, *_ in spans)
     out = [data[:8]]
     for sid, begin, body, end in spans:
         if sid == _EXPORT:
             reader = _Reader(view, body, end)
             count = reader.u32()
-            payload = _leb(count + 1) + bytes(view[reader.pos : end]) + entry
-            out.append(bytes([_EXPORT]) + _leb(len(payload)) + payload)
+            payload = leb128(count + 1) + bytes(view[reader.pos : end]) + entry
+            out.append(encode_section(_EXPORT, payload))
         elif sid == _START:
             if not has_exports:  # the export section comes right before the start section
-                payload = _leb(1) + entry
-                out.append(bytes([_EXPORT]) + _leb(len(payload)) + payload)
+                payload = leb128(1) + entry
+                out.append(encode_section(_EXPORT, payload))
         else:
             out.append(bytes(view[begin:end]))
     return b"".join(out)
