@@ -7,73 +7,24 @@ from __future__ import annotations
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from modelserving.api import labels
 from modelserving.workload.gang import volcano_api
 from tests.integration.conftest import Cluster, wait_for
-from tests.integration.controller_env import Objects, install_crd, model_serving, running_controller
-
-POD_GROUP_CRD: Any = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
-    "spec": {
-        "group": "scheduling.volcano.sh",
-        "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1beta1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                                "properties": {
-                                    "subGroupPolicy": {
-                                        "type": "array",
-                                        "items": {
-                                            "type": "object",
-                                            "x-kubernetes-preserve-unknown-fields": True,
-                                        },
-                                    }
-                                },
-                            }
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
+from tests.integration.controller_env import (
+    Objects,
+    install_crd,
+    install_pod_group_crd,
+    model_serving,
+    running_controller,
+)
 
 
 def test_pod_groups_when_volcano_is_installed(cluster: Cluster, namespace: str) -> None:
     install_crd(cluster)
+    install_pod_group_crd(cluster, namespace)
     ext = client.ApiextensionsV1Api(cluster.api_client)
-    try:
-        ext.create_custom_resource_definition(POD_GROUP_CRD)
-    except ApiException as error:
-        if error.status != 409:
-            raise
     custom = client.CustomObjectsApi(cluster.api_client)
-
-    def served() -> bool:
-        try:
-            custom.list_namespaced_custom_object(
-                "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
-            )
-        except ApiException:
-            return False
-        return True
-
-    wait_for("the PodGroup API", served, timeout=30)
     installed = ext.read_custom_resource_definition("podgroups.scheduling.volcano.sh")
     raw = cluster.api_client.sanitize_for_serialization(installed)
     sub_groups = volcano_api(raw).sub_group_policy  # as the controller reads it

@@ -18,14 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from modelserving.api import parse_model_serving
 from modelserving.controller.manager import Controller
 from modelserving.workload.revision import revision, role_template_hash
 from tests.integration.conftest import Cluster, wait_for
-from tests.integration.controller_env import Objects, install_crd, running_controller
-from tests.integration.test_controller_gang import POD_GROUP_CRD
+from tests.integration.controller_env import (
+    Objects,
+    install_crd,
+    install_pod_group_crd,
+    running_controller,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = json.loads((ROOT / "tests" / "data" / "kthena-revision" / "vectors.json").read_text())
@@ -273,27 +276,6 @@ def _ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
 
 
-def _install_pod_groups(cluster: Cluster, namespace: str) -> None:
-    ext = client.ApiextensionsV1Api(cluster.api_client)
-    try:
-        ext.create_custom_resource_definition(POD_GROUP_CRD)
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    custom = client.CustomObjectsApi(cluster.api_client)
-
-    def served() -> bool:
-        try:
-            custom.list_namespaced_custom_object(
-                "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
-            )
-        except ApiException:
-            return False
-        return True
-
-    wait_for("the PodGroup API", served, timeout=30)
-
-
 def _stored(objs: Objects, case_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The case's ModelServing created through the API server, and its vector; the stored object
     (our CRD's defaults filled in) hashes to Kthena's values."""
@@ -347,7 +329,7 @@ def test_kthena_volcano_objects_are_kept(cluster: Cluster, namespace: str) -> No
     """With Volcano (Kthena's default scheduler) and the PodGroup API served, Kthena's
     PodGroups and annotated Pods are kept as they are (nothing schedules them here)."""
     install_crd(cluster)
-    _install_pod_groups(cluster, namespace)
+    install_pod_group_crd(cluster, namespace)
     objs = Objects(cluster, namespace)
     ms, vec = _stored(objs, "crafted-adoption/adopted-volcano")
     kthena = Kthena(cluster, objs, ms, vec)
