@@ -149,7 +149,6 @@ def model_serving(
         "metadata": {"name": name},
         "spec": {
             "replicas": replicas,
-            "schedulerName": "default-scheduler",
             "template": {"roles": [role]},
             **spec,
         },
@@ -241,66 +240,3 @@ class Objects:
 
         result: dict[str, Any] = wait_for(f"{name} {type_}={status}", matches, timeout)
         return result
-
-
-POD_GROUP_CRD: Any = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
-    "spec": {
-        "group": "scheduling.volcano.sh",
-        "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1beta1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                                "properties": {
-                                    "subGroupPolicy": {
-                                        "type": "array",
-                                        "items": {
-                                            "type": "object",
-                                            "x-kubernetes-preserve-unknown-fields": True,
-                                        },
-                                    }
-                                },
-                            }
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
-"""A stand-in for Volcano's PodGroup CRD: the group, version and kind, with subGroupPolicy."""
-
-
-def install_pod_group_crd(cluster: Cluster, namespace: str) -> None:
-    """Serve the PodGroup API (``POD_GROUP_CRD``), once per cluster, and wait until it answers."""
-    ext = client.ApiextensionsV1Api(cluster.api_client)
-    try:
-        ext.create_custom_resource_definition(POD_GROUP_CRD)
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    custom = client.CustomObjectsApi(cluster.api_client)
-
-    def served() -> bool:
-        try:
-            custom.list_namespaced_custom_object(
-                "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
-            )
-        except ApiException:
-            return False
-        return True
-
-    wait_for("the PodGroup API", served, timeout=30)

@@ -14,7 +14,6 @@ from tests.integration.conftest import Cluster, wait_for
 from tests.integration.controller_env import (
     Objects,
     install_crd,
-    install_pod_group_crd,
     model_serving,
     running_controller,
 )
@@ -22,7 +21,6 @@ from tests.integration.controller_env import (
 
 def test_pod_groups_when_volcano_is_installed(cluster: Cluster, namespace: str) -> None:
     install_crd(cluster)
-    install_pod_group_crd(cluster, namespace)
     ext = client.ApiextensionsV1Api(cluster.api_client)
     custom = client.CustomObjectsApi(cluster.api_client)
     installed = ext.read_custom_resource_definition("podgroups.scheduling.volcano.sh")

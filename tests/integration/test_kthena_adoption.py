@@ -26,7 +26,6 @@ from tests.integration.conftest import Cluster, wait_for
 from tests.integration.controller_env import (
     Objects,
     install_crd,
-    install_pod_group_crd,
     running_controller,
 )
 
@@ -329,7 +328,6 @@ def test_kthena_volcano_objects_are_kept(cluster: Cluster, namespace: str) -> No
     """With Volcano (Kthena's default scheduler) and the PodGroup API served, Kthena's
     PodGroups and annotated Pods are kept as they are (nothing schedules them here)."""
     install_crd(cluster)
-    install_pod_group_crd(cluster, namespace)
     objs = Objects(cluster, namespace)
     ms, vec = _stored(objs, "crafted-adoption/adopted-volcano")
     kthena = Kthena(cluster, objs, ms, vec)

@@ -28,6 +28,7 @@ PHASES = (
     "starting kube-scheduler",
     "waiting for 2 Ready kwok Nodes",
     "waiting for the default ServiceAccount",
+    "waiting for Volcano's default Queue to open",
 )
 
 

@@ -73,7 +73,6 @@ def demo_model_serving(module_sha256: str) -> dict[str, Any]:
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {
             "replicas": 2,
-            "schedulerName": "default-scheduler",
             "plugins": [
                 {
                     "name": "demo-pod-tweaks",

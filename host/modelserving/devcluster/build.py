@@ -33,7 +33,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from modelserving.devcluster.interrupts import SignalGuard
@@ -44,6 +44,7 @@ from modelserving.devcluster.versions import (
     KUBECTL,
     KUBERNETES,
     KWOK,
+    VOLCANO,
     Bundle,
     Component,
     bundle_dir,
@@ -51,6 +52,10 @@ from modelserving.devcluster.versions import (
 )
 
 STAMP = "build.json"
+ASSET_CRDS = "crds"
+"""The bundle folder holding the CustomResourceDefinitions its programs need installed."""
+VOLCANO_CRDS_SOURCE = "installer/helm/chart/volcano/crd/bases"
+"""Where Volcano's module keeps the CRDs its scheduler and controllers watch."""
 BINARY = "multicall"
 """The file name of a bundle's binary in ``bin/``; each program is a symlink to it."""
 
@@ -74,6 +79,12 @@ class Upstream:
     replace_version: Callable[[str], str]
     """The published version to use for a module that upstream replaces with a local folder."""
     ldflags: tuple[str, ...] = ()
+    keep_version_replaces: bool = False
+    """Carry the upstream's ``X => X vN`` replaces into the wrapper (Volcano pins Kubernetes'
+    libraries that way; a dependency's replaces are otherwise ignored by Go)."""
+    assets: Mapping[str, str] = field(default_factory=dict)
+    """Files the cluster needs besides the binary: a folder of the upstream module (its YAML
+    files) to the bundle folder it is copied to, e.g. Volcano's CRDs to ``crds``."""
 
 
 def kubernetes_staging_version(k8s_version: str) -> str:
@@ -129,10 +140,22 @@ def upstream(component: Component, build_date: str = "1970-01-01T00:00:00Z") -> 
         )
     if component.name == KWOK.name:
         return Upstream(component, "sigs.k8s.io/kwok", "./", lambda _m: "")
+    if component.name == VOLCANO.name:
+        package = "volcano.sh/volcano/pkg/version"
+        return Upstream(
+            component,
+            "volcano.sh/volcano",
+            "./",
+            lambda _m: "",
+            (f"-X {package}.Version={component.version}", f"-X {package}.Built={build_date}"),
+            keep_version_replaces=True,
+            assets={VOLCANO_CRDS_SOURCE: ASSET_CRDS},
+        )
     raise ValueError(f"no build recipe for component {component.name!r}")
 
 
 _REPLACE_LINE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\S+)\s*$")
+_PIN_LINE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+v\S+)?\s+=>\s+(\S+)\s+(v\S+)\s*$")
 _GO_LINE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
 
 
@@ -144,6 +167,17 @@ def local_replaces(go_mod: str, prefix: str) -> list[str]:
         if match and match.group(2).startswith(prefix):
             modules.append(match.group(1))
     return modules
+
+
+def version_replaces(go_mod: str) -> dict[str, str]:
+    """The ``X => X vN`` replaces of a go.mod (a module pinned to a version), module to
+    version; replaces by another module or by a folder are left out."""
+    pinned = {}
+    for line in go_mod.splitlines():
+        match = _PIN_LINE.match(line.split("//", 1)[0])
+        if match and match.group(1) == match.group(2):
+            pinned[match.group(1)] = match.group(3)
+    return pinned
 
 
 def go_directive(go_mod: str) -> str:
@@ -271,10 +305,29 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
     proc.wait()
 
 
-def _upstream_go_mod(spec: Upstream, cwd: Path, log: Path, env: Mapping[str, str]) -> str:
+def _download(spec: Upstream, cwd: Path, log: Path, env: Mapping[str, str]) -> tuple[str, Path]:
+    """Download the upstream module: its go.mod text and its (read-only) source folder."""
     target = f"{spec.module}@{spec.component.version}"
     info = json.loads(_run(["go", "mod", "download", "-json", target], cwd, log, env))
-    return Path(info["GoMod"]).read_text()
+    return Path(info["GoMod"]).read_text(), Path(info["Dir"])
+
+
+def _copy_assets(spec: Upstream, module_dir: Path, directory: Path) -> None:
+    """Copy the YAML files of each asset folder of ``spec`` into the bundle ``directory``."""
+    for source, target in spec.assets.items():
+        files = sorted((module_dir / source).glob("*.yaml"))
+        if not files:
+            raise BuildError(f"{spec.module}@{spec.component.version} has no YAML in {source}")
+        destination = directory / target
+        shutil.rmtree(destination, ignore_errors=True)
+        destination.mkdir(parents=True)
+        for path in files:
+            shutil.copyfile(path, destination / path.name)
+
+
+def bundle_assets(bundle: Bundle, target: str) -> list[Path]:
+    """The files of one asset folder (``ASSET_CRDS``) of a built bundle, sorted by name."""
+    return sorted((bundle_dir(bundle) / target).glob("*.yaml"))
 
 
 def build_bundle(bundle: Bundle, *, quiet: bool = False) -> Path:
@@ -323,12 +376,15 @@ def _build_into(directory: Path, bundle: Bundle, build_date: str) -> None:
     go_version = "1.22"
     replaces: dict[str, dict[str, str]] = {}
     for spec in specs:
-        upstream_mod = _upstream_go_mod(spec, directory, log, env)
+        upstream_mod, module_dir = _download(spec, directory, log, env)
+        _copy_assets(spec, module_dir, directory)
         go_version = max(go_version, go_directive(upstream_mod), key=_version_key)
         replaces[spec.module] = {
             module: spec.replace_version(module)
             for module in local_replaces(upstream_mod, spec.local_prefix)
         }
+        if spec.keep_version_replaces:
+            replaces[spec.module].update(version_replaces(upstream_mod))
     requires = {spec.module: spec.component.version for spec in specs}
     (src / "go.mod").write_text(
         render_go_mod(bundle, go_version, requires, merge_replaces(replaces))

@@ -12,6 +12,9 @@ started process is recorded in ``<folder>/state.json`` as it starts, so ``down``
 whether a component exited is the kernel's answer to its parent (``procs.Child``), never a guess
 from ``/proc``.
 
+Volcano (vc-scheduler, vc-controller-manager) starts once its CRDs (from the build cache) are
+established, and the cluster is ready when its default Queue is open.
+
 Folder layout: ``state.json``, ``kubeconfig``, ``pki/``, ``etcd/`` (data), ``logs/<name>.log``,
 ``bin/kubectl`` (a symlink into the build cache).
 """
@@ -33,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from modelserving.devcluster.build import build_all
+from modelserving.devcluster.build import ASSET_CRDS, build_all, bundle_assets
 from modelserving.devcluster.certs import Pki, make_pki
 from modelserving.devcluster.interrupts import Interrupted, SignalGuard
 from modelserving.devcluster.procs import (
@@ -46,7 +49,7 @@ from modelserving.devcluster.procs import (
     spawn,
     stop,
 )
-from modelserving.devcluster.versions import KUBERNETES_VERSION
+from modelserving.devcluster.versions import KUBERNETES_VERSION, VOLCANO_BUNDLE, bundle_dir
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -63,7 +66,34 @@ PORT_NAMES = (
     "kube-scheduler",
     "kwok",
 )
-PROGRAMS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+PROGRAMS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "vc-scheduler",
+    "vc-controller-manager",
+)
+VOLCANO_SCHEDULER_CONF = "volcano-scheduler.conf"
+VOLCANO_SCHEDULER_CONF_TEXT = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+"""vc-scheduler's configuration: its built-in default, written out (without a file it logs an
+error before using the default). ``gang`` holds a PodGroup's Pods until ``minMember`` fit."""
+VOLCANO_QUEUE_PATH = "/apis/scheduling.volcano.sh/v1beta1/queues/default"
+"""The default Queue: vc-scheduler creates it, vc-controller-manager opens it."""
 DEFAULT_TIMEOUT = 300.0
 """Seconds per wait: a loaded 2-core machine (compiling, say) can need minutes to start."""
 
@@ -333,6 +363,22 @@ def command_lines(state: ClusterState, binaries: Mapping[str, Path]) -> dict[str
             # grace period (50 s), which then marks every Node NotReady and every Pod not Ready.
             f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
         ],
+        # Volcano schedules Pods whose schedulerName is ``volcano`` (Kthena's default); no
+        # health or metrics port (none is needed, and two clusters must not collide).
+        "vc-scheduler": [
+            str(binaries["vc-scheduler"]),
+            f"--kubeconfig={kubeconfig}",
+            f"--scheduler-conf={d / VOLCANO_SCHEDULER_CONF}",
+            "--leader-elect=false",
+            "--cache-dumper=false",
+            "--logtostderr",
+        ],
+        "vc-controller-manager": [
+            str(binaries["vc-controller-manager"]),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--logtostderr",
+        ],
     }
 
 
@@ -453,7 +499,14 @@ def up(
     with SignalGuard() as guard:
         try:
             start = _Start(
-                _prepare(directory), binaries, timeout, die_with_parent, guard, say, children
+                _prepare(directory),
+                binaries,
+                timeout,
+                die_with_parent,
+                guard,
+                say,
+                children,
+                bundle_assets(VOLCANO_BUNDLE, ASSET_CRDS),
             )
             state = _finish(start.run(nodes), binaries)
         except BaseException as error:
@@ -474,6 +527,7 @@ def _prepare(directory: Path) -> ClusterState:
     make_pki(state.pki.directory)
     state.kubeconfig.write_text(kubeconfig_text(state.server, state.pki))
     state.kubeconfig.chmod(0o600)
+    (directory / VOLCANO_SCHEDULER_CONF).write_text(VOLCANO_SCHEDULER_CONF_TEXT)
     save_state(state)
     return state
 
@@ -489,6 +543,8 @@ class _Start:
     guard: SignalGuard
     say: Log
     children: list[Child]
+    crds: Sequence[Path]
+    """Volcano's CRD files (``build.bundle_assets``), installed before Volcano starts."""
 
     def run(self, nodes: int) -> ClusterState:
         """Start the components in order and wait until the cluster is usable."""
@@ -497,14 +553,23 @@ class _Start:
         self.spawn("kube-apiserver")
         api = Api(self.state)
         self.wait("kube-apiserver /readyz", "kube-apiserver", lambda: _readyz(api))
+        crds = _install_crds(api, self.crds)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             self.spawn(name)
         _register_nodes(api, nodes)
+        self.wait(
+            "Volcano's CRDs to be established", "kube-apiserver", lambda: _established(api, crds)
+        )
+        for name in ("vc-scheduler", "vc-controller-manager"):
+            self.spawn(name)
         self.wait(f"{nodes} Ready kwok Nodes", "kwok", lambda: _nodes_ready(api, nodes))
         self.wait(
             "the default ServiceAccount",
             "kube-controller-manager",
             lambda: api.request("GET", SERVICE_ACCOUNT_PATH)[0] == 200,
+        )
+        self.wait(
+            "Volcano's default Queue to open", "vc-controller-manager", lambda: _queue_open(api)
         )
         return self.state
 
@@ -517,6 +582,9 @@ class _Start:
                 self.state.logs / f"{name}.log",
                 cwd=self.state.directory,
                 die_with_parent=self.die_with_parent,
+                # Volcano's device plugins build a second client from $KUBECONFIG (else
+                # ~/.kube/config): it must be this cluster, never the user's own.
+                env={**os.environ, "KUBECONFIG": str(self.state.kubeconfig)},
             )
             self.children.append(child)
         self.state = self.state.with_process(child.record)
@@ -525,6 +593,43 @@ class _Start:
     def wait(self, what: str, owner: str, check: Callable[[], bool]) -> None:
         self.say(f"waiting for {what}")
         _wait(what, owner, check, self.timeout, self.children)
+
+
+def _install_crds(api: Api, files: Sequence[Path]) -> list[str]:
+    """Create every CustomResourceDefinition of ``files`` (one already there is kept); their
+    names."""
+    if not files:
+        folder = bundle_dir(VOLCANO_BUNDLE) / ASSET_CRDS
+        raise ClusterError(f"Volcano's CRDs are missing from {folder}: run `make cluster-build`")
+    names = []
+    for path in files:
+        for document in yaml.safe_load_all(path.read_text()):
+            if not document or document.get("kind") != "CustomResourceDefinition":
+                continue
+            status, body = api.request(
+                "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", document
+            )
+            if status not in (201, 409):
+                name = document.get("metadata", {}).get("name")
+                raise ClusterError(f"could not create the CRD {name} of {path}: {status} {body}")
+            names.append(document["metadata"]["name"])
+    return names
+
+
+def _established(api: Api, names: Sequence[str]) -> bool:
+    for name in names:
+        status, body = api.request(
+            "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        )
+        conditions = (body.get("status") or {}).get("conditions") or [] if status == 200 else []
+        if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            return False
+    return True
+
+
+def _queue_open(api: Api) -> bool:
+    status, body = api.request("GET", VOLCANO_QUEUE_PATH)
+    return status == 200 and (body.get("status") or {}).get("state") == "Open"
 
 
 def _readyz(api: Api) -> bool:

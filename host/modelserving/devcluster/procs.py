@@ -23,7 +23,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -183,6 +183,7 @@ def spawn(
     *,
     cwd: Path,
     die_with_parent: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> Child:
     """Start ``argv`` in its own session, output to ``log``; survive our exit unless told not to.
 
@@ -198,6 +199,7 @@ def spawn(
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=None if env is None else dict(env),
             start_new_session=True,
             close_fds=True,
             preexec_fn=preexec,

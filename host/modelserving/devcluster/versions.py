@@ -24,6 +24,11 @@ ETCD_VERSION = "v3.6.4"
 """The etcd server release: the one Kubernetes 1.34 is released and tested with (its go.mod
 requires it), so etcd shares Kubernetes' module graph and most of its compiled packages."""
 
+VOLCANO_VERSION = "v1.10.0"
+"""Volcano's scheduler and controller manager (PodGroups, Queues, gang scheduling): the newest
+release the Go module proxy serves here. It is built against Kubernetes 1.30's client
+libraries; the integration tests run it against this control plane (``test_volcano.py``)."""
+
 KWOK_VERSION = "v0.7.0"
 """kwok release; v0.7.0 still has its default node and pod stages built in."""
 
@@ -71,7 +76,8 @@ KUBECTL = Component("kubectl", KUBERNETES_VERSION, ("kubectl",))
 """kubectl comes from the same module as the control plane (``k8s.io/kubernetes``)."""
 ETCD = Component("etcd", ETCD_VERSION, ("etcd",))
 KWOK = Component("kwok", KWOK_VERSION, ("kwok",))
-COMPONENTS: tuple[Component, ...] = (ETCD, KUBERNETES, KWOK, KUBECTL)
+VOLCANO = Component("volcano", VOLCANO_VERSION, ("vc-scheduler", "vc-controller-manager"))
+COMPONENTS: tuple[Component, ...] = (ETCD, KUBERNETES, KWOK, KUBECTL, VOLCANO)
 CONTROL_PLANE = Bundle("controlplane", (ETCD, KUBERNETES), recipe=2)
 KWOK_BUNDLE = Bundle("kwok", (KWOK,), recipe=1)
 """kwok on its own: v0.7.0 does not compile against Kubernetes 1.34's libraries (it uses an
@@ -80,7 +86,10 @@ KUBECTL_BUNDLE = Bundle("kubectl", (KUBECTL,), recipe=1)
 """kubectl on its own, so what needs only the control plane (the controller benchmark) can skip
 it. Its packages other than its own 200 are the control plane's, at the same versions and
 flags, and come from Go's build cache."""
-BUNDLES: tuple[Bundle, ...] = (CONTROL_PLANE, KWOK_BUNDLE)
+VOLCANO_BUNDLE = Bundle("volcano", (VOLCANO,), recipe=1)
+"""Volcano on its own: it pins Kubernetes 1.30's libraries (its go.mod's replaces), which the
+control plane's 1.34 module graph cannot hold."""
+BUNDLES: tuple[Bundle, ...] = (CONTROL_PLANE, KWOK_BUNDLE, VOLCANO_BUNDLE)
 """What the control plane needs to run."""
 ALL_BUNDLES: tuple[Bundle, ...] = (*BUNDLES, KUBECTL_BUNDLE)
 

@@ -20,6 +20,8 @@ from modelserving.devcluster.versions import (
     KUBECTL_BUNDLE,
     KUBERNETES,
     KWOK,
+    VOLCANO,
+    VOLCANO_BUNDLE,
     Bundle,
     Component,
     bundle_dir,
@@ -56,6 +58,35 @@ def test_local_replaces_finds_only_folder_targets() -> None:
         "go.etcd.io/etcd/client/v2",
         "go.etcd.io/etcd/raft/v3",
     ]
+
+
+def test_version_replaces_are_the_modules_pinned_to_a_version() -> None:
+    text = UPSTREAM + (
+        "replace k8s.io/api => k8s.io/api v0.30.2\n"
+        "replace (\n\tgoogle.golang.org/grpc v1.0.0 => google.golang.org/grpc v1.57.0 // pin\n)\n"
+    )
+    assert build.version_replaces(text) == {
+        "k8s.io/api": "v0.30.2",
+        "google.golang.org/grpc": "v1.57.0",
+    }  # neither folders nor a module replaced by another one (example.com/forked)
+
+
+def test_volcano_keeps_its_pins_and_ships_its_crds(tmp_path: Path) -> None:
+    spec = build.upstream(VOLCANO)
+    assert spec.module == "volcano.sh/volcano" and spec.keep_version_replaces
+    assert spec.assets == {build.VOLCANO_CRDS_SOURCE: build.ASSET_CRDS}
+    assert any(flag.endswith(f".Version={VOLCANO.version}") for flag in spec.ldflags)
+    assert not build.upstream(KUBERNETES).keep_version_replaces
+    module = tmp_path / "module"
+    (module / build.VOLCANO_CRDS_SOURCE).mkdir(parents=True)
+    (module / build.VOLCANO_CRDS_SOURCE / "a_podgroups.yaml").write_text("kind: x\n")
+    (module / build.VOLCANO_CRDS_SOURCE / "README.md").write_text("not a CRD\n")
+    bundle = tmp_path / "bundle"
+    build._copy_assets(spec, module, bundle)
+    assert sorted(p.name for p in (bundle / build.ASSET_CRDS).iterdir()) == ["a_podgroups.yaml"]
+    (module / build.VOLCANO_CRDS_SOURCE / "a_podgroups.yaml").unlink()
+    with pytest.raises(build.BuildError, match="has no YAML in installer/"):
+        build._copy_assets(spec, module, bundle)
 
 
 def test_go_directive_is_read_from_upstream() -> None:
@@ -111,7 +142,7 @@ def test_replaces_of_several_upstreams_merge_and_conflicts_name_both() -> None:
 
 
 def test_every_component_has_a_recipe_and_registers_each_of_its_programs() -> None:
-    for component in (ETCD, KUBERNETES, KWOK, KUBECTL):
+    for component in (ETCD, KUBERNETES, KWOK, KUBECTL, VOLCANO):
         assert build.upstream(component).component is component
         source = (build.MULTICALL / f"{component.name}.go").read_text()
         for program in component.binaries:
@@ -124,8 +155,15 @@ def test_every_component_has_a_recipe_and_registers_each_of_its_programs() -> No
 def test_each_bundle_compiles_the_dispatcher_and_its_components_files() -> None:
     programs = [name for bundle in ALL_BUNDLES for name in bundle.binaries]
     assert sorted(programs) == sorted(
-        {*ETCD.binaries, *KUBERNETES.binaries, *KWOK.binaries, *KUBECTL.binaries}
+        {
+            *ETCD.binaries,
+            *KUBERNETES.binaries,
+            *KWOK.binaries,
+            *KUBECTL.binaries,
+            *VOLCANO.binaries,
+        }
     )
+    assert VOLCANO_BUNDLE in BUNDLES  # the cluster runs Volcano
     assert "kubectl" not in [name for bundle in BUNDLES for name in bundle.binaries]
     for bundle in ALL_BUNDLES:
         sources = build.go_sources(bundle)
