@@ -325,8 +325,9 @@ def test_kthena_created_objects_are_adopted_without_a_rollout(
 
 
 def test_kthena_volcano_objects_are_kept(cluster: Cluster, namespace: str) -> None:
-    """With Volcano (Kthena's default scheduler) and the PodGroup API served, Kthena's
-    PodGroups and annotated Pods are kept as they are (nothing schedules them here)."""
+    """With Volcano (Kthena's default scheduler, running in the local control plane), Kthena's
+    PodGroups and annotated Pods are kept as they are, Volcano schedules them and the
+    ModelServing becomes Available at Kthena's revision."""
     install_crd(cluster)
     objs = Objects(cluster, namespace)
     ms, vec = _stored(objs, "crafted-adoption/adopted-volcano")
@@ -343,7 +344,9 @@ def test_kthena_volcano_objects_are_kept(cluster: Cluster, namespace: str) -> No
             ),
             timeout=60,
         )
+        objs.wait_condition("adopted-volcano", "Available", "True", timeout=90)
         more_passes(ctl, (namespace, "adopted-volcano"))
         after = kthena.snapshot()
     assert status["updateRevision"] == vec["revision"]
+    assert objs.get("adopted-volcano")["status"]["currentRevision"] == vec["revision"]
     assert after == before
