@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from modelserving.api import labels
 from modelserving.devcluster.cluster import Api, fake_node
