@@ -6,7 +6,7 @@ machine-checked half.
 
 from __future__ import annotations
 
-from modelserving.api.hook import Hook
+from modelserving.api.hook import HOOK_SPECS, Hook
 
 ABI_VERSION = 1
 
@@ -18,23 +18,22 @@ ALLOC = "ms_alloc"
 FREE = "ms_free"
 INITIALIZE = "_initialize"
 
-HOOK_EXPORTS: dict[Hook, str] = {
-    Hook.ON_POD_CREATE: "ms_on_pod_create",
-    Hook.ON_POD_READY: "ms_on_pod_ready",
-    Hook.VALIDATE_CONFIG: "ms_validate_config",
-}
-POD_HOOKS = (Hook.ON_POD_CREATE, Hook.ON_POD_READY)
+HOOK_EXPORTS: dict[Hook, str] = {spec.hook: spec.export for spec in HOOK_SPECS}
+"""Each hook's export in a core module (from the hook table, ``api.hook.HOOK_SPECS``)."""
 
 LOG_MODULE = "modelserving"
 LOG_FUNC = "log"
 WASI_MODULE = "wasi_snapshot_preview1"
 EXTISM_MODULE = "extism:host/env"
 
-EXTISM_FUNCS: dict[Hook, str] = {
-    Hook.ON_POD_CREATE: "on_pod_create",
-    Hook.ON_POD_READY: "on_pod_ready",
-    Hook.VALIDATE_CONFIG: "validate_config",
-}
+EXTISM_FUNCS: dict[Hook, str] = {spec.hook: spec.extism for spec in HOOK_SPECS}
+"""Each hook's function in an Extism module."""
+
+
+def export_name(hook: Hook, extism: bool) -> str:
+    """The export that serves ``hook`` in a module of either flavour."""
+    return (EXTISM_FUNCS if extism else HOOK_EXPORTS)[hook]
+
 
 RESPONSE_KEYS = frozenset({"patch", "error"})
 OP_KEYS = frozenset({"op", "path", "value"})

@@ -1,12 +1,17 @@
-"""What a plugin hook receives (HookRequest) and returns (RFC 6902 JSON Patch operations).
+"""The hooks (one table), what a hook receives (HookRequest) and what it may return (RFC 6902
+JSON Patch operations).
 
-Shared by native plugins, the ABI codec and the chain, so both kinds of plugin see the same
-request and are judged by the same patch rules.
+``HOOK_SPECS`` declares each hook once: its wire name, the method a native plugin implements,
+its export in each module flavour and whether it patches the Pod. Everything else that lists
+hooks (the ABI's export tables, the registry's method names, the chain, the CLI's ``--hook``)
+derives from it. Shared by native plugins, the ABI codec and the chain, so both kinds of plugin
+see the same request and are judged by the same patch rules.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -19,6 +24,37 @@ class Hook(enum.StrEnum):
     ON_POD_CREATE = "OnPodCreate"
     ON_POD_READY = "OnPodReady"
     VALIDATE_CONFIG = "ValidateConfig"
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """One hook point as declared: ``method`` is what a native plugin implements (empty: none,
+    a built-in's config model stands in); ``export`` and ``extism`` its names in a core module
+    and in an Extism module; ``patches``: its reply is a JSON patch of the Pod (else it may
+    report observations); ``per_pod``: it is called for one Pod (else once per plugin)."""
+
+    hook: Hook
+    method: str
+    export: str
+    extism: str
+    patches: bool = False
+    per_pod: bool = True
+
+    @property
+    def option(self) -> str:
+        """The name on the command line: OnPodCreate -> on-pod-create."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "-", self.hook.value).lower()
+
+
+HOOK_SPECS: tuple[HookSpec, ...] = (
+    HookSpec(Hook.ON_POD_CREATE, "on_pod_create", "ms_on_pod_create", "on_pod_create", True),
+    HookSpec(Hook.ON_POD_READY, "on_pod_ready", "ms_on_pod_ready", "on_pod_ready"),
+    HookSpec(Hook.VALIDATE_CONFIG, "", "ms_validate_config", "validate_config", per_pod=False),
+)
+"""Every hook, in the order the controller reports them."""
+
+SPEC: dict[Hook, HookSpec] = {spec.hook: spec for spec in HOOK_SPECS}
+POD_HOOKS: tuple[Hook, ...] = tuple(spec.hook for spec in HOOK_SPECS if spec.per_pod)
 
 
 PatchOpName = Literal["add", "remove", "replace", "test"]

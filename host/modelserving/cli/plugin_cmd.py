@@ -40,7 +40,7 @@ from pydantic import ValidationError
 from modelserving.abi.codec import PodContext, RequestEncoder, decode_response
 from modelserving.abi.contract import HOOK_EXPORTS, ResponseError
 from modelserving.api.errors import FailureClass, InvalidManifest, PatchRejected, PluginFailure
-from modelserving.api.hook import Hook, HookRequest, PatchOperation
+from modelserving.api.hook import HOOK_SPECS, Hook, HookRequest, PatchOperation
 from modelserving.api.jsondata import find_wide_int, json_copy, wide_int_reason
 from modelserving.api.labels import (
     API_VERSION,
@@ -65,7 +65,7 @@ from modelserving.cli.scaffold import (
     scaffold,
 )
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
-from modelserving.plugins.base import Builtin, HookError
+from modelserving.plugins.base import NATIVE_METHODS, Builtin, HookError
 from modelserving.plugins.logs import parse_observation
 from modelserving.plugins.modules import ModuleTooLarge
 from modelserving.plugins.registry import default_registry
@@ -81,12 +81,7 @@ from modelserving.sandbox import (
 )
 from modelserving.sandbox.errors import error_line
 
-HOOKS: dict[str, Hook] = {
-    "on-pod-create": Hook.ON_POD_CREATE,
-    "on-pod-ready": Hook.ON_POD_READY,
-    "validate-config": Hook.VALIDATE_CONFIG,
-}
-NATIVE_METHODS = {Hook.ON_POD_CREATE: "on_pod_create", Hook.ON_POD_READY: "on_pod_ready"}
+HOOKS: dict[str, Hook] = {spec.option: spec.hook for spec in HOOK_SPECS}
 REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "roleName", "roleId", "isEntry", "pod")
 IGNORED_KEYS = ("abiVersion", "hook")  # set by the host and --hook; tolerated in the file
 PLUGIN_KEYS = ("name", "config")

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Protocol, runtime_checkable
 from pydantic import AfterValidator
 
 from modelserving.api._base import ApiModel
-from modelserving.api.hook import HookRequest, PatchOperation
+from modelserving.api.hook import HOOK_SPECS, Hook, HookRequest, PatchOperation
 from modelserving.api.names import is_quantity
 
 
@@ -101,7 +101,9 @@ class PodReadyHook(Protocol):
     def on_pod_ready(self, request: HookRequest) -> Sequence[Observation] | None: ...
 
 
-HOOK_METHODS = ("on_pod_create", "on_pod_ready")
+NATIVE_METHODS: dict[Hook, str] = {spec.hook: spec.method for spec in HOOK_SPECS if spec.method}
+"""The method a native plugin implements for each hook it can have (from ``HOOK_SPECS``)."""
+HOOK_METHODS: tuple[str, ...] = tuple(NATIVE_METHODS.values())
 
 
 @dataclass(frozen=True)

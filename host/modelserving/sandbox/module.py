@@ -24,10 +24,10 @@ from modelserving.abi.contract import (
     LOG_MODULE,
     MARKERS,
     MEMORY,
-    POD_HOOKS,
     WASI_MODULE,
+    export_name,
 )
-from modelserving.api.hook import Hook
+from modelserving.api.hook import POD_HOOKS, Hook
 from modelserving.sandbox.errors import invalid_module
 from modelserving.sandbox.settings import WASM_PAGE
 from modelserving.sandbox.structure import START_EXPORT
@@ -118,7 +118,7 @@ def check_module(
         hooks = tuple(h for h, name in HOOK_EXPORTS.items() if name in exports)
         initialize = INITIALIZE in exports
     if not any(h in hooks for h in POD_HOOKS):
-        names = " or ".join((EXTISM_FUNCS if extism else HOOK_EXPORTS)[h] for h in POD_HOOKS)
+        names = " or ".join(export_name(h, extism) for h in POD_HOOKS)
         raise invalid_module(f"the module exports no hook: it needs {names}")
     return ModuleInfo(
         sha256=sha256,

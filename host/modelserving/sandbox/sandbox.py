@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from modelserving.abi.contract import EXTISM_FUNCS, HOOK_EXPORTS
+from modelserving.abi.contract import export_name
 from modelserving.api.errors import FailureClass
 from modelserving.api.hook import Hook
 from modelserving.sandbox.cache import CompiledModule, ModuleCache
@@ -43,7 +43,7 @@ class Sandbox:
     ) -> CallResult:
         """Run one hook on ``request``; CallFailure (a SandboxError) when the call fails."""
         extism = compiled.info.flavour == FLAVOUR_EXTISM
-        export = (EXTISM_FUNCS if extism else HOOK_EXPORTS)[hook]
+        export = export_name(hook, extism)
         if hook not in compiled.info.hooks:
             raise CallFailure(FailureClass.INVALID_MODULE, f"the module does not export {export}")
         if extism:
