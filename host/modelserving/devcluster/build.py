@@ -13,7 +13,7 @@ per program.
 
 The build is lean on purpose: ``-trimpath``, no DWARF in the compiler or the linker
 (``-gcflags=all=-dwarf=false``, ``-ldflags=-s -w``), cgo off, and Go's build and module caches
-shared with the Go plugin builds (``versions.go_cache_dirs``).
+shared with the Go plugin builds (``versions.go_cache_dirs``), and ``GOGC=400`` for the compiler.
 
 A finished build writes ``build.json``; a later call that finds it (and every binary) returns at
 once. Builds of one bundle are serialised with a file lock, so a test run and a ``make
@@ -264,6 +264,10 @@ def go_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env["GOCACHE"], env["GOMODCACHE"] = str(gocache), str(gomodcache)
     env["CGO_ENABLED"] = "0"
     env["GOWORK"] = "off"  # a go.work of the caller must not pull the wrapper into a workspace
+    # The compiler collects garbage less often: measured on the Volcano bundle from an empty
+    # build cache, 7 % less user CPU (204 s against 220 s); with no collection at all (GOGC=off)
+    # it was 196 s, with a 1.7 GiB peak.
+    env.setdefault("GOGC", "400")
     # -modcacherw: the shared module cache stays deletable (`rm -rf`) like the plugin builds'.
     env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod -modcacherw").strip()
     for name in ("GOOS", "GOARCH", "GOPATH", "GOEXPERIMENT"):

@@ -195,6 +195,8 @@ def test_go_caches_are_the_plugin_builds_and_the_environment_is_clean(tmp_path: 
     assert "GOOS" not in env
     assert env["GOFLAGS"] == "-x -mod=mod -modcacherw"
     assert env["CGO_ENABLED"] == "0"
+    assert env["GOGC"] == "400"
+    assert build.go_env({**environ, "GOGC": "100"})["GOGC"] == "100"  # the caller's wins
 
 
 def _fake_build(directory: Path, bundle: Bundle, key: str | None = None) -> None:
