@@ -175,6 +175,46 @@ def test_a_module_that_needs_too_much_memory_to_compile_is_refused() -> None:
     _assert_only_the_spare_worker_left()
 
 
+GO_MODULE = Path(__file__).resolve().parents[2] / "examples" / "wasm" / "go-demo-pod-tweaks.wasm"
+
+
+@pytest.mark.parametrize(
+    ("module", "mib"),
+    [
+        *(("functions", mib) for mib in (8, 16, 32)),
+        # 2 MB of standard Go: at these caps the artifact's buffer is what is refused
+        *(("go", mib) for mib in (13, 14, 15)),
+    ],
+)
+def test_every_refused_allocation_is_reported_as_the_memory_limit(module: str, mib: int) -> None:
+    """Whichever allocation the cap refuses (a compiler thread's, the artifact's buffer), the
+    module compiles or is refused for the memory setting, at once: never as "does not
+    compile", never by the deadline."""
+    bounds = dataclasses.replace(ModuleBounds(), max_functions=200_000)
+    sandbox = _sandbox(module_bounds=bounds, compile_memory_mib=mib, compile_timeout_ms=60_000)
+    started = time.monotonic()
+    data = many_functions(20_000) if module == "functions" else GO_MODULE.read_bytes()
+    failure: SandboxError | None = None
+    try:
+        sandbox.load(data)
+    except SandboxError as error:
+        failure = error
+    assert time.monotonic() - started < 30
+    assert failure is None or failure.failure_class is FailureClass.INVALID_MODULE
+    message = "loaded" if failure is None else failure.message
+    # compiled (the functions then refused for their missing exports), or refused for memory
+    assert (
+        message == "loaded"
+        or message.startswith("no ABI marker")
+        or message
+        == (
+            f"compiling the module needed more than {mib} MiB "
+            "(operator setting sandbox.compileMemoryMiB)"
+        )
+    )
+    _assert_only_the_spare_worker_left()
+
+
 def test_a_module_the_compiler_refuses_keeps_the_compilers_cause() -> None:
     """A body of a well-framed module holds an opcode that does not exist: only the compiler
     finds it, and its report arrives on one line without wasmtime's chain numbering."""
