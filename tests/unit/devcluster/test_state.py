@@ -47,6 +47,32 @@ def test_command_lines_stay_on_loopback_and_inside_the_folder(tmp_path: Path) ->
         assert any(str(tmp_path) in arg for arg in argv[1:])
 
 
+def test_volcano_runs_on_the_clusters_kubeconfig_with_no_port_of_its_own(tmp_path: Path) -> None:
+    binaries = {name: Path("/cache") / name for name in cluster.PROGRAMS}
+    commands = cluster.command_lines(_state(tmp_path), binaries)
+    kubeconfig = f"--kubeconfig={tmp_path / 'kubeconfig'}"
+    for name in ("vc-scheduler", "vc-controller-manager"):
+        argv = commands[name]
+        assert kubeconfig in argv and "--leader-elect=false" in argv
+        # no health, metrics or pprof listener: two clusters side by side never collide
+        assert not any(flag.split("=")[0].endswith("address") for flag in argv)
+    conf = tmp_path / cluster.VOLCANO_SCHEDULER_CONF
+    assert f"--scheduler-conf={conf}" in commands["vc-scheduler"]
+    settings = yaml.safe_load(cluster.VOLCANO_SCHEDULER_CONF_TEXT)
+    plugins = [p["name"] for tier in settings["tiers"] for p in tier["plugins"]]
+    assert "gang" in plugins and "predicates" in plugins
+    assert [a.strip() for a in settings["actions"].split(",")] == [
+        "enqueue",
+        "allocate",
+        "backfill",
+    ]
+
+
+def test_missing_volcano_crds_fail_the_start_with_the_command_that_builds_them() -> None:
+    with pytest.raises(cluster.ClusterError, match=r"Volcano's CRDs are missing from .*make"):
+        cluster._install_crds(None, [])  # type: ignore[arg-type]
+
+
 def test_fake_node_is_managed_by_kwok_and_offers_gpus() -> None:
     node = cluster.fake_node("n0")
     assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
