@@ -25,7 +25,7 @@ from typing import Any
 
 from modelserving import bench_controller, bench_plugins
 from modelserving.api.validation import parse_model_serving
-from modelserving.chain.chain import build_chain
+from modelserving.chain import build_chain
 from modelserving.chain.render import render
 from modelserving.cli.main import main as cli_main
 from modelserving.cli.manifests import dump_stream, read_documents

@@ -22,20 +22,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import wasmtime
-
 from modelserving.abi.codec import PodContext, encode_request
 from modelserving.api.hook import Hook
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
 from modelserving.api.validation import parse_model_serving
-from modelserving.chain.chain import Chain, build_chain
+from modelserving.chain import Chain, build_chain
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.registry import default_registry
 from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import ModuleCache
-from modelserving.sandbox.call import _Instance
 from modelserving.sandbox.settings import MIB, ModuleBounds
 from modelserving.sandbox.structure import encode_section, leb128
 from modelserving.workload.plan import DesiredPod, plan
@@ -129,8 +126,8 @@ def bench_ready(name: str, sandbox: Sandbox) -> None:
     assert not native.on_pod_ready(desired, pod) and not wasm.on_pod_ready(desired, pod)
     n50, n99 = percentiles(lambda: native.on_pod_ready(desired, pod))
     w50, w99 = percentiles(lambda: wasm.on_pod_ready(desired, pod))
-    plugin: Any = wasm.entries[0].plugin
-    fuel = plugin.last.call.fuel_consumed if plugin.last else 0
+    _, outcomes = wasm.run(Hook.ON_POD_READY, desired, pod)
+    fuel = outcomes[0].fuel
     size = len(json.dumps(pod, separators=(",", ":")))
     print(f"  {name} OnPodReady, Pod of {size / 1024:.1f} KB as JSON, {ITERATIONS} calls:")
     print(f"    native       p50 {n50:7.1f} us   p99 {n99:7.1f} us")
@@ -148,8 +145,7 @@ def bench_builtin(name: str, sandbox: Sandbox) -> None:
     assert native_pod == wasm_pod, "the native and WebAssembly built-ins disagree"
     n50, n99 = percentiles(lambda: native.on_pod_create(desired))
     w50, w99 = percentiles(lambda: wasm.on_pod_create(desired))
-    plugin: Any = wasm.entries[0].plugin
-    fuel = plugin.last.call.fuel_consumed if plugin.last else 0
+    fuel = wasm.on_pod_create(desired).outcomes[0].fuel
     print(f"  {name} OnPodCreate, Pod of {size / 1024:.1f} KB as JSON, {ITERATIONS} calls:")
     print(f"    native       p50 {n50:7.1f} us   p99 {n99:7.1f} us")
     print(f"    wasm         p50 {w50:7.1f} us   p99 {w99:7.1f} us   fuel {fuel}")
@@ -160,16 +156,11 @@ def bench_loading(name: str, data: bytes, sandbox: Sandbox) -> None:
     compiled = sandbox.load(data)
     limits = sandbox.limits()
 
-    def fresh_instance() -> None:
-        inst = _Instance(sandbox.engine, compiled, limits)
-        inst.start(None)
-        inst.close()
-
-    p50, p99 = percentiles(fresh_instance)
+    p50, p99 = percentiles(lambda: sandbox.start_instance(compiled, limits))
     print(
         f"  fresh instance ({name}, {len(data) / 1024:.0f} KB): p50 {p50:.1f} us, p99 {p99:.1f} us"
     )
-    in_process = median_us(lambda: wasmtime.Module(sandbox.engine.engine, data), 5)
+    in_process = median_us(lambda: sandbox.compile_here(data), 5)
     cold = median_us(lambda: ModuleCache(sandbox.engine, None).load(data), 5)
     with tempfile.TemporaryDirectory() as tmp:
         ModuleCache(sandbox.engine, Path(tmp)).load(data)

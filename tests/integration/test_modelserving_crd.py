@@ -13,7 +13,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from modelserving.api import labels, parse_model_serving
-from modelserving.chain.chain import build_chain
+from modelserving.chain import build_chain
 from modelserving.chain.render import render
 from tests.integration.conftest import Cluster, wait_for
 

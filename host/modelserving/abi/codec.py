@@ -24,7 +24,7 @@ from modelserving.abi.contract import (
     RESPONSE_KEYS,
     ResponseError,
 )
-from modelserving.api.hook import Hook, PatchOperation
+from modelserving.api.hook import HOOK_SPECS, SPEC, Hook, PatchOperation
 from modelserving.api.jsondata import json_problem
 
 _packb = msgpack.packb
@@ -179,8 +179,9 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
         raise ResponseError(f"patch must be an array, not {_kind(raw)}")
     if len(raw) > MAX_PATCH_OPS:
         raise ResponseError(f"the patch has {len(raw)} operations; the limit is {MAX_PATCH_OPS}")
-    if raw and hook is not Hook.ON_POD_CREATE:
-        raise ResponseError(f"{hook} responses may not carry a patch (only OnPodCreate may)")
+    if raw and not SPEC[hook].patches:
+        patching = " and ".join(spec.hook for spec in HOOK_SPECS if spec.patches)
+        raise ResponseError(f"{hook} responses may not carry a patch (only {patching} may)")
     ops: list[PatchOperation] = []
     for i, op in enumerate(raw):
         if not isinstance(op, dict):

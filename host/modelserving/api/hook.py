@@ -41,6 +41,11 @@ class HookSpec:
     per_pod: bool = True
 
     @property
+    def observes(self) -> bool:
+        """Whether a call may report observations (a Pod hook that does not patch)."""
+        return self.per_pod and not self.patches
+
+    @property
     def option(self) -> str:
         """The name on the command line: OnPodCreate -> on-pod-create."""
         return re.sub(r"(?<!^)(?=[A-Z])", "-", self.hook.value).lower()

@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelserving.api.modelserving import ModelServing
-from modelserving.chain.chain import Chain, PluginOutcome, build_chain
+from modelserving.chain.build import build_chain
+from modelserving.chain.run import Chain
+from modelserving.chain.step import Outcome
 from modelserving.workload.plan import plan
 
 
@@ -18,7 +20,7 @@ class Rendered:
     """The objects of one ModelServing, and per Pod the outcome of each in-scope plugin."""
 
     objects: list[dict[str, Any]] = field(default_factory=list)
-    outcomes: dict[str, list[PluginOutcome]] = field(default_factory=dict)
+    outcomes: dict[str, list[Outcome]] = field(default_factory=dict)
 
 
 def render(ms: ModelServing, chain: Chain | None = None, gang: bool = False) -> Rendered:

@@ -34,14 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import wasmtime
-from pydantic import ValidationError
-
-from modelserving.abi.codec import PodContext, RequestEncoder, decode_response
-from modelserving.abi.contract import HOOK_EXPORTS, ResponseError
-from modelserving.api.errors import FailureClass, InvalidManifest, PatchRejected, PluginFailure
-from modelserving.api.hook import HOOK_SPECS, Hook, HookRequest, PatchOperation
-from modelserving.api.jsondata import find_wide_int, json_copy, wide_int_reason
+from modelserving.abi.codec import PodContext
+from modelserving.abi.contract import HOOK_EXPORTS
+from modelserving.api.errors import (
+    FailureClass,
+    InvalidManifest,
+    PluginConfigError,
+    PluginFailure,
+)
+from modelserving.api.hook import HOOK_SPECS, SPEC, Hook, HookRequest
+from modelserving.api.jsondata import find_wide_int, wide_int_reason
 from modelserving.api.labels import (
     API_VERSION,
     ENTRY_LABEL,
@@ -50,10 +52,11 @@ from modelserving.api.labels import (
     ROLE_ID_LABEL,
     ROLE_LABEL,
 )
-from modelserving.api.modelserving import ModelServing
+from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.names import is_dns1123_label
-from modelserving.api.validation import format_loc, parse_model_serving, pydantic_errors
-from modelserving.chain.policy import PatchValidator
+from modelserving.api.validation import format_loc, parse_model_serving
+from modelserving.chain import ChainEntry, PatchValidator, invoke
+from modelserving.chain.build import native_plugin
 from modelserving.cli.manifests import ManifestError, read_documents
 from modelserving.cli.pack import CONFIG_MAP_KEY, LAST_APPLIED_LIMIT, pack_module
 from modelserving.cli.scaffold import (
@@ -64,22 +67,21 @@ from modelserving.cli.scaffold import (
     find_sdk,
     scaffold,
 )
+from modelserving.plugins.adapter import PluginAdapter
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
-from modelserving.plugins.base import NATIVE_METHODS, Builtin, HookError
-from modelserving.plugins.logs import parse_observation
+from modelserving.plugins.base import Builtin
 from modelserving.plugins.modules import ModuleTooLarge
 from modelserving.plugins.registry import default_registry
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import (
-    CallFailure,
     CompiledModule,
     Limits,
     LogRecord,
     Sandbox,
     SandboxError,
+    assemble_wat,
     default_sandbox,
 )
-from modelserving.sandbox.errors import error_line
 
 HOOKS: dict[str, Hook] = {spec.option: spec.hook for spec in HOOK_SPECS}
 REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "roleName", "roleId", "isEntry", "pod")
@@ -370,9 +372,9 @@ def module_bytes(target: Target, name: str) -> bytes:
     if target.path.suffix.lower() != ".wat":
         return data
     try:
-        return bytes(wasmtime.wat2wasm(data.decode("utf-8")))
-    except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
-        raise _load_failure(name, f"{target.path}: not valid WAT: {error_line(exc)}") from None
+        return assemble_wat(data)
+    except SandboxError as exc:
+        raise _load_failure(name, f"{target.path}: not valid WAT: {exc.message}") from None
 
 
 def load(sandbox: Sandbox, target: Target, name: str) -> CompiledModule:
@@ -427,12 +429,15 @@ class Request:
             return self.model_serving
         return minimal_model_serving(self._namespace()).to_api()
 
-    def parsed_model_serving(self) -> ModelServing:
-        """modelServing parsed (for HookRequest); the minimal one when absent or invalid."""
+    def parsed_model_serving(self, note: bool = True) -> ModelServing:
+        """modelServing parsed (for HookRequest); the minimal one when absent or invalid (with
+        a note on stderr, unless ``note`` is False)."""
         if self.model_serving is not None:
             try:
                 return parse_model_serving(self.model_serving)
             except InvalidManifest as exc:
+                if not note:
+                    return minimal_model_serving(self._namespace())
                 first = str(exc).splitlines()
                 detail = "; ".join(line.strip(" -") for line in first[1:4]) or first[0]
                 print(
@@ -602,18 +607,18 @@ def _limits(sandbox: Sandbox, args: argparse.Namespace) -> Limits:
 # --- run -------------------------------------------------------------------------------------
 
 
-def apply_patch(
-    validator: PatchValidator, name: str, pod: dict[str, Any], raw: Any, pod_name: str | None
-) -> tuple[dict[str, Any], list[PatchOperation]]:
-    """Validate and apply as the chain does; a refusal is a ForbiddenPatch failure."""
-    try:
-        return validator.apply_patch(pod, [] if raw is None else raw)
-    except PatchRejected as exc:
-        message = str(exc)
-    except Exception as exc:  # as the chain: a validator bug is still the patch's failure
-        message = f"the patch could not be validated: {type(exc).__name__}: {exc}"
-    raise Failed(
-        PluginFailure(FailureClass.FORBIDDEN_PATCH, name, Hook.ON_POD_CREATE, message, pod_name)
+def _entry(name: str, config: Any, plugin: PluginAdapter) -> ChainEntry:
+    """One plugin as the controller's chain holds it: ``run`` and ``bench`` call it through the
+    chain's own step (``modelserving.chain.invoke``)."""
+    return ChainEntry(0, PluginSpec.model_construct(name=name, config=config), plugin)
+
+
+def _hook_request(hook: Hook, ms: ModelServing, request: Request) -> HookRequest:
+    where, pod = request.where, request.pod
+    if where is None or pod is None:  # ValidateConfig: the plugin alone
+        return HookRequest(hook, ms, "", "", "", False, {})
+    return HookRequest(
+        hook, ms, where.serving_group, where.role_name, where.role_id, where.is_entry, pod
     )
 
 
@@ -625,46 +630,25 @@ def run_cmd(args: argparse.Namespace) -> int:
     compiled = load(sandbox, target, request.name)
     _check_exported(compiled, hook)
     limits = _limits(sandbox, args)
-
-    encoder = RequestEncoder(
-        request.name,
-        request.config,
-        None if hook is Hook.VALIDATE_CONFIG else request.model_serving_api(),
-    )
-    if hook is Hook.VALIDATE_CONFIG:
-        payload = encoder.validate_config()
-    else:
-        assert request.where is not None and request.pod is not None
-        payload = encoder.pod_hook(hook, request.where, request.pod)
-
-    def failure(cls: FailureClass, message: str) -> PluginFailure:
-        return PluginFailure(cls, request.name, hook, message, request.pod_name)
-
-    try:
-        call = sandbox.call(compiled, hook, payload, limits)
-    except CallFailure as exc:
-        raise Failed(failure(exc.failure_class, exc.message), exc.logs) from None
-    try:
-        response = decode_response(call.response, hook)
-    except ResponseError as exc:
-        raise Failed(failure(FailureClass.INVALID_RESPONSE, str(exc)), call.logs) from None
-    if response.error:
-        raise Failed(failure(FailureClass.PLUGIN_ERROR, response.error), call.logs)
-
-    pod = request.pod
-    patch: list[PatchOperation] = []
-    if hook is Hook.ON_POD_CREATE:
-        assert pod is not None
-        try:
-            pod, patch = apply_patch(
-                PatchValidator(), request.name, pod, response.patch, request.pod_name
-            )
-        except Failed as exc:
-            exc.logs = list(call.logs)
-            raise
+    # The module gets the request file's modelServing as written (the parsed one types the
+    # request only).
+    ms = request.parsed_model_serving(note=False)
+    view = request.model_serving_api()
+    plugin = WasmPlugin(request.name, request.config, compiled, sandbox, limits, ms, view)
+    with _quiet_plugin_log():
+        outcome = invoke(
+            _entry(request.name, request.config, plugin), _hook_request(hook, ms, request)
+        )
+    if outcome.failure is not None:
+        raise Failed(outcome.failure, outcome.reply.logs)
+    call = outcome.reply.call
+    assert call is not None
+    spec = SPEC[hook]
     extra: dict[str, Any] = {}
-    if hook is Hook.ON_POD_READY:
-        extra["observations"] = _observations(call.logs)
+    if spec.observes:
+        extra["observations"] = [
+            {"name": o.name, "seconds": o.seconds} for o in outcome.observations
+        ]
     _print_json(
         {
             "hook": hook.value,
@@ -676,8 +660,8 @@ def run_cmd(args: argparse.Namespace) -> int:
                 "memoryBytes": limits.memory_bytes,
                 "timeoutMs": limits.timeout_ms,
             },
-            "patch": patch,
-            "pod": pod,
+            "patch": outcome.patch,
+            "pod": outcome.pod if spec.patches else request.pod,
             "fuelConsumed": call.fuel_consumed,
             "durationUs": round(call.duration_us, 1),
             "logs": [r.to_json() for r in call.logs],
@@ -685,22 +669,6 @@ def run_cmd(args: argparse.Namespace) -> int:
         }
     )
     return 0
-
-
-def _observations(logs: list[LogRecord]) -> list[dict[str, Any]]:
-    """The observations among an OnPodReady call's log lines, as the controller would take
-    them (abi/README.md, 7.1); the lines stay in ``logs`` too."""
-    found = []
-    for record in logs:
-        if record.source != "log" or record.level != "info":
-            continue
-        try:
-            observation = parse_observation(record.message)
-        except ValueError:
-            continue
-        if observation is not None:
-            found.append({"name": observation.name, "seconds": observation.seconds})
-    return found
 
 
 # --- inspect ---------------------------------------------------------------------------------
@@ -735,16 +703,6 @@ def _quiet_plugin_log() -> Iterator[None]:
         logger.propagate = propagate
 
 
-def _hook_request(
-    hook: Hook, ms: ModelServing, request: Request, pod: dict[str, Any]
-) -> HookRequest:
-    where = request.where
-    assert where is not None
-    return HookRequest(
-        hook, ms, where.serving_group, where.role_name, where.role_id, where.is_entry, pod
-    )
-
-
 def wasm_step(
     args: argparse.Namespace, target: Target, hook: Hook, request: Request
 ) -> tuple[Step, str]:
@@ -753,39 +711,13 @@ def wasm_step(
     sandbox = default_sandbox()
     compiled = load(sandbox, target, request.name)
     _check_exported(compiled, hook)
-    ms = request.parsed_model_serving() if hook is not Hook.VALIDATE_CONFIG else None
+    per_pod = SPEC[hook].per_pod
+    ms = request.parsed_model_serving() if per_pod else minimal_model_serving()
     plugin = WasmPlugin(request.name, request.config, compiled, sandbox, _limits(sandbox, args), ms)
-    if hook is not Hook.VALIDATE_CONFIG:
+    if per_pod:
         plugin.validate_config()  # once, as the controller does when it builds the chain
-
-    def fuel() -> int:
-        return plugin.last.call.fuel_consumed if plugin.last is not None else 0
-
-    if hook is Hook.VALIDATE_CONFIG:
-
-        def validate() -> int:
-            plugin.validate_config()
-            return fuel()
-
-        return validate, compiled.info.sha256
-
-    assert ms is not None and request.pod is not None
-    pod, name = request.pod, request.pod_name
-    validator = PatchValidator()
-    if hook is Hook.ON_POD_READY:
-
-        def ready() -> int:
-            plugin.on_pod_ready(_hook_request(hook, ms, request, json_copy(pod)))
-            return fuel()
-
-        return ready, compiled.info.sha256
-
-    def create() -> int:
-        ops = plugin.on_pod_create(_hook_request(hook, ms, request, pod))
-        apply_patch(validator, request.name, pod, ops, name)
-        return fuel()
-
-    return create, compiled.info.sha256
+    entry = _entry(request.name, request.config, plugin)
+    return _step(entry, _hook_request(hook, ms, request)), compiled.info.sha256
 
 
 def native_step(target: Target, hook: Hook, request: Request) -> Step:
@@ -793,57 +725,31 @@ def native_step(target: Target, hook: Hook, request: Request) -> Step:
     apply the patch. A config the built-in refuses is a PluginError of ValidateConfig."""
     builtin = target.builtin
     assert builtin is not None
-    raw = request.config if request.config is not None else {}
-
-    def config_failure(message: str) -> Failed:
-        return Failed(
-            PluginFailure(FailureClass.PLUGIN_ERROR, request.name, Hook.VALIDATE_CONFIG, message)
-        )
-
-    if not isinstance(raw, dict):
-        raise config_failure(f"config must be a map, not {type(raw).__name__}")
     try:
-        config = builtin.config_model.model_validate(raw)
-    except ValidationError as exc:
-        errors = pydantic_errors(exc)
-        raise config_failure(
-            "; ".join(f"config.{e.path}: {e.message}" if e.path else e.message for e in errors)
+        plugin = native_plugin(0, request.name, builtin, request.config)
+    except PluginConfigError as exc:
+        message = "; ".join(str(e) for e in exc.errors)
+        raise Failed(
+            PluginFailure(FailureClass.PLUGIN_ERROR, request.name, Hook.VALIDATE_CONFIG, message)
         ) from None
-    if hook is Hook.VALIDATE_CONFIG:
-
-        def validate() -> None:
-            builtin.config_model.model_validate(raw)
-
-        return validate
-    method_name = NATIVE_METHODS[hook]
-    if method_name not in builtin.hooks:
+    per_pod = SPEC[hook].per_pod
+    if per_pod and hook not in plugin.hooks:
         raise UsageError(f"the built-in '{builtin.name}' has no {hook} hook")
-    method = getattr(builtin.factory(request.name, config), method_name)
-    ms = request.parsed_model_serving()
-    assert request.pod is not None
-    pod, name = request.pod, request.pod_name
+    ms = request.parsed_model_serving() if per_pod else minimal_model_serving()
+    return _step(_entry(request.name, request.config, plugin), _hook_request(hook, ms, request))
+
+
+def _step(entry: ChainEntry, request: HookRequest) -> Step:
+    """One call through the chain's step; a failure is raised (PluginFailure)."""
     validator = PatchValidator()
 
-    def call(given: dict[str, Any]) -> Any:
-        try:
-            return method(_hook_request(hook, ms, request, given))
-        except HookError as exc:
-            message = str(exc)
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-        raise Failed(PluginFailure(FailureClass.PLUGIN_ERROR, request.name, hook, message, name))
+    def step() -> int | None:
+        outcome = invoke(entry, request, validator)
+        if outcome.failure is not None:
+            raise outcome.failure
+        return outcome.reply.fuel
 
-    if hook is Hook.ON_POD_READY:
-
-        def ready() -> None:
-            call(json_copy(pod))
-
-        return ready
-
-    def create() -> None:
-        apply_patch(validator, request.name, pod, call(json_copy(pod)), name)
-
-    return create
+    return step
 
 
 def measure(step: Step, iterations: int, warmup: int = WARMUP) -> tuple[list[float], list[int]]:

@@ -18,7 +18,7 @@ from modelserving.api.labels import API_VERSION, KIND
 from modelserving.api.modelserving import ModelServing
 from modelserving.api.policy import PatchPolicy
 from modelserving.api.validation import object_ref, parse_model_serving
-from modelserving.chain.chain import PluginOutcome, build_chain
+from modelserving.chain import Outcome, build_chain
 from modelserving.chain.policy import PatchValidator
 from modelserving.chain.render import Rendered, render
 from modelserving.cli.manifests import ManifestError, dump_stream, read_documents
@@ -75,7 +75,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _explain(pod_name: str, outcomes: list[PluginOutcome]) -> str:
+def _explain(pod_name: str, outcomes: list[Outcome]) -> str:
     if not outcomes:
         return f"Pod {pod_name}: no plugin in scope"
     lines = [f"Pod {pod_name}: plugins in order"]
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         raise ManifestError(f"no ModelServing ({API_VERSION}) in {', '.join(args.files)}")
 
     objects: list[dict[str, Any]] = []
-    outcomes: dict[str, list[PluginOutcome]] = {}
+    outcomes: dict[str, list[Outcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
         rendered = _render(ms, args.volcano, config_maps, policy)

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from modelserving.api.operator import OperatorConfig
-from modelserving.chain.chain import CallRecord, ChainCache
+from modelserving.chain import CallRecord, ChainCache
 from modelserving.chain.policy import PatchValidator
 from modelserving.controller import handlers
 from modelserving.controller.config import pod_namespace, sandbox_settings

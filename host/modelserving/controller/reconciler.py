@@ -36,9 +36,10 @@ from modelserving.api.errors import (
     PluginConfigError,
     PluginFailure,
 )
+from modelserving.api.hook import POD_HOOKS, Hook
 from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.validation import parse_model_serving
-from modelserving.chain.chain import CallRecord, Chain, ChainCache
+from modelserving.chain import CallRecord, Chain, ChainCache
 from modelserving.controller import status as status_
 from modelserving.controller.kube import (
     CONFIG_MAPS,
@@ -261,11 +262,7 @@ class Reconciler:
             chain.announced = True
             self.recorder.chain_built()
             for entry in chain.entries:
-                hooks = [
-                    h
-                    for h, fn in (("OnPodCreate", entry.on_create), ("OnPodReady", entry.on_ready))
-                    if fn is not None
-                ]
+                hooks = [str(h) for h in POD_HOOKS if h in entry.hooks]
                 digest = f", sha256 {entry.digest[:12]}" if entry.digest else ""
                 self.recorder.event(
                     work.raw,
@@ -485,8 +482,6 @@ def _rev(obj: Mapping[str, Any]) -> str | None:
 def _ready_plugins(chain: Chain, desired: DesiredPod) -> str:
     """The claim mark: which plugins' OnPodReady ran for this Pod."""
     names = [
-        e.name
-        for e in chain.entries
-        if e.on_ready is not None and e.spec.applies_to(desired.role, desired.is_entry)
+        e.name for e in chain.entries if e.serves(Hook.ON_POD_READY, desired.role, desired.is_entry)
     ]
     return json.dumps(names, separators=(",", ":"))

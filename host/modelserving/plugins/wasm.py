@@ -1,12 +1,12 @@
 """The WebAssembly plugin adapter: a plugin whose hooks run in the sandbox.
 
 It encodes each HookRequest (the parts shared by every Pod once per ModelServing), calls the
-module in a fresh instance, decodes the response and turns every failure into a
-``PluginFailure`` naming the plugin, the hook, the Pod and exactly one failure class. Guest log
-lines go to the ``modelserving.plugin`` logger, attributed to the plugin and the Pod. In an
-OnPodReady call, info lines ``observe <name> <value>`` from ``modelserving.log`` are
-observations (``modelserving.plugins.logs.parse_observation``): returned by ``on_pod_ready``
-when the call succeeds, never logged.
+module in a fresh instance, decodes the response and says how a call failed with exactly one
+failure class (``Reply``; ``run`` raises it as a ``PluginFailure`` naming the plugin, the hook
+and the Pod). Guest log lines go to the ``modelserving.plugin`` logger, attributed to the plugin
+and the Pod. In a call of an observing hook (OnPodReady), info lines ``observe <name> <value>``
+from ``modelserving.log`` are observations (``modelserving.plugins.logs.parse_observation``):
+in the reply when the call succeeds, never logged.
 """
 
 from __future__ import annotations
@@ -16,21 +16,13 @@ from typing import Any
 
 from modelserving.abi.codec import PodContext, RequestEncoder, Response, decode_response
 from modelserving.abi.contract import ResponseError
-from modelserving.api.errors import FailureClass, PluginFailure
-from modelserving.api.hook import Hook, HookRequest, PatchOperation
+from modelserving.api.errors import FailureClass
+from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
 from modelserving.api.modelserving import ModelServing
+from modelserving.plugins.adapter import Reply, failed
 from modelserving.plugins.base import Observation
 from modelserving.plugins.logs import OBSERVE_PREFIX, emit, parse_observation
 from modelserving.sandbox import CallFailure, CallResult, CompiledModule, Limits, LogRecord, Sandbox
-
-
-@dataclass
-class HookOutcome:
-    """What one call returned (decoded) and used: for the CLI and benchmarks."""
-
-    response: Response
-    call: CallResult
-    observations: list[Observation] = field(default_factory=list)
 
 
 def _request_view(ms: ModelServing) -> dict[str, Any]:
@@ -39,8 +31,23 @@ def _request_view(ms: ModelServing) -> dict[str, Any]:
     return {key: full[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in full}
 
 
+@dataclass(frozen=True)
+class HookOutcome:
+    """What one successful call returned (decoded) and used: for direct callers and tests."""
+
+    response: Response
+    call: CallResult
+    observations: list[Observation] = field(default_factory=list)
+
+
 class WasmPlugin:
-    """One PluginSpec entry backed by a compiled module; serves every Pod of a chain."""
+    """One PluginSpec entry backed by a compiled module; serves every Pod of a chain.
+
+    ``view`` replaces the ModelServing as requests carry it (``modelserving plugin run`` sends
+    the request file's object as written)."""
+
+    runtime = "Wasm"
+    copies_pod = False
 
     def __init__(
         self,
@@ -50,6 +57,7 @@ class WasmPlugin:
         sandbox: Sandbox,
         limits: Limits,
         model_serving: ModelServing | None = None,
+        view: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -57,19 +65,16 @@ class WasmPlugin:
         self.sandbox = sandbox
         self.limits = limits
         self._ms = model_serving
-        self._encoder = RequestEncoder(
-            name, config, _request_view(model_serving) if model_serving is not None else None
-        )
+        if view is None and model_serving is not None:
+            view = _request_view(model_serving)
+        self._encoder = RequestEncoder(name, config, view)
+        self.hooks = frozenset(compiled.info.hooks)
         self.last: HookOutcome | None = None
         self._warned_observation = False
 
     @property
     def digest(self) -> str:
         return self.compiled.info.sha256
-
-    @property
-    def hooks(self) -> tuple[Hook, ...]:
-        return self.compiled.info.hooks
 
     def encoder_for(self, ms: ModelServing) -> RequestEncoder:
         """The encoder of ``ms``: the cached one unless the caller passes a newer object."""
@@ -84,27 +89,46 @@ class WasmPlugin:
         )
         return self.encoder_for(request.model_serving).pod_hook(request.hook, where, request.pod)
 
+    def call(self, hook: Hook, request: HookRequest) -> Reply:
+        """One hook on ``request`` (ValidateConfig: the plugin's config alone)."""
+        if not SPEC[hook].per_pod:
+            return self.call_bytes(hook, self._encoder.validate_config())
+        return self.call_bytes(hook, self.encode(request), request.pod_name)
+
+    def call_bytes(self, hook: Hook, payload: bytes, pod: str | None = None) -> Reply:
+        """Call ``hook`` on encoded request bytes; a failure is in the reply, never raised."""
+        result = self._exchange(hook, payload, pod)
+        if isinstance(result, Reply):
+            return result
+        call = result.call
+        return Reply(
+            patch=result.response.patch, observations=result.observations, call=call, logs=call.logs
+        )
+
     def run(self, hook: Hook, payload: bytes, pod: str | None = None) -> HookOutcome:
         """Call ``hook`` on encoded request bytes; PluginFailure on any failure or guest error."""
+        result = self._exchange(hook, payload, pod)
+        if isinstance(result, Reply):
+            raise result.failure_of(self.name, hook, pod)
+        return result
+
+    def _exchange(self, hook: Hook, payload: bytes, pod: str | None) -> HookOutcome | Reply:
+        """The decoded outcome of one call, or the reply saying how it failed."""
         try:
             call = self.sandbox.call(self.compiled, hook, payload, self.limits)
         except CallFailure as failure:
             self._emit(hook, pod, self._take_observations(hook, failure.logs)[0])
-            raise PluginFailure(
-                failure.failure_class, self.name, hook, failure.message, pod
-            ) from None
+            return failed(failure.failure_class, failure.message, failure.logs)
         records, observations = self._take_observations(hook, call.logs)
         self._emit(hook, pod, records)
         try:
             response = decode_response(call.response, hook)
         except ResponseError as exc:
-            raise PluginFailure(
-                FailureClass.INVALID_RESPONSE, self.name, hook, str(exc), pod
-            ) from None
+            return failed(FailureClass.INVALID_RESPONSE, str(exc), call.logs)
         outcome = HookOutcome(response, call, observations)
-        self.last = outcome  # for the CLI and benchmarks; callers use what is returned
+        self.last = outcome  # for direct callers and tests; callers use what is returned
         if response.error:
-            raise PluginFailure(FailureClass.PLUGIN_ERROR, self.name, hook, response.error, pod)
+            return failed(FailureClass.PLUGIN_ERROR, response.error, call.logs)
         return outcome
 
     def validate_config(self) -> None:
@@ -113,19 +137,20 @@ class WasmPlugin:
             self.run(Hook.VALIDATE_CONFIG, self._encoder.validate_config())
 
     def on_pod_create(self, request: HookRequest) -> list[PatchOperation]:
+        """OnPodCreate as a native plugin has it (the patch; PluginFailure on failure)."""
         return self.run(Hook.ON_POD_CREATE, self.encode(request), request.pod_name).response.patch
 
     def on_pod_ready(self, request: HookRequest) -> list[Observation]:
-        """Run OnPodReady; the observations its guest logged (empty when none)."""
+        """OnPodReady as a native plugin has it: the observations its guest logged."""
         return self.run(Hook.ON_POD_READY, self.encode(request), request.pod_name).observations
 
     def _take_observations(
         self, hook: Hook, records: list[LogRecord]
     ) -> tuple[list[LogRecord], list[Observation]]:
-        """The log lines to emit and the observations of an OnPodReady call (other hooks have
-        none). A line that starts with ``observe `` but does not parse stays a log line; the
+        """The log lines to emit and the observations of a call of an observing hook (others
+        have none). A line that starts with ``observe `` but does not parse stays a log line; the
         first such line of this plugin gets a warning saying why."""
-        if hook is not Hook.ON_POD_READY:
+        if not SPEC[hook].observes:
             return records, []
         kept: list[LogRecord] = []
         observations: list[Observation] = []

@@ -10,7 +10,12 @@ from modelserving.sandbox.call import CallFailure, CallResult
 from modelserving.sandbox.errors import SandboxError
 from modelserving.sandbox.logs import LogRecord
 from modelserving.sandbox.module import ModuleInfo
-from modelserving.sandbox.sandbox import Sandbox, default_sandbox, set_default_sandbox
+from modelserving.sandbox.sandbox import (
+    Sandbox,
+    assemble_wat,
+    default_sandbox,
+    set_default_sandbox,
+)
 from modelserving.sandbox.settings import Limits, SandboxSettings
 
 __all__ = [
@@ -23,6 +28,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxSettings",
+    "assemble_wat",
     "default_sandbox",
     "set_default_sandbox",
     "sha256_hex",

@@ -199,6 +199,16 @@ class _Instance:
         self.store.close()
 
 
+def start_instance(engine: SandboxEngine, compiled: CompiledModule, limits: Limits) -> None:
+    """Start a fresh instance of a core module and drop it: what every call pays before the
+    hook runs (for benchmarks)."""
+    inst = _Instance(engine, compiled, limits)
+    try:
+        inst.start(None)
+    finally:
+        inst.close()
+
+
 def call_hook(
     engine: SandboxEngine,
     compiled: CompiledModule,

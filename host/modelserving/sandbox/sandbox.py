@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import threading
 
+import wasmtime
+
 from modelserving.abi.contract import export_name
 from modelserving.api.errors import FailureClass
 from modelserving.api.hook import Hook
 from modelserving.sandbox.cache import CompiledModule, ModuleCache
-from modelserving.sandbox.call import CallFailure, CallResult, call_hook
+from modelserving.sandbox.call import CallFailure, CallResult, call_hook, start_instance
 from modelserving.sandbox.engine import SandboxEngine
+from modelserving.sandbox.errors import error_line, invalid_module
 from modelserving.sandbox.extism_call import ExtismWorker, call_extism
 from modelserving.sandbox.module import FLAVOUR_EXTISM
 from modelserving.sandbox.settings import Limits, SandboxSettings, default_cache_dir, resolve_limits
@@ -51,9 +54,26 @@ class Sandbox:
             return call_extism(self.extism, compiled.extism, export, request, limits)
         return call_hook(self.engine, compiled, export, request, limits)
 
+    def start_instance(self, compiled: CompiledModule, limits: Limits) -> None:
+        """Start a fresh instance of a core module and drop it (for benchmarks)."""
+        start_instance(self.engine, compiled, limits)
+
+    def compile_here(self, data: bytes) -> None:
+        """Compile ``data`` in this process, unchecked and uncached: what the compile worker
+        spares the controller (for benchmarks)."""
+        wasmtime.Module(self.engine.engine, data)
+
     def close(self) -> None:
         """Stop the sandbox's Extism worker, if one runs (also done when it is collected)."""
         self.extism.close()
+
+
+def assemble_wat(text: bytes) -> bytes:
+    """A module in the WebAssembly text format, assembled; InvalidModule saying why not."""
+    try:
+        return bytes(wasmtime.wat2wasm(text.decode("utf-8")))
+    except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
+        raise invalid_module(error_line(exc)) from None
 
 
 _default: Sandbox | None = None

@@ -23,6 +23,7 @@ from modelserving.api import (
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.chain import ChainCache, ChainEntry, PatchValidator, build_chain
 from modelserving.plugins import Builtin, Registry, default_registry
+from modelserving.plugins.adapter import NativePlugin
 from modelserving.plugins.base import EmptyConfig
 from tests.unit.chain.conftest import (
     Annotate,
@@ -57,9 +58,8 @@ def one_plugin(name: str, factory: Any, *hooks: str) -> Registry:
 
 def owner(entry: ChainEntry) -> object:
     """The plugin instance behind a chain entry's hooks."""
-    hook = entry.on_create or entry.on_ready
-    assert hook is not None
-    return hook.__self__  # type: ignore[attr-defined]
+    assert isinstance(entry.plugin, NativePlugin)
+    return entry.plugin.instance
 
 
 def plugin(name: str, config: Any = None, **extra: Any) -> dict[str, Any]:
@@ -642,8 +642,8 @@ def test_declared_hook_must_be_implemented(two_role_ms: MsFactory) -> None:
 def test_undeclared_hooks_are_not_called(two_role_ms: MsFactory) -> None:
     registry = one_plugin("ready-only", Both, "on_pod_ready")
     (entry,) = build_chain(two_role_ms([plugin("ready-only")]), registry).entries
-    assert entry.on_create is None
-    assert entry.on_ready is not None
+    assert Hook.ON_POD_CREATE not in entry.hooks
+    assert Hook.ON_POD_READY in entry.hooks
 
 
 class Both(Declares):

@@ -12,8 +12,7 @@ import yaml
 from modelserving.api.labels import API_VERSION, KIND
 from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.validation import parse_model_serving
-from modelserving.chain import ChainCache
-from modelserving.chain.chain import Chain
+from modelserving.chain import Chain, ChainCache
 from modelserving.chain.render import render
 from modelserving.cli.manifests import read_documents
 from modelserving.cli.pack import SNIPPET_PREFIX

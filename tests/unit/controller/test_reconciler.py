@@ -17,7 +17,7 @@ import pytest
 from modelserving.api import ModelServing, labels, parse_model_serving
 from modelserving.api.errors import FailureClass
 from modelserving.api.hook import Hook
-from modelserving.chain.chain import CallRecord, Chain, ChainCache, ModuleResolver
+from modelserving.chain import CallRecord, Chain, ChainCache, ModuleResolver
 from modelserving.controller.kube import (
     CONFIG_MAPS,
     CONTROLLER_REVISIONS,

@@ -1,0 +1,178 @@
+"""Runs a ModelServing's chain on one Pod: each in-scope plugin, in list order, through ``invoke``.
+
+``Chain.on_pod_create`` runs the in-scope OnPodCreate hooks, each on the Pod the previous one
+produced, and applies the failure policy; ``Chain.on_pod_ready`` runs the in-scope OnPodReady
+hooks and hands what they measured (``Observation``s) to the observer with each call's record.
+Every call is reported to the observer (the controller's metrics) as a ``CallRecord``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from modelserving.api.errors import PluginFailure
+from modelserving.api.hook import SPEC, Hook, HookRequest
+from modelserving.api.jsondata import json_copy
+from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
+from modelserving.api.modelserving import ModelServing
+from modelserving.chain.policy import PatchValidator
+from modelserving.chain.step import ChainEntry, Outcome, invoke
+from modelserving.plugins.base import Observation
+from modelserving.workload.plan import DesiredPod
+
+
+@dataclass
+class CreateResult:
+    """The Pod after the chain, and each in-scope plugin's outcome in order."""
+
+    pod: dict[str, Any]
+    outcomes: list[Outcome]
+
+    @property
+    def ignored(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.failure is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One hook call as metrics see it: ``result`` is "ok" or the failure class; ``role`` is
+    the Pod's role (from the request); ``observations`` what a successful OnPodReady call
+    measured; ``namespace`` the ModelServing's."""
+
+    plugin: str
+    hook: str
+    runtime: str
+    result: str
+    seconds: float
+    fuel: int | None = None
+    role: str = ""
+    observations: tuple[Observation, ...] = ()
+    namespace: str = ""
+
+
+CallObserver = Callable[[CallRecord], None]
+
+
+class Chain:
+    """The plugins of one ModelServing generation, ready to run on its Pods.
+
+    ``observer``, when set, is told about every hook call (the controller's metrics).
+    """
+
+    def __init__(self, ms: ModelServing, entries: Sequence[ChainEntry], validator: PatchValidator):
+        self.model_serving = ms
+        self.entries = tuple(entries)
+        self.validator = validator
+        self.observer: CallObserver | None = None
+        self.announced = False
+        """Set by the controller once it has reported this chain (a new chain starts False)."""
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def request(
+        self,
+        hook: Hook,
+        desired: DesiredPod,
+        pod: dict[str, Any],
+        ms: ModelServing | None = None,
+    ) -> HookRequest:
+        return HookRequest(
+            hook=hook,
+            model_serving=ms or self.model_serving,
+            serving_group=desired.group,
+            role_name=desired.role,
+            role_id=desired.role_id,
+            is_entry=desired.is_entry,
+            pod=pod,
+        )
+
+    def run(
+        self, hook: Hook, desired: DesiredPod, pod: dict[str, Any], ms: ModelServing | None = None
+    ) -> tuple[dict[str, Any], list[Outcome]]:
+        """``hook`` of every in-scope plugin in list order, each call reported to the observer;
+        the Pod after the patches and each outcome. A patching hook runs on the Pod the previous
+        plugin produced, and a failure of a plugin with failure policy Fail is raised."""
+        patches = SPEC[hook].patches
+        outcomes: list[Outcome] = []
+        for entry in self.entries:
+            if not entry.serves(hook, desired.role, desired.is_entry):
+                continue
+            outcome = invoke(entry, self.request(hook, desired, pod, ms), self.validator)
+            self._observe(outcome, desired.role)
+            if outcome.failure is not None and patches and entry.spec.failure_policy == "Fail":
+                raise outcome.failure
+            if outcome.pod is not None:
+                pod = outcome.pod
+            outcomes.append(outcome)
+        return pod, outcomes
+
+    def on_pod_create(self, desired: DesiredPod, ms: ModelServing | None = None) -> CreateResult:
+        """Run each in-scope OnPodCreate; raise PluginFailure when a Fail-policy plugin fails.
+
+        ``ms`` is the ModelServing as the caller sees it now (its labels and annotations may have
+        changed without a new generation); by default the one the chain was built from.
+        """
+        pod, outcomes = self.run(Hook.ON_POD_CREATE, desired, desired.pod, ms)
+        if pod is desired.pod:
+            pod = json_copy(pod)
+        applied = {o.index for o in outcomes if o.applied}
+        pod = record_applied(pod, [e for e in self.entries if e.index in applied])
+        return CreateResult(pod=pod, outcomes=outcomes)
+
+    def on_pod_ready(
+        self, desired: DesiredPod, pod: dict[str, Any], ms: ModelServing | None = None
+    ) -> list[PluginFailure]:
+        """Run OnPodReady of every in-scope plugin; failures are returned, never raised.
+
+        What each successful call returned (its ``Observation``s) goes to the observer with the
+        call's record, attributed to the plugin and the Pod's role.
+        """
+        _, outcomes = self.run(Hook.ON_POD_READY, desired, pod, ms)
+        return [o.failure for o in outcomes if o.failure is not None]
+
+    def has_ready_hooks(self, desired: DesiredPod) -> bool:
+        """Whether any OnPodReady hook is in scope for this Pod."""
+        return any(
+            e.serves(Hook.ON_POD_READY, desired.role, desired.is_entry) for e in self.entries
+        )
+
+    def _observe(self, outcome: Outcome, role: str) -> None:
+        if self.observer is None:
+            return
+        failure = outcome.failure
+        self.observer(
+            CallRecord(
+                outcome.plugin,
+                str(outcome.hook),
+                outcome.runtime,
+                "ok" if failure is None else str(failure.failure_class),
+                outcome.duration_us / 1e6,
+                outcome.fuel,
+                role,
+                tuple(outcome.observations) if failure is None else (),
+                self.model_serving.namespace,
+            )
+        )
+
+
+def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> dict[str, Any]:
+    """The Pod annotated with the plugins applied to it: those whose OnPodCreate succeeded
+    (name, runtime and, for WebAssembly, the module digest). Copy-on-write: ``pod`` itself and
+    everything it shares with earlier Pods stay unchanged."""
+    if not entries:
+        return pod
+    applied = []
+    for e in entries:
+        item = {"name": e.name, "runtime": e.runtime}
+        if e.digest:
+            item["sha256"] = e.digest
+        applied.append(item)
+    metadata = dict(pod.get("metadata") or {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations[PLUGINS_APPLIED_ANNOTATION] = json.dumps(applied, separators=(",", ":"))
+    metadata["annotations"] = annotations
+    return {**pod, "metadata": metadata}

@@ -1,0 +1,144 @@
+"""One plugin step: ``invoke`` calls one hook of one chain entry and returns an ``Outcome``.
+
+It hands the plugin its request (a private copy of the Pod when the adapter needs one), calls
+it, classifies every failure into exactly one failure class, validates and applies a patch with
+the patch policy and times the call. The chain runs it for each in-scope plugin and hook;
+``modelserving plugin run`` and ``bench`` and the benchmarks call it directly, so every caller
+takes the same step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelserving.api.errors import FailureClass, PatchRejected, PluginFailure
+from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
+from modelserving.api.jsondata import json_copy
+from modelserving.api.modelserving import PluginSpec
+from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.adapter import PluginAdapter, Reply, failed
+from modelserving.plugins.base import HookError, Observation
+
+
+@dataclass(frozen=True)
+class ChainEntry:
+    """One resolved plugin of the chain: its place in the list, its spec and its adapter.
+
+    The same adapter serves every Pod of the ModelServing generation, so plugins keep no
+    per-Pod state.
+    """
+
+    index: int
+    spec: PluginSpec
+    plugin: PluginAdapter
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def runtime(self) -> str:
+        return self.plugin.runtime
+
+    @property
+    def digest(self) -> str | None:
+        return self.plugin.digest
+
+    @property
+    def hooks(self) -> frozenset[Hook]:
+        return self.plugin.hooks
+
+    def serves(self, hook: Hook, role: str, is_entry: bool) -> bool:
+        """Whether ``hook`` of this plugin runs for a Pod of ``role`` (entry or worker)."""
+        return hook in self.plugin.hooks and self.spec.applies_to(role, is_entry)
+
+
+@dataclass
+class Outcome:
+    """What one plugin's hook did: the validated patch and the Pod after it (patching hooks),
+    the observations (observing hooks), or why it failed; the call's time and the adapter's
+    reply (fuel and the guest's log lines of a WebAssembly call)."""
+
+    plugin: str
+    index: int
+    runtime: str
+    hook: Hook = Hook.ON_POD_CREATE
+    patch: list[PatchOperation] = field(default_factory=list)
+    duration_us: float = 0.0
+    failure: PluginFailure | None = None
+    pod: dict[str, Any] | None = None
+    reply: Reply = field(default_factory=Reply)
+
+    @property
+    def applied(self) -> bool:
+        return self.failure is None
+
+    @property
+    def observations(self) -> list[Observation]:
+        return self.reply.observations
+
+    @property
+    def fuel(self) -> int | None:
+        """The fuel a successful WebAssembly call used (None: native, or failed)."""
+        return self.reply.fuel if self.failure is None else None
+
+    def explain(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"plugin": self.plugin, "index": self.index, "runtime": self.runtime}
+        if self.failure is None:
+            out["patch"] = self.patch
+        else:
+            out["ignored"] = str(self.failure)
+        return out
+
+
+def invoke(
+    entry: ChainEntry, request: HookRequest, validator: PatchValidator | None = None
+) -> Outcome:
+    """Call ``request.hook`` of ``entry``; never raises for a plugin's failure (it is in the
+    outcome, classified, naming plugin, hook and Pod)."""
+    hook = request.hook
+    plugin = entry.plugin
+    outcome = Outcome(entry.name, entry.index, entry.runtime, hook)
+    start = time.perf_counter()
+    reply = _call(plugin, request)
+    if reply.failure is None and SPEC[hook].patches:
+        reply = _apply(
+            outcome, reply, request.pod, validator or PatchValidator(), plugin.copies_pod
+        )
+    outcome.reply = reply
+    if reply.failure is not None:
+        outcome.failure = reply.failure_of(entry.name, hook, request.pod_name)
+    outcome.duration_us = (time.perf_counter() - start) * 1e6
+    return outcome
+
+
+def _call(plugin: PluginAdapter, request: HookRequest) -> Reply:
+    """The adapter's reply; an exception it raises is a PluginError."""
+    if plugin.copies_pod and SPEC[request.hook].per_pod:
+        request = dataclasses.replace(request, pod=json_copy(request.pod))
+    try:
+        return plugin.call(request.hook, request)
+    except PluginFailure as exc:  # a plugin that classified its own failure
+        return failed(exc.failure_class, exc.detail)
+    except HookError as exc:
+        return failed(FailureClass.PLUGIN_ERROR, str(exc))
+    except Exception as exc:
+        return failed(FailureClass.PLUGIN_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _apply(
+    outcome: Outcome, reply: Reply, pod: dict[str, Any], validator: PatchValidator, copy: bool
+) -> Reply:
+    """Validate and apply the reply's patch into ``outcome``; a refusal is ForbiddenPatch."""
+    raw = [] if reply.patch is None else reply.patch
+    try:
+        outcome.pod, outcome.patch = validator.apply_patch(pod, raw, copy)
+        return reply
+    except PatchRejected as exc:
+        message = str(exc)
+    except Exception as exc:  # a validator bug must not escape the failure policy
+        message = f"the patch could not be validated: {type(exc).__name__}: {exc}"
+    return dataclasses.replace(reply, failure=FailureClass.FORBIDDEN_PATCH, message=message)

@@ -1,0 +1,130 @@
+"""The plugin as the chain calls it: one ``call(hook, request) -> Reply`` for every runtime.
+
+A ``PluginAdapter`` says which hooks it serves, its runtime, whether it needs a private copy of
+the Pod (a native plugin is handed Python objects it could keep or change; a WebAssembly
+plugin only serializes them) and, for a module, its digest. ``Reply`` is what one call came
+back with, as a value: the patch or the observations, what the sandbox recorded (fuel, time,
+the guest's log lines), or why it failed (a failure class and a message; the chain's step,
+``modelserving.chain.step.invoke``, names the plugin, the hook and the Pod). ``NativePlugin``
+adapts a built-in's instance; ``modelserving.plugins.wasm.WasmPlugin`` a compiled module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from modelserving.api.errors import FailureClass, PluginFailure
+from modelserving.api.hook import SPEC, Hook, HookRequest
+from modelserving.api.validation import pydantic_errors
+from modelserving.plugins.base import HookError, Observation
+from modelserving.sandbox import CallResult, LogRecord
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One call's result: ``patch`` (a patching hook's raw operations, checked by the chain)
+    or ``observations``; ``call`` what the sandbox recorded of a WebAssembly call; ``logs``
+    the guest's lines as the sandbox kept them (also of a failed call); ``failure`` and
+    ``message`` when the call failed."""
+
+    patch: Any = None
+    observations: list[Observation] = field(default_factory=list)
+    call: CallResult | None = None
+    logs: Sequence[LogRecord] = ()
+    failure: FailureClass | None = None
+    message: str = ""
+
+    @property
+    def fuel(self) -> int | None:
+        return self.call.fuel_consumed if self.call is not None else None
+
+    def failure_of(self, plugin: str, hook: Hook, pod: str | None) -> PluginFailure:
+        """The failure naming plugin, hook and Pod: the one place a failed call becomes a
+        ``PluginFailure``."""
+        assert self.failure is not None
+        return PluginFailure(self.failure, plugin, hook, self.message, pod or None)
+
+
+def failed(failure: FailureClass, message: str, logs: Sequence[LogRecord] = ()) -> Reply:
+    return Reply(failure=failure, message=message, logs=logs)
+
+
+class PluginAdapter(Protocol):
+    """A resolved plugin of any runtime, as the chain's step calls it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def copies_pod(self) -> bool:
+        """Whether the plugin must be given its own copy of the Pod (and its patch values are
+        copied before they join the Pod)."""
+        ...
+
+    @property
+    def hooks(self) -> frozenset[Hook]: ...
+
+    @property
+    def digest(self) -> str | None: ...
+
+    def call(self, hook: Hook, request: HookRequest) -> Reply: ...
+
+
+class NativePlugin:
+    """A built-in's instance: its methods named by the hook table, its config model as its
+    ValidateConfig. Exceptions propagate (the step turns them into PluginError)."""
+
+    runtime = "Native"
+    copies_pod = True
+    digest = None
+
+    def __init__(
+        self,
+        name: str,
+        instance: object,
+        hooks: frozenset[Hook],
+        config_model: type[BaseModel],
+        config: Any,
+    ) -> None:
+        self.name = name
+        self.instance = instance
+        self.hooks = hooks
+        self._config_model = config_model
+        self._config = config
+
+    def call(self, hook: Hook, request: HookRequest) -> Reply:
+        spec = SPEC[hook]
+        if not spec.method:  # ValidateConfig: the config model
+            try:
+                self._config_model.model_validate(self._config)
+            except ValidationError as exc:
+                errors = pydantic_errors(exc)
+                raise HookError(
+                    "; ".join(
+                        f"config.{e.path}: {e.message}" if e.path else e.message for e in errors
+                    )
+                ) from None
+            return Reply()
+        returned = getattr(self.instance, spec.method)(request)
+        if spec.patches:
+            return Reply(patch=returned)
+        return Reply(observations=observations(spec.method, returned))
+
+
+def observations(method: str, returned: Any) -> list[Observation]:
+    """What an observing hook returned, as observations: None is none; anything but a list or
+    tuple of ``Observation`` is a HookError (a plugin bug)."""
+    if returned is None:
+        return []
+    if isinstance(returned, list | tuple) and all(isinstance(o, Observation) for o in returned):
+        return list(returned)
+    raise HookError(
+        f"{method} returned {type(returned).__name__}, not None or a sequence of Observation"
+    )
