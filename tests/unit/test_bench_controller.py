@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modelserving.bench_controller import Run, Snapshot, paired, run_order
+from modelserving.bench.controller import Run, Snapshot, paired, run_order
 
 
 def run(variant: str, seconds: float | None) -> Run:

@@ -1,70 +1,40 @@
 """Enforces the operator's PatchPolicy on a plugin's JSON Patch: the one path for native and WASM.
 
-``PatchValidator.apply`` checks each operation's shape and path against the allow-list, applies
-the patch copy-on-write (RFC 6902, one operation at a time so that an ``add`` over an existing
-member is judged as the ``replace`` it is; only the maps and lists on an operation's path are
-copied), then checks what may never change: identity fields, the controller's own labels and
-annotations, the fields the operator protects (``modelserving.chain.protected``), and the Pod's
-privileges: no Pod Security control may end weaker than the template made it unless the policy
-allows it (``modelserving.chain.pss`` compares; skipped for operations that cannot change one).
-Any violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
+``PatchValidator.apply`` checks each operation's shape (``modelserving.chain.jsonpatch``) and
+path against the allow-list, applies the patch copy-on-write (RFC 6902, one operation at a time
+so that an ``add`` over an existing member is judged as the ``replace`` it is; only the maps and
+lists on an operation's path are copied), then checks what may never change: identity fields,
+the controller's own labels and annotations, the fields the operator protects
+(``modelserving.chain.protected``), and the Pod's privileges: no Pod Security control may end
+weaker than the template made it unless the policy allows it (``modelserving.chain.pss``
+compares; skipped for operations that cannot change one, ``modelserving.chain.grants``). Any
+violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from modelserving.api.errors import PatchRejected
-from modelserving.api.hook import PATCH_OPS, PatchOperation
-from modelserving.api.jsondata import MAX_DEPTH, json_copy, json_problem
-from modelserving.api.policy import (
-    BASELINE_CAPABILITIES,
-    PatchPolicy,
-    capability_name,
-    sysctl_name,
-)
+from modelserving.api.hook import PatchOperation
+from modelserving.api.policy import PatchPolicy, capability_name, sysctl_name
 from modelserving.chain import pss
+from modelserving.chain.grants import adds_capabilities_only, may_grant
+from modelserving.chain.jsonpatch import (
+    apply_one,
+    check_shape,
+    replaces_member,
+    split_pointer,
+    split_tokens,
+)
 from modelserving.chain.protected import Protections
 from modelserving.plugins.patch import escape
 
 _ALLOWS_CACHE_SIZE = 8192
-_BAD_ESCAPE = re.compile(r"~(?![01])")
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
-
-
-def split_pointer(path: str) -> list[str]:
-    """RFC 6901 pointer -> unescaped reference tokens; raises PatchRejected when malformed."""
-    return list(_split_pointer(path))
-
-
-MAX_POINTER_LENGTH = 1024
-"""Longest JSON Pointer a patch may use; real Pod paths stay under 200 characters."""
-
-
-def _split_pointer(path: str) -> tuple[str, ...]:
-    if len(path) > MAX_POINTER_LENGTH:
-        raise PatchRejected(
-            path[:80] + "...", f"a JSON Pointer may have at most {MAX_POINTER_LENGTH} characters"
-        )
-    if path.count("/") > MAX_DEPTH:
-        raise PatchRejected(path[:80] + "...", f"the path is more than {MAX_DEPTH} levels deep")
-    return _split_short_pointer(path)
-
-
-@functools.lru_cache(maxsize=4096)
-def _split_short_pointer(path: str) -> tuple[str, ...]:
-    if path == "":
-        return ()
-    if not path.startswith("/"):
-        raise PatchRejected(path, "a JSON Pointer must start with '/'")
-    if _BAD_ESCAPE.search(path):
-        raise PatchRejected(path, "a JSON Pointer may use '~' only as '~0' or '~1'")
-    return tuple(t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/"))
 
 
 @dataclass(frozen=True)
@@ -94,43 +64,6 @@ def _compile(policy: PatchPolicy) -> tuple[_Rule, ...]:
             segments = segments[:-1]
         rules.append(_Rule(tuple(segments), deep, frozenset(rule.ops)))
     return tuple(rules)
-
-
-def check_shape(raw: Any, copy_values: bool = True) -> list[PatchOperation]:
-    """A patch must be a list (or tuple) of ``{op, path[, value]}`` maps with known ops and no
-    other keys. ``copy_values=False`` is for operations nobody else holds (freshly decoded)."""
-    if not isinstance(raw, list | tuple):
-        raise PatchRejected("", f"a patch is a list of operations, not {type(raw).__name__}")
-    ops: list[PatchOperation] = []
-    for i, item in enumerate(raw):
-        where = f"operation {i}"
-        if not isinstance(item, dict | Mapping):
-            raise PatchRejected("", f"{where} is not a map")
-        op, path = item.get("op"), item.get("path")
-        if not isinstance(op, str) or op not in PATCH_OPS:
-            raise PatchRejected(
-                path if isinstance(path, str) else "",
-                f"{where}: op {op!r} is not one of add, remove, replace, test",
-            )
-        if not isinstance(path, str):
-            raise PatchRejected("", f"{where}: path must be a string")
-        extra = set(item) - {"op", "path", "value"}
-        if extra:
-            raise PatchRejected(path, f"{where}: unknown keys {sorted(extra)}")
-        if op != "remove" and "value" not in item:
-            raise PatchRejected(path, f"{where}: '{op}' needs a value")
-        # The value's depth counts from where it lands, so no sequence of operations can build a
-        # Pod nested deeper than MAX_DEPTH (and no later walk of the Pod can exhaust the stack).
-        room = MAX_DEPTH - len(_split_pointer(path))
-        if room < 0:
-            raise PatchRejected(path, f"{where}: the path is more than {MAX_DEPTH} levels deep")
-        problem = json_problem(item["value"], room) if "value" in item else None
-        if problem:
-            raise PatchRejected(path, f"{where}: the value {problem}")
-        # A copy: the value lands in the Pod by reference, and must not be shared with the
-        # plugin's own objects.
-        ops.append(json_copy(dict(item)) if copy_values else item)  # type: ignore[arg-type]
-    return ops
 
 
 class PatchValidator:
@@ -163,7 +96,7 @@ class PatchValidator:
 
     def check_paths(self, ops: Iterable[PatchOperation]) -> None:
         for op in ops:
-            if op["op"] == "test" or _adds_capabilities_only(op):
+            if op["op"] == "test" or adds_capabilities_only(op):
                 continue
             if not self.allows(op["path"], op["op"]):
                 raise PatchRejected(
@@ -197,7 +130,7 @@ class PatchValidator:
         for op in ops:  # one by one, so that an 'add' is judged by what it does to this Pod
             if (
                 op["op"] == "add"
-                and _replaces_member(after, op["path"])
+                and replaces_member(after, op["path"])
                 and not self.allows(op["path"], "replace")
             ):
                 raise PatchRejected(
@@ -205,7 +138,7 @@ class PatchValidator:
                     "'add' over an existing value replaces it, and 'replace' is not allowed here "
                     "(patchPolicy.allowedPaths)",
                 )
-            after = _apply_one(after, op, owned)
+            after = apply_one(after, op, owned)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
         self.check_invariants(pod, after, ops)
@@ -245,7 +178,7 @@ class PatchValidator:
             _check_unique_container_names(after)
         if ops is None or any(_touches_names(op, ("volumes",)) for op in ops):
             _check_unique_volume_names(before, after)
-        if ops is None or any(_may_grant(op) for op in ops):
+        if ops is None or any(may_grant(op) for op in ops):
             self.check_privileges(before, after)
 
     def check_privileges(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
@@ -317,7 +250,6 @@ _LISTS: dict[str, str] = {
     pss.SYSCTLS: "allowed_sysctls",
     pss.VOLUME_TYPES: "allowed_volume_types",
 }
-_APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 
 
 def _camel(snake: str) -> str:
@@ -325,242 +257,9 @@ def _camel(snake: str) -> str:
     return head + "".join(word.title() for word in rest)
 
 
-def _shallow(value: Any) -> Any:
-    if isinstance(value, dict):
-        return dict(value)
-    if isinstance(value, list):
-        return list(value)
-    return value
-
-
-def _apply_one(doc: Any, op: PatchOperation, owned: set[int] | None = None) -> Any:
-    """Apply one RFC 6902 operation to a copy-on-write copy of ``doc``: only the maps and lists on
-    the operation's path are new, so nothing shared with ``doc`` changes. ``owned`` holds the ids
-    of containers made by earlier operations of the same patch, which are changed in place
-    instead of being copied again. (The tests check this against the jsonpatch library.)"""
-    if owned is None:
-        owned = set()
-    path, name = op["path"], op["op"]
-    tokens = _split_pointer(path)
-    if name == "test":
-        target = _resolve(doc, tokens, path)
-        if not _json_equal(target, op["value"]):
-            raise PatchRejected(path, "test operation failed: the value differs")
-        return doc
-    if not tokens:
-        if name == "remove":
-            raise PatchRejected(path, "patch does not apply to the Pod: cannot remove the Pod")
-        return op["value"]
-    root = _owned_copy(doc, owned)
-    parent = root
-    for token in tokens[:-1]:
-        key = _member(parent, token, path)
-        child = _owned_copy(parent[key], owned)
-        parent[key] = child
-        parent = child
-    _change(parent, tokens[-1], op)
-    return root
-
-
-def _owned_copy(value: Any, owned: set[int]) -> Any:
-    """``value`` itself when this patch made it, else a shallow copy that this patch now owns."""
-    if id(value) in owned:
-        return value
-    copy = _shallow(value)
-    owned.add(id(copy))
-    return copy
-
-
-def _change(parent: Any, last: str, op: PatchOperation) -> None:
-    path, name = op["path"], op["op"]
-    if isinstance(parent, dict):
-        if name == "add":
-            parent[last] = op["value"]
-        elif last not in parent:
-            raise PatchRejected(path, f"patch does not apply to the Pod: no member '{last}'")
-        elif name == "remove":
-            del parent[last]
-        else:
-            parent[last] = op["value"]
-        return
-    if not isinstance(parent, list):
-        raise PatchRejected(
-            path, f"patch does not apply to the Pod: a {type(parent).__name__} has no members"
-        )
-    if name == "add" and last == "-":
-        parent.append(op["value"])
-        return
-    index = _index(last)
-    limit = len(parent) + (1 if name == "add" else 0)
-    if index is None or index >= limit:
-        raise PatchRejected(path, f"patch does not apply to the Pod: no index '{last}'")
-    if name == "add":
-        parent.insert(index, op["value"])
-    elif name == "remove":
-        del parent[index]
-    else:
-        parent[index] = op["value"]
-
-
-def _index(token: str) -> int | None:
-    """An array index token: digits without leading zeros (RFC 6901)."""
-    if not token.isascii() or not token.isdigit() or (len(token) > 1 and token[0] == "0"):
-        return None
-    return int(token)
-
-
-def _member(parent: Any, token: str, path: str) -> Any:
-    """The key or index ``token`` names in ``parent``, which must exist."""
-    if isinstance(parent, dict):
-        if token in parent:
-            return token
-    elif isinstance(parent, list):
-        index = _index(token)
-        if index is not None and index < len(parent):
-            return index
-    raise PatchRejected(path, f"patch does not apply to the Pod: '{token}' does not exist")
-
-
-def _resolve(doc: Any, tokens: Sequence[str], path: str) -> Any:
-    for token in tokens:
-        doc = doc[_member(doc, token, path)]
-    return doc
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: unlike ``==``, true is not 1 and 1 is not 1.0... except that JSON has one
-    number type, so 1 and 1.0 are equal; true and 1 are not."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict):
-        return (
-            isinstance(b, dict) and a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-        )
-    if isinstance(a, list):
-        return isinstance(b, list) and len(a) == len(b) and all(map(_json_equal, a, b))
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    return type(a) is type(b) and a == b
-
-
-def _replaces_member(doc: Any, path: str) -> bool:
-    """Whether an 'add' at ``path`` would overwrite a non-null object member (RFC 6902 4.1)."""
-    tokens = _split_pointer(path)
-    if not tokens:
-        return True
-    parent = doc
-    for token in tokens[:-1]:
-        if isinstance(parent, dict | Mapping) and token in parent:
-            parent = parent[token]
-        elif isinstance(parent, list) and token.isdigit() and int(token) < len(parent):
-            parent = parent[int(token)]
-        else:
-            return False  # it will not apply at all
-    return isinstance(parent, dict | Mapping) and parent.get(tokens[-1]) is not None
-
-
-_NEUTRAL_SPEC_FIELDS = frozenset(
-    {
-        "runtimeClassName",
-        "nodeSelector",
-        "affinity",
-        "tolerations",
-        "topologySpreadConstraints",
-        "schedulerName",
-        "priorityClassName",
-        "priority",
-        "preemptionPolicy",
-        "terminationGracePeriodSeconds",
-        "activeDeadlineSeconds",
-        "dnsPolicy",
-        "dnsConfig",
-        "readinessGates",
-    }
-)
-_NEUTRAL_CONTAINER_FIELDS = frozenset(
-    {
-        "env",
-        "envFrom",
-        "args",
-        "command",
-        "image",
-        "imagePullPolicy",
-        "resources",
-        "workingDir",
-        "terminationMessagePath",
-        "terminationMessagePolicy",
-    }
-)
-
-
-def _may_grant(op: PatchOperation) -> bool:
-    """Whether ``op`` can change what ``privileges`` finds. False only for paths that no
-    privilege is read from (labels, plain annotations, scheduling fields, a container's env,
-    args, image or resources); a property test checks this."""
-    if op["op"] == "test":
-        return False
-    tokens = _split_pointer(op["path"])
-    if len(tokens) < 2:
-        return True
-    head, field = tokens[0], tokens[1]
-    if head == "metadata":
-        if field != "annotations" or op["op"] == "remove":
-            return False
-        if len(tokens) == 2:  # the whole map: only an AppArmor key in it can grant anything
-            value = op.get("value")
-            keys = value.keys() if isinstance(value, dict) else [_APPARMOR_ANNOTATION]
-            return any(str(k).startswith(_APPARMOR_ANNOTATION) for k in keys)
-        return tokens[2].startswith(_APPARMOR_ANNOTATION)
-    if head != "spec":
-        return True
-    if field in _NEUTRAL_SPEC_FIELDS:
-        return False
-    if field in _CONTAINER_KINDS and len(tokens) >= 4:
-        return tokens[3] not in _NEUTRAL_CONTAINER_FIELDS
-    return True
-
-
-_CAPABILITY_PATH = ("securityContext", "capabilities", "add")
-
-
-def _adds_capabilities_only(op: PatchOperation) -> bool:
-    """Whether ``op`` only adds privileged capabilities to a container: an ``add`` of
-    ``securityContext.capabilities.add`` items, or of the maps and list on the way holding
-    nothing else, none of them a Pod Security baseline capability. Such an operation needs no
-    path rule; ``allowedCapabilities`` alone decides (the privilege check), and an ``add`` over
-    an existing map still counts as a replace. Baseline capabilities are not privileges, so the
-    privilege check would let them through: adding one (say back into a container that drops
-    ALL) still needs a path rule."""
-    if op["op"] != "add":
-        return False
-    tokens = _split_pointer(op["path"])
-    if len(tokens) < 4 or tokens[0] != "spec" or tokens[1] not in _CONTAINER_KINDS:
-        return False
-    tail = tokens[3:]
-    if len(tail) > len(_CAPABILITY_PATH) + 1 or tuple(tail[:3]) != _CAPABILITY_PATH[: len(tail)]:
-        return False
-    value: Any = op["value"]
-    if len(tail) == len(_CAPABILITY_PATH) + 1:  # one item: .../add/- or .../add/<index>
-        return _privileged_capability(value)
-    for key in _CAPABILITY_PATH[len(tail) :]:
-        if not isinstance(value, dict) or list(value) != [key]:
-            return False
-        value = value[key]
-    return isinstance(value, list) and bool(value) and all(map(_privileged_capability, value))
-
-
-_BASELINE = frozenset(BASELINE_CAPABILITIES)
-
-
-def _privileged_capability(cap: Any) -> bool:
-    """Anything but a baseline capability (a name that is not valid included: the privilege check
-    refuses it)."""
-    return capability_name(cap) not in _BASELINE
-
-
 def _touches_names(op: PatchOperation, lists: Sequence[str]) -> bool:
     """Whether ``op`` can add, remove or rename an item of the Pod's ``lists``."""
-    tokens = _split_pointer(op["path"])
+    tokens = split_tokens(op["path"])
     if op["op"] == "test" or len(tokens) < 2 or tokens[0] != "spec":
         return len(tokens) < 2 and op["op"] != "test"
     if tokens[1] not in lists:

@@ -529,7 +529,7 @@ def read_request(
         where=None,
         pod=None,
     )
-    if hook is Hook.VALIDATE_CONFIG:
+    if not SPEC[hook].per_pod:  # ValidateConfig: the plugin alone
         return request
     pod = doc.get("pod")
     if pod is None:

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
-from modelserving.chain.policy import _apply_one, _may_grant
+from modelserving.chain.grants import may_grant
+from modelserving.chain.jsonpatch import apply_one
 from modelserving.chain.pss import pod_facts, weakenings
 
 scalars = st.none() | st.integers(-5, 5) | st.text(alphabet="ab~/", max_size=3)
@@ -38,7 +39,7 @@ def oracle(doc: Any, op: dict[str, Any]) -> Any:
 
 def ours(doc: Any, op: dict[str, Any]) -> Any:
     try:
-        return _apply_one(doc, op)  # type: ignore[arg-type]
+        return apply_one(doc, op)  # type: ignore[arg-type]
     except PatchRejected:
         return PatchRejected
 
@@ -186,7 +187,7 @@ grant_values = (
 def test_operations_judged_neutral_never_change_privileges(
     name: str, segments: list[str], value: Any
 ) -> None:
-    """The validator skips the privilege check for operations ``_may_grant`` calls neutral;
+    """The validator skips the privilege check for operations ``may_grant`` calls neutral;
     for any operation whatsoever, a change in privileges implies it was not called neutral."""
     op: dict[str, Any] = {"op": name, "path": "".join("/" + s.replace("/", "~1") for s in segments)}
     if name != "remove":
@@ -195,4 +196,4 @@ def test_operations_judged_neutral_never_change_privileges(
     if after is PatchRejected or not isinstance(after, dict):
         return
     if next(weakenings(pod_facts(PRIVILEGED_POD), pod_facts(after)), None):
-        assert _may_grant(op)  # type: ignore[arg-type]
+        assert may_grant(op)  # type: ignore[arg-type]

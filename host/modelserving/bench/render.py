@@ -1,12 +1,12 @@
-"""``make bench``: prints measured performance figures (never asserted by tests).
+"""``make bench``, render part, then the others: prints measured performance figures.
 
 Render of a 1,000-Pod ModelServing (125 ServingGroups x 1 role x (1 entry + 7 workers)) with a
 demo-pod-tweaks plugin: parse + chain build + generation + OnPodCreate, YAML output, reading the
 rendered 1,000-Pod stream back (all the input checks), the whole ``modelserving render`` command
 in-process, and then as a user runs it: a new process (Python start-up, imports, render), with the
 start-up and import cost alone (``modelserving --version``) beside it. Each figure is the median
-(and minimum) of several runs. Then the plugin benchmark (``bench_plugins``) and the controller
-benchmark (``bench_controller``: 800 Pods created against a local control plane, without plugins
+(and minimum) of several runs. Then the plugin benchmark (``bench.plugins``) and the controller
+benchmark (``bench.controller``: 800 Pods created against a local control plane, without plugins
 and with three WASM plugins).
 """
 
@@ -23,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelserving import bench_controller, bench_plugins
 from modelserving.api.validation import parse_model_serving
+from modelserving.bench import controller as bench_controller
+from modelserving.bench import plugins as bench_plugins
 from modelserving.chain import build_chain
 from modelserving.chain.render import render
 from modelserving.cli.main import main as cli_main

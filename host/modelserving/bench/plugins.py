@@ -224,7 +224,7 @@ def bench_compile_bomb() -> None:
         print(f"    {outcome}")
 
 
-EXTISM_EXAMPLE = Path(__file__).resolve().parents[2] / "examples/wasm/go-team-label-extism.wasm"
+EXTISM_EXAMPLE = Path(__file__).resolve().parents[3] / "examples/wasm/go-team-label-extism.wasm"
 
 
 def bench_extism_example(sandbox: Sandbox) -> None:

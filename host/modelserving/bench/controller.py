@@ -689,7 +689,7 @@ def benchmark(binaries: dict[str, Path], rounds: int = ROUNDS) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m modelserving.bench_controller")
+    parser = argparse.ArgumentParser(prog="python -m modelserving.bench.controller")
     parser.add_argument(
         "--rounds", type=int, default=ROUNDS, help=f"runs per variant (default {ROUNDS})"
     )

@@ -1,0 +1,221 @@
+"""JSON Pointer (RFC 6901) and JSON Patch (RFC 6902), applied copy-on-write.
+
+``check_shape`` checks a patch's form (a list of ``{op, path[, value]}`` maps, bounded in
+depth); ``apply_one`` applies one operation so that only the maps and lists on its path are new;
+``replaces_member`` tells an ``add`` that overwrites from one that creates. The patch policy
+(``modelserving.chain.policy``) decides what may be applied; this module only applies.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from modelserving.api.errors import PatchRejected
+from modelserving.api.hook import PATCH_OPS, PatchOperation
+from modelserving.api.jsondata import MAX_DEPTH, json_copy, json_problem
+
+_BAD_ESCAPE = re.compile(r"~(?![01])")
+
+
+def split_pointer(path: str) -> list[str]:
+    """RFC 6901 pointer -> unescaped reference tokens; raises PatchRejected when malformed."""
+    return list(split_tokens(path))
+
+
+MAX_POINTER_LENGTH = 1024
+"""Longest JSON Pointer a patch may use; real Pod paths stay under 200 characters."""
+
+
+def split_tokens(path: str) -> tuple[str, ...]:
+    if len(path) > MAX_POINTER_LENGTH:
+        raise PatchRejected(
+            path[:80] + "...", f"a JSON Pointer may have at most {MAX_POINTER_LENGTH} characters"
+        )
+    if path.count("/") > MAX_DEPTH:
+        raise PatchRejected(path[:80] + "...", f"the path is more than {MAX_DEPTH} levels deep")
+    return _split_short_pointer(path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _split_short_pointer(path: str) -> tuple[str, ...]:
+    if path == "":
+        return ()
+    if not path.startswith("/"):
+        raise PatchRejected(path, "a JSON Pointer must start with '/'")
+    if _BAD_ESCAPE.search(path):
+        raise PatchRejected(path, "a JSON Pointer may use '~' only as '~0' or '~1'")
+    return tuple(t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/"))
+
+
+def check_shape(raw: Any, copy_values: bool = True) -> list[PatchOperation]:
+    """A patch must be a list (or tuple) of ``{op, path[, value]}`` maps with known ops and no
+    other keys. ``copy_values=False`` is for operations nobody else holds (freshly decoded)."""
+    if not isinstance(raw, list | tuple):
+        raise PatchRejected("", f"a patch is a list of operations, not {type(raw).__name__}")
+    ops: list[PatchOperation] = []
+    for i, item in enumerate(raw):
+        where = f"operation {i}"
+        if not isinstance(item, dict | Mapping):
+            raise PatchRejected("", f"{where} is not a map")
+        op, path = item.get("op"), item.get("path")
+        if not isinstance(op, str) or op not in PATCH_OPS:
+            raise PatchRejected(
+                path if isinstance(path, str) else "",
+                f"{where}: op {op!r} is not one of add, remove, replace, test",
+            )
+        if not isinstance(path, str):
+            raise PatchRejected("", f"{where}: path must be a string")
+        extra = set(item) - {"op", "path", "value"}
+        if extra:
+            raise PatchRejected(path, f"{where}: unknown keys {sorted(extra)}")
+        if op != "remove" and "value" not in item:
+            raise PatchRejected(path, f"{where}: '{op}' needs a value")
+        # The value's depth counts from where it lands, so no sequence of operations can build a
+        # Pod nested deeper than MAX_DEPTH (and no later walk of the Pod can exhaust the stack).
+        room = MAX_DEPTH - len(split_tokens(path))
+        if room < 0:
+            raise PatchRejected(path, f"{where}: the path is more than {MAX_DEPTH} levels deep")
+        problem = json_problem(item["value"], room) if "value" in item else None
+        if problem:
+            raise PatchRejected(path, f"{where}: the value {problem}")
+        # A copy: the value lands in the Pod by reference, and must not be shared with the
+        # plugin's own objects.
+        ops.append(json_copy(dict(item)) if copy_values else item)  # type: ignore[arg-type]
+    return ops
+
+
+def _shallow(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value
+
+
+def apply_one(doc: Any, op: PatchOperation, owned: set[int] | None = None) -> Any:
+    """Apply one RFC 6902 operation to a copy-on-write copy of ``doc``: only the maps and lists on
+    the operation's path are new, so nothing shared with ``doc`` changes. ``owned`` holds the ids
+    of containers made by earlier operations of the same patch, which are changed in place
+    instead of being copied again. (The tests check this against the jsonpatch library.)"""
+    if owned is None:
+        owned = set()
+    path, name = op["path"], op["op"]
+    tokens = split_tokens(path)
+    if name == "test":
+        target = _resolve(doc, tokens, path)
+        if not json_equal(target, op["value"]):
+            raise PatchRejected(path, "test operation failed: the value differs")
+        return doc
+    if not tokens:
+        if name == "remove":
+            raise PatchRejected(path, "patch does not apply to the Pod: cannot remove the Pod")
+        return op["value"]
+    root = _owned_copy(doc, owned)
+    parent = root
+    for token in tokens[:-1]:
+        key = _member(parent, token, path)
+        child = _owned_copy(parent[key], owned)
+        parent[key] = child
+        parent = child
+    _change(parent, tokens[-1], op)
+    return root
+
+
+def _owned_copy(value: Any, owned: set[int]) -> Any:
+    """``value`` itself when this patch made it, else a shallow copy that this patch now owns."""
+    if id(value) in owned:
+        return value
+    copy = _shallow(value)
+    owned.add(id(copy))
+    return copy
+
+
+def _change(parent: Any, last: str, op: PatchOperation) -> None:
+    path, name = op["path"], op["op"]
+    if isinstance(parent, dict):
+        if name == "add":
+            parent[last] = op["value"]
+        elif last not in parent:
+            raise PatchRejected(path, f"patch does not apply to the Pod: no member '{last}'")
+        elif name == "remove":
+            del parent[last]
+        else:
+            parent[last] = op["value"]
+        return
+    if not isinstance(parent, list):
+        raise PatchRejected(
+            path, f"patch does not apply to the Pod: a {type(parent).__name__} has no members"
+        )
+    if name == "add" and last == "-":
+        parent.append(op["value"])
+        return
+    index = _index(last)
+    limit = len(parent) + (1 if name == "add" else 0)
+    if index is None or index >= limit:
+        raise PatchRejected(path, f"patch does not apply to the Pod: no index '{last}'")
+    if name == "add":
+        parent.insert(index, op["value"])
+    elif name == "remove":
+        del parent[index]
+    else:
+        parent[index] = op["value"]
+
+
+def _index(token: str) -> int | None:
+    """An array index token: digits without leading zeros (RFC 6901)."""
+    if not token.isascii() or not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        return None
+    return int(token)
+
+
+def _member(parent: Any, token: str, path: str) -> Any:
+    """The key or index ``token`` names in ``parent``, which must exist."""
+    if isinstance(parent, dict):
+        if token in parent:
+            return token
+    elif isinstance(parent, list):
+        index = _index(token)
+        if index is not None and index < len(parent):
+            return index
+    raise PatchRejected(path, f"patch does not apply to the Pod: '{token}' does not exist")
+
+
+def _resolve(doc: Any, tokens: Sequence[str], path: str) -> Any:
+    for token in tokens:
+        doc = doc[_member(doc, token, path)]
+    return doc
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: unlike ``==``, true is not 1 and 1 is not 1.0... except that JSON has one
+    number type, so 1 and 1.0 are equal; true and 1 are not."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict) and a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(json_equal, a, b))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def replaces_member(doc: Any, path: str) -> bool:
+    """Whether an 'add' at ``path`` would overwrite a non-null object member (RFC 6902 4.1)."""
+    tokens = split_tokens(path)
+    if not tokens:
+        return True
+    parent = doc
+    for token in tokens[:-1]:
+        if isinstance(parent, dict | Mapping) and token in parent:
+            parent = parent[token]
+        elif isinstance(parent, list) and token.isdigit() and int(token) < len(parent):
+            parent = parent[int(token)]
+        else:
+            return False  # it will not apply at all
+    return isinstance(parent, dict | Mapping) and parent.get(tokens[-1]) is not None
