@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from modelserving.api.hook import Hook
-from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings, extism_call
+from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import CompiledModule
-from modelserving.sandbox.extism_call import extism_cache_config
+from modelserving.sandbox.extism import call as extism_call
+from modelserving.sandbox.extism.call import extism_cache_config
 from tests.processes import mentioning, wait_until_gone
 from tests.wasm.guests import extism_copy_out, extism_function, extism_guest, extism_responding
 
@@ -93,9 +94,9 @@ def call_failure(sandbox: Sandbox, compiled: CompiledModule, **limits: int) -> C
 def worker_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """Workers started during the test run a copy of the worker script under ``tmp_path``, so
     ``mentioning(marker)`` finds exactly them."""
-    copy = tmp_path / "worker" / "extism_worker.py"
+    copy = tmp_path / "worker" / "worker.py"
     copy.parent.mkdir()
-    shutil.copy(Path(extism_call.__file__).with_name("extism_worker.py"), copy)
+    shutil.copy(Path(extism_call.__file__).with_name("worker.py"), copy)
     monkeypatch.setattr(extism_call, "_WORKER", copy)
     return str(copy.parent)
 
@@ -358,7 +359,8 @@ def test_no_worker_outlives_the_controller_process(
         import os, sys, threading, time
         from pathlib import Path
         from modelserving.api.hook import Hook
-        from modelserving.sandbox import Sandbox, SandboxSettings, extism_call
+        from modelserving.sandbox import Sandbox, SandboxSettings
+        from modelserving.sandbox.extism import call as extism_call
         from tests.wasm.test_extism_bounds import OK, start_spinning
 
         extism_call._WORKER = Path(os.environ["TEST_EXTISM_WORKER"])
@@ -379,7 +381,7 @@ def test_no_worker_outlives_the_controller_process(
         env={
             **os.environ,
             "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'host'}",
-            "TEST_EXTISM_WORKER": str(Path(worker_copy) / "extism_worker.py"),
+            "TEST_EXTISM_WORKER": str(Path(worker_copy) / "worker.py"),
             "TEST_CACHE": str(tmp_path / "cache"),
         },
     )

@@ -12,8 +12,8 @@ from wasmtime import _bindings
 
 from modelserving.api.errors import FailureClass
 from modelserving.api.hook import Hook
-from modelserving.sandbox import Sandbox, call
-from modelserving.sandbox.call import CallFailure
+from modelserving.sandbox import CallFailure, Sandbox
+from modelserving.sandbox.core import call
 from tests.wasm.guests import guest, hook
 
 PYTHONAPI: int = ctypes._FUNCFLAG_PYTHONAPI  # type: ignore[attr-defined]

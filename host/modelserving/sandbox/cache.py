@@ -12,30 +12,20 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 
 import wasmtime
 
 from modelserving.sandbox.artifacts import ARTIFACT_MAGIC, ArtifactStore, CacheStats
+from modelserving.sandbox.compiled import CompiledModule, ExtismModule
 from modelserving.sandbox.compiler import Compiler
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
-from modelserving.sandbox.extism_call import ExtismModule, ExtismWorker, check_links
-from modelserving.sandbox.module import FLAVOUR_EXTISM, ModuleInfo, check_module
+from modelserving.sandbox.extism.call import ExtismWorker, check_links
+from modelserving.sandbox.module import FLAVOUR_EXTISM, check_module
 from modelserving.sandbox.structure import check_shape, detach_start
 
 __all__ = ["ARTIFACT_MAGIC", "CacheStats", "CompiledModule", "ModuleCache", "sha256_hex"]
-
-
-@dataclass
-class CompiledModule:
-    """A checked module, ready to instantiate many times (InstancePre)."""
-
-    info: ModuleInfo
-    module: wasmtime.Module
-    pre: wasmtime.InstancePre | None
-    extism: ExtismModule | None = None
 
 
 def sha256_hex(data: bytes) -> str:

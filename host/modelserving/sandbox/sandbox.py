@@ -14,11 +14,12 @@ from modelserving.abi.contract import export_name
 from modelserving.api.errors import FailureClass
 from modelserving.api.hook import Hook
 from modelserving.sandbox.cache import CompiledModule, ModuleCache
-from modelserving.sandbox.call import CallFailure, CallResult, call_hook, start_instance
+from modelserving.sandbox.core.call import call_hook, start_instance
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import error_line, invalid_module
-from modelserving.sandbox.extism_call import ExtismWorker, call_extism
+from modelserving.sandbox.extism.call import ExtismWorker, call_extism
 from modelserving.sandbox.module import FLAVOUR_EXTISM
+from modelserving.sandbox.results import CallFailure, CallResult
 from modelserving.sandbox.settings import Limits, SandboxSettings, default_cache_dir, resolve_limits
 
 

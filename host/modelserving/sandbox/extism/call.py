@@ -5,7 +5,7 @@ bytes as Extism input and give the same response bytes as Extism output, under t
 memory (``max_pages``) and deadline limits as native-flavour modules. Extism does not report the
 fuel used (reported as 0), nor does it pass the guest's WASI output on (it is dropped).
 
-Extism runs in one worker process per sandbox (``extism_worker``), never in the controller:
+Extism runs in one worker process per sandbox (``worker``), never in the controller:
 nothing in-process can interrupt what Extism does before a call (the module's start function and
 ``_initialize`` run when a plugin is created) nor a host function such as ``random_get``. The
 worker is started on first use and serves one request at a time; waiting for it counts against
@@ -17,7 +17,7 @@ waited for at most its deadline: compiling (and, at load, creating the plugin on
 killed (SIGKILL, then reaped), and a new one is started on the next use; a worker that dies by
 itself fails the request it was serving the same way. No worker outlives its sandbox: it is
 killed when the sandbox is closed or collected, and it exits by itself when the controller
-process ends (``extism_worker`` watches a liveness pipe).
+process ends (``worker`` watches a liveness pipe).
 
 Failure classes come only from facts the host observed (``_judge``): a killed call is a Timeout;
 Extism's own texts (the worker shadows ``error_set``, so Extism never holds guest text) give
@@ -29,7 +29,6 @@ chain numbering.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -46,11 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from modelserving.api.errors import FailureClass
-from modelserving.sandbox.call import CallFailure, CallResult
+from modelserving.sandbox.compiled import ExtismModule
 from modelserving.sandbox.errors import cause_line
+from modelserving.sandbox.results import CallFailure, CallResult
 from modelserving.sandbox.settings import MIB, WASM_PAGE, Limits, SandboxSettings, setting_name
 
-_WORKER = Path(__file__).with_name("extism_worker.py")
+_WORKER = Path(__file__).with_name("worker.py")
 GRACE_MS = 100
 """How long past a call's deadline the worker may take to answer before it is killed: the
 worker's watchdog cancels a running call at the deadline itself, so only a start-up or a host
@@ -63,16 +63,6 @@ _WASM_OUT_OF_FUEL = "all fuel consumed by WebAssembly"  # wasmtime, when startin
 _CREATE = "Unable to create Extism plugin: "
 _NUMBERED = re.compile(r"^\d+:\s*")
 _SIGABRT_STATUS = 134  # what Extism returns for a trap
-
-
-class ExtismModule:
-    """One Extism-flavoured module: its bytes (the worker is given them again whenever it has
-    forgotten them, after a restart for instance), their digest, and whether it uses WASI."""
-
-    def __init__(self, data: bytes, wasi: bool) -> None:
-        self.data = data
-        self.wasi = wasi
-        self.digest = hashlib.sha256(data).hexdigest()
 
 
 class _Late(Exception):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import wasmtime
@@ -28,13 +27,14 @@ from wasmtime import _ffi as ffi
 from modelserving.abi.contract import ALLOC, INITIALIZE, MEMORY
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.engine import CallScope, SandboxEngine, set_current_scope
-from modelserving.sandbox.errors import SandboxError, error_line
-from modelserving.sandbox.logs import LogRecord, LogSink
+from modelserving.sandbox.errors import error_line
+from modelserving.sandbox.logs import LogSink
+from modelserving.sandbox.results import CallFailure, CallResult
 from modelserving.sandbox.settings import WASM_PAGE, Limits
 from modelserving.sandbox.structure import START_EXPORT
 
 if TYPE_CHECKING:
-    from modelserving.sandbox.cache import CompiledModule
+    from modelserving.sandbox.compiled import CompiledModule
 
 _NAMES = {name: name.encode() for name in (ALLOC, INITIALIZE, MEMORY)}
 _START = START_EXPORT.encode()
@@ -60,33 +60,6 @@ _get_fuel = _held("wasmtime_context_get_fuel")
 _set_fuel = _held("wasmtime_context_set_fuel")
 _set_epoch_deadline = _held("wasmtime_context_set_epoch_deadline")
 _store_limiter = _held("wasmtime_store_limiter")
-
-
-@dataclass
-class CallResult:
-    """A finished call: the response bytes, what it used and what it logged."""
-
-    response: bytes
-    fuel_consumed: int
-    duration_us: float
-    logs: list[LogRecord] = field(default_factory=list)
-
-
-class CallFailure(SandboxError):
-    """A failed call, with what it used and logged up to the failure."""
-
-    def __init__(
-        self,
-        failure_class: FailureClass,
-        message: str,
-        fuel_consumed: int = 0,
-        duration_us: float = 0.0,
-        logs: list[LogRecord] | None = None,
-    ) -> None:
-        super().__init__(failure_class, message)
-        self.fuel_consumed = fuel_consumed
-        self.duration_us = duration_us
-        self.logs = logs or []
 
 
 class _Failed(Exception):

@@ -3,7 +3,7 @@
 The controller never runs Extism itself. Nothing in-process can interrupt what Extism does before
 a call: creating a plugin instantiates the module (its start function and ``_initialize`` run),
 and a call instantiates it again, both before Extism's timer starts, and a host function such as
-WASI ``random_get`` cannot be interrupted at all. So ``modelserving.sandbox.extism_call`` starts
+WASI ``random_get`` cannot be interrupted at all. So ``modelserving.sandbox.extism.call`` starts
 this file as a script (standard library and extism-sys's cffi binding only, so it starts in about
 0.1 s), waits for each answer at most as long as the request's deadline allows, and kills the
 worker when it is late.
