@@ -81,6 +81,9 @@ crds-check: setup ## fail when crds/ does not match the API models
 # unit tests leave idle. Their output is kept in a log and printed when both have finished; the
 # build and both test runs stop with `make test`.
 BUILD_LOG := $(CACHE)/kube/background-build.log
+# A shell's background job starts with SIGINT ignored; the integration tests run as one, and
+# they (and what they start) must see Ctrl-C as from a terminal: reset it, then exec pytest.
+export DEFAULT_SIGNALS := import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])
 
 test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
 	@mkdir -p $(dir $(BUILD_LOG)); \
@@ -89,7 +92,7 @@ test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go
 	trap 'kill $$build $$integration 2>/dev/null; wait $$build $$integration 2>/dev/null; rm -f $$log' EXIT; \
 	$(MAKE) --no-print-directory smith lint crds-check wasm-check wasm-sdk-test wasm-go-test || exit 1; \
 	echo "make test: the integration tests run beside the others (their output follows them)"; \
-	$(BIN)/pytest tests/integration > $$log 2>&1 & integration=$$!; \
+	$(PY) -c "$$DEFAULT_SIGNALS" $(BIN)/pytest tests/integration > $$log 2>&1 & integration=$$!; \
 	$(BIN)/pytest tests/unit tests/wasm; unit=$$?; \
 	wait $$integration; status=$$?; integration=; \
 	echo "--- tests/integration"; cat $$log; \

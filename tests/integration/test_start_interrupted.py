@@ -47,6 +47,11 @@ def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
             print(f"--- {log}\n" + "\n".join(tail))
 
 
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int, str]:
     """Run ``up``, send ``signum`` when it reports ``phase``; its exit code and output."""
     starter = subprocess.Popen(
@@ -54,6 +59,9 @@ def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # as from a terminal: a shell's background job (`make test` runs the integration
+        # tests as one) ignores SIGINT and passes that on, and `up` respects an ignored signal
+        preexec_fn=_default_signals,
     )
     try:
         assert starter.stderr is not None
