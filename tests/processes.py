@@ -17,7 +17,13 @@ from pathlib import Path
 
 from modelserving.devcluster import procs
 
-BUSY_LOOP = [sys.executable, "-c", "while True: pass"]
+BUSY_LOOP = [
+    sys.executable,
+    "-c",
+    # busy until its parent (the test process) is gone, even when that one is killed hard
+    "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n"
+    "    for _ in range(200_000):\n        pass",
+]
 
 
 @contextmanager
