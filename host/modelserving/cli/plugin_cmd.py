@@ -34,31 +34,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelserving.abi.codec import PodContext
 from modelserving.abi.contract import HOOK_EXPORTS
 from modelserving.api.errors import (
     FailureClass,
-    InvalidManifest,
     PluginConfigError,
     PluginFailure,
 )
 from modelserving.api.hook import HOOK_SPECS, SPEC, Hook, HookRequest
-from modelserving.api.jsondata import find_wide_int, wide_int_reason
-from modelserving.api.labels import (
-    API_VERSION,
-    ENTRY_LABEL,
-    GROUP_NAME_LABEL,
-    KIND,
-    ROLE_ID_LABEL,
-    ROLE_LABEL,
-)
-from modelserving.api.modelserving import ModelServing, PluginSpec
+from modelserving.api.modelserving import PluginSpec
 from modelserving.api.names import is_dns1123_label
-from modelserving.api.validation import format_loc, parse_model_serving
 from modelserving.chain import ChainEntry, PatchValidator, invoke
 from modelserving.chain.build import native_plugin
-from modelserving.cli.manifests import ManifestError, read_documents
 from modelserving.cli.pack import CONFIG_MAP_KEY, LAST_APPLIED_LIMIT, pack_module
+from modelserving.cli.plugin_request import (
+    Request,
+    Unencodable,
+    UsageError,
+    minimal_model_serving,
+    read_request,
+)
 from modelserving.cli.scaffold import (
     LANGUAGES,
     NAME_RULE,
@@ -84,27 +78,13 @@ from modelserving.sandbox import (
 )
 
 HOOKS: dict[str, Hook] = {spec.option: spec.hook for spec in HOOK_SPECS}
-REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "roleName", "roleId", "isEntry", "pod")
-IGNORED_KEYS = ("abiVersion", "hook")  # set by the host and --hook; tolerated in the file
-PLUGIN_KEYS = ("name", "config")
-MINIMAL_NAME = "plugin-test"
-MINIMAL_ROLE = "server"
 WARMUP = 10
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-class UsageError(Exception):
-    """Bad arguments or input files: printed as ``error: ...``, exit 2."""
-
-
 class DoesNotFit(Exception):
     """pack: the module's ConfigMap would be over the API server's limit; ``error: ...``, exit 1."""
-
-
-class Unencodable(Exception):
-    """A request value ABI v1 cannot carry (an integer beyond 64 bits), as the controller
-    refuses such a config: ``error: <file>: <field>: ...``, exit 1."""
 
 
 class Failed(Exception):
@@ -177,7 +157,14 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = p.add_subparsers(dest="plugin_command", required=True, metavar="SUBCOMMAND")
+    _add_run(commands)
+    _add_inspect(commands)
+    _add_bench(commands)
+    _add_pack(commands)
+    _add_new(commands)
 
+
+def _add_run(commands: Any) -> None:
     run = commands.add_parser(
         "run",
         help="call one hook on a request file and print the result as JSON",
@@ -191,6 +178,8 @@ def add_parser(sub: Any) -> None:
     _request_args(run, None)
     run.set_defaults(func=run_cmd)
 
+
+def _add_inspect(commands: Any) -> None:
     inspect = commands.add_parser(
         "inspect",
         help="describe a module (ABI version, hooks, imports, exports, size, sha256)",
@@ -200,6 +189,8 @@ def add_parser(sub: Any) -> None:
     _module_arg(inspect)
     inspect.set_defaults(func=inspect_cmd)
 
+
+def _add_bench(commands: Any) -> None:
     bench = commands.add_parser(
         "bench",
         help="time one hook call through the controller's path",
@@ -222,6 +213,8 @@ def add_parser(sub: Any) -> None:
     )
     bench.set_defaults(func=bench_cmd)
 
+
+def _add_pack(commands: Any) -> None:
     pack = commands.add_parser(
         "pack",
         help="print a ConfigMap holding a module, and the spec.plugins entry pinning it",
@@ -257,6 +250,8 @@ def add_parser(sub: Any) -> None:
     )
     pack.set_defaults(func=pack_cmd)
 
+
+def _add_new(commands: Any) -> None:
     new = commands.add_parser(
         "new",
         help="generate a plugin project that builds, tests, runs and packs as generated",
@@ -402,199 +397,6 @@ def _check_exported(compiled: CompiledModule, hook: Hook) -> None:
         )
 
 
-# --- the request -----------------------------------------------------------------------------
-
-
-@dataclass
-class Request:
-    """The request fields of a file, defaults filled in."""
-
-    name: str
-    config: Any
-    model_serving: dict[str, Any] | None  # as written (None: not given)
-    where: PodContext | None
-    pod: dict[str, Any] | None
-
-    @property
-    def pod_name(self) -> str | None:
-        if self.pod is None:
-            return None
-        meta = self.pod.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        return name if isinstance(name, str) and name else None
-
-    def model_serving_api(self) -> dict[str, Any]:
-        """modelServing as sent to a WebAssembly module: as written, else the minimal one."""
-        if self.model_serving is not None:
-            return self.model_serving
-        return minimal_model_serving(self._namespace()).to_api()
-
-    def parsed_model_serving(self, note: bool = True) -> ModelServing:
-        """modelServing parsed (for HookRequest); the minimal one when absent or invalid (with
-        a note on stderr, unless ``note`` is False)."""
-        if self.model_serving is not None:
-            try:
-                return parse_model_serving(self.model_serving)
-            except InvalidManifest as exc:
-                if not note:
-                    return minimal_model_serving(self._namespace())
-                first = str(exc).splitlines()
-                detail = "; ".join(line.strip(" -") for line in first[1:4]) or first[0]
-                print(
-                    f"note: the request's modelServing does not parse ({detail}); "
-                    "using a minimal ModelServing instead",
-                    file=sys.stderr,
-                )
-        return minimal_model_serving(self._namespace())
-
-    def _namespace(self) -> str:
-        meta = (self.pod or {}).get("metadata")
-        namespace = meta.get("namespace") if isinstance(meta, dict) else None
-        return namespace if isinstance(namespace, str) and namespace else "default"
-
-
-def minimal_model_serving(namespace: str = "default") -> ModelServing:
-    """A minimal valid ModelServing: ``plugin-test`` with one role ``server`` of one entry Pod.
-
-    Used when the request file gives no modelServing (or, for bench, one that does not parse).
-    """
-    manifest = {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {"name": MINIMAL_NAME, "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "template": {
-                "roles": [
-                    {
-                        "name": MINIMAL_ROLE,
-                        "replicas": 1,
-                        "entryTemplate": {
-                            "spec": {"containers": [{"name": "main", "image": "busybox"}]}
-                        },
-                        "workerReplicas": 0,
-                    }
-                ]
-            },
-        },
-    }
-    try:
-        return parse_model_serving(manifest)
-    except InvalidManifest:
-        if namespace == "default":
-            raise
-        return minimal_model_serving("default")
-
-
-def read_map(path: str, what: str) -> dict[str, Any]:
-    """The one map of a YAML or JSON file, read with the safe manifest reader."""
-    try:
-        docs = list(read_documents(path))
-    except ManifestError as exc:
-        raise UsageError(str(exc)) from None
-    if len(docs) != 1:
-        raise UsageError(f"{path}: the {what} file must hold exactly one map, found {len(docs)}")
-    return docs[0]
-
-
-def read_request(
-    path: str, hook: Hook, default_name: str, name: str | None, config_path: str | None
-) -> Request:
-    doc = read_map(path, "request")
-    unknown = sorted(set(doc) - set(REQUEST_KEYS) - set(IGNORED_KEYS))
-    if unknown:
-        raise UsageError(
-            f"{path}: unknown request field(s) {', '.join(unknown)} "
-            f"(known: {', '.join(REQUEST_KEYS)})"
-        )
-    plugin = doc.get("plugin")
-    if plugin is None:
-        plugin = {}
-    if not isinstance(plugin, dict):
-        raise UsageError(f"{path}: plugin must be a map with name and config")
-    extra = sorted(set(plugin) - set(PLUGIN_KEYS))
-    if extra:
-        raise UsageError(
-            f"{path}: unknown field(s) of plugin: {', '.join(extra)} (known: name, config)"
-        )
-    given_name = plugin.get("name")
-    if given_name is not None and (not isinstance(given_name, str) or not given_name):
-        raise UsageError(f"{path}: plugin.name must be a non-empty string")
-    config = read_map(config_path, "config") if config_path else plugin.get("config")
-    _refuse_wide_ints(config_path or path, "config" if config_path else "plugin.config", config)
-    request = Request(
-        name=name or given_name or default_name,
-        config=config,
-        model_serving=None,
-        where=None,
-        pod=None,
-    )
-    if not SPEC[hook].per_pod:  # ValidateConfig: the plugin alone
-        return request
-    pod = doc.get("pod")
-    if pod is None:
-        raise UsageError(f"{path}: pod is missing: {hook} needs the Pod")
-    if not isinstance(pod, dict):
-        raise UsageError(f"{path}: pod must be a map (a Pod object)")
-    ms = doc.get("modelServing")
-    if ms is not None and not isinstance(ms, dict):
-        raise UsageError(f"{path}: modelServing must be a map (a ModelServing object)")
-    _refuse_wide_ints(path, "pod", pod)
-    _refuse_wide_ints(path, "modelServing", ms)
-    request.pod = pod
-    request.model_serving = ms
-    request.where = _where(path, doc, pod, ms)
-    return request
-
-
-def _refuse_wide_ints(path: str, field: str, value: Any) -> None:
-    """Unencodable naming the file and the field of the first integer beyond 64 bits."""
-    found = find_wide_int(value)
-    if found is not None:
-        where, number = found
-        raise Unencodable(f"{path}: {format_loc((field, *where))}: {wide_int_reason(number)}")
-
-
-def _where(
-    path: str, doc: dict[str, Any], pod: dict[str, Any], ms: dict[str, Any] | None
-) -> PodContext:
-    """servingGroup, roleName, roleId and isEntry: as given, else from the Pod's labels (as the
-    controller sets them), else from the ModelServing's name and first role."""
-    for key in ("servingGroup", "roleName", "roleId"):
-        if key in doc and not isinstance(doc[key], str):
-            raise UsageError(f"{path}: {key} must be a string")
-    if "isEntry" in doc and not isinstance(doc["isEntry"], bool):
-        raise UsageError(f"{path}: isEntry must be true or false")
-    meta = pod.get("metadata")
-    raw_labels = meta.get("labels") if isinstance(meta, dict) else None
-    labels = (
-        {k: v for k, v in raw_labels.items() if isinstance(v, str)}
-        if isinstance(raw_labels, dict)
-        else {}
-    )
-    ms_meta = (ms or {}).get("metadata")
-    ms_name = ms_meta.get("name") if isinstance(ms_meta, dict) else None
-    ms_name = ms_name if isinstance(ms_name, str) and ms_name else MINIMAL_NAME
-    role = doc.get("roleName") or labels.get(ROLE_LABEL) or _first_role(ms) or MINIMAL_ROLE
-    group = doc.get("servingGroup") or labels.get(GROUP_NAME_LABEL) or f"{ms_name}-0"
-    role_id = doc.get("roleId") or labels.get(ROLE_ID_LABEL) or f"{role}-0"
-    if "isEntry" in doc:
-        entry = bool(doc["isEntry"])
-    elif GROUP_NAME_LABEL in labels:
-        entry = labels.get(ENTRY_LABEL) == "true"
-    else:
-        entry = True
-    return PodContext(group, role, role_id, entry)
-
-
-def _first_role(ms: dict[str, Any] | None) -> str | None:
-    try:
-        name = (ms or {})["spec"]["template"]["roles"][0]["name"]
-    except (KeyError, IndexError, TypeError):
-        return None
-    return name if isinstance(name, str) and name else None
-
-
 def _request_for(args: argparse.Namespace, target: Target) -> tuple[Hook, Request]:
     hook = HOOKS[args.hook]
     return hook, read_request(args.request, hook, target.default_name, args.name, args.config)
@@ -613,15 +415,6 @@ def _entry(name: str, config: Any, plugin: PluginAdapter) -> ChainEntry:
     return ChainEntry(0, PluginSpec.model_construct(name=name, config=config), plugin)
 
 
-def _hook_request(hook: Hook, ms: ModelServing, request: Request) -> HookRequest:
-    where, pod = request.where, request.pod
-    if where is None or pod is None:  # ValidateConfig: the plugin alone
-        return HookRequest(hook, ms, "", "", "", False, {})
-    return HookRequest(
-        hook, ms, where.serving_group, where.role_name, where.role_id, where.is_entry, pod
-    )
-
-
 @_guarded
 def run_cmd(args: argparse.Namespace) -> int:
     target = resolve_target(args.module)
@@ -637,7 +430,7 @@ def run_cmd(args: argparse.Namespace) -> int:
     plugin = WasmPlugin(request.name, request.config, compiled, sandbox, limits, ms, view)
     with _quiet_plugin_log():
         outcome = invoke(
-            _entry(request.name, request.config, plugin), _hook_request(hook, ms, request)
+            _entry(request.name, request.config, plugin), request.hook_request(hook, ms)
         )
     if outcome.failure is not None:
         raise Failed(outcome.failure, outcome.reply.logs)
@@ -717,7 +510,7 @@ def wasm_step(
     if per_pod:
         plugin.validate_config()  # once, as the controller does when it builds the chain
     entry = _entry(request.name, request.config, plugin)
-    return _step(entry, _hook_request(hook, ms, request)), compiled.info.sha256
+    return _step(entry, request.hook_request(hook, ms)), compiled.info.sha256
 
 
 def native_step(target: Target, hook: Hook, request: Request) -> Step:
@@ -736,7 +529,7 @@ def native_step(target: Target, hook: Hook, request: Request) -> Step:
     if per_pod and hook not in plugin.hooks:
         raise UsageError(f"the built-in '{builtin.name}' has no {hook} hook")
     ms = request.parsed_model_serving() if per_pod else minimal_model_serving()
-    return _step(_entry(request.name, request.config, plugin), _hook_request(hook, ms, request))
+    return _step(_entry(request.name, request.config, plugin), request.hook_request(hook, ms))
 
 
 def _step(entry: ChainEntry, request: HookRequest) -> Step:

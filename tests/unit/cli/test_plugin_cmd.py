@@ -15,7 +15,7 @@ from modelserving.abi.codec import PodContext
 from modelserving.api.hook import Hook
 from modelserving.api.labels import ENTRY_LABEL, GROUP_NAME_LABEL, ROLE_ID_LABEL, ROLE_LABEL
 from modelserving.cli.main import main
-from modelserving.cli.plugin_cmd import minimal_model_serving, read_request
+from modelserving.cli.plugin_request import minimal_model_serving, read_request
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm_path
 from modelserving.sandbox import Sandbox, SandboxSettings, set_default_sandbox
 from tests.wasm.guests import LOG_IMPORT, guest, hook, responding, returns, wat_bytes
