@@ -35,7 +35,9 @@ _STDERR_KEEP = 4096
 
 
 class _Spare:
-    """The one worker started ahead, for the whole process."""
+    """The one worker started ahead, for the whole process. The next one is started when a
+    compile has finished, not while it runs: its start-up (Python, wasmtime, the warm-up
+    compile) would take CPU from the compile, which uses every core."""
 
     lock = threading.Lock()
     worker: subprocess.Popen[bytes] | None = None
@@ -43,13 +45,18 @@ class _Spare:
     @classmethod
     def take(cls) -> subprocess.Popen[bytes]:
         with cls.lock:
-            worker = cls.worker if cls.worker and cls.worker.poll() is None else None
-            if worker is None:
-                if cls.worker is not None:
-                    _reap(cls.worker)
-                worker = _start()
-            cls.worker = _start()
-        return worker
+            worker, cls.worker = cls.worker, None
+        if worker is not None and worker.poll() is None:
+            return worker
+        if worker is not None:
+            _reap(worker)
+        return _start()
+
+    @classmethod
+    def refill(cls) -> None:
+        with cls.lock:
+            if cls.worker is None:
+                cls.worker = _start()
 
     @classmethod
     def close(cls) -> None:
@@ -92,6 +99,7 @@ class Compiler:
                 return self._run(worker, module)
             finally:
                 _reap(worker)
+                _Spare.refill()
 
     def _run(self, worker: subprocess.Popen[bytes], module: bytes) -> bytes:
         settings = self._settings
