@@ -41,6 +41,26 @@ func volcanoFlags() (*pflag.FlagSet, *time.Duration) {
 	return fs, flush
 }
 
+// runVolcano parses the flags, then checks the options and runs the program, as both of
+// Volcano's main packages do after registering their own flags.
+func runVolcano(flush *time.Duration, printVersion *bool, check, run func() error) int {
+	cliflag.InitFlags()
+	if *printVersion {
+		version.PrintVersionAndExit()
+	}
+	if err := check(); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return 1
+	}
+	klog.StartFlushDaemon(*flush)
+	defer klog.Flush()
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		return 1
+	}
+	return 0
+}
+
 func runVolcanoScheduler() int {
 	fs, flush := volcanoFlags()
 	s := scheduleroptions.NewServerOption()
@@ -50,21 +70,7 @@ func runVolcanoScheduler() int {
 	s.LeaderElection.ResourceName = commonutil.GenerateComponentName(s.SchedulerNames)
 	componentbaseoptions.BindLeaderElectionFlags(&s.LeaderElection, fs)
 	s.RegisterOptions()
-	cliflag.InitFlags()
-	if s.PrintVersion {
-		version.PrintVersionAndExit()
-	}
-	if err := s.CheckOptionOrDie(); err != nil {
-		fmt.Fprintf(os.Stderr, "%v\n", err)
-		return 1
-	}
-	klog.StartFlushDaemon(*flush)
-	defer klog.Flush()
-	if err := scheduler.Run(s); err != nil {
-		fmt.Fprintf(os.Stderr, "%v\n", err)
-		return 1
-	}
-	return 0
+	return runVolcano(flush, &s.PrintVersion, s.CheckOptionOrDie, func() error { return scheduler.Run(s) })
 }
 
 func runVolcanoControllers() int {
@@ -78,19 +84,5 @@ func runVolcanoControllers() int {
 	commonutil.LeaderElectionDefault(&s.LeaderElection)
 	s.LeaderElection.ResourceName = "vc-controller-manager"
 	componentbaseoptions.BindLeaderElectionFlags(&s.LeaderElection, fs)
-	cliflag.InitFlags()
-	if s.PrintVersion {
-		version.PrintVersionAndExit()
-	}
-	if err := s.CheckOptionOrDie(); err != nil {
-		fmt.Fprintf(os.Stderr, "%v\n", err)
-		return 1
-	}
-	klog.StartFlushDaemon(*flush)
-	defer klog.Flush()
-	if err := controllers.Run(s); err != nil {
-		fmt.Fprintf(os.Stderr, "%v\n", err)
-		return 1
-	}
-	return 0
+	return runVolcano(flush, &s.PrintVersion, s.CheckOptionOrDie, func() error { return controllers.Run(s) })
 }
