@@ -78,7 +78,8 @@ crds-check: setup ## fail when crds/ does not match the API models
 # cached) while the checks and the unit tests run: they leave a core idle most of the time. The
 # integration tests start as soon as the checks pass, in a second pytest beside the unit and
 # wasm tests: they wait for the build (its file lock), then use the core the single-threaded
-# unit tests leave idle. Their output is kept in a log and printed when both have finished; the
+# unit tests leave idle, at low priority like the build (the unit tests' own deadlines, such as
+# the 10 s compile limit of a 2 MB Go module, must not lose their CPU to the cluster). Their output is kept in a log and printed when both have finished; the
 # build and both test runs stop with `make test`.
 BUILD_LOG := $(CACHE)/kube/background-build.log
 # A shell's background job starts with SIGINT ignored; the integration tests run as one, and
@@ -92,7 +93,7 @@ test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go
 	trap 'kill $$build $$integration 2>/dev/null; wait $$build $$integration 2>/dev/null; rm -f $$log' EXIT; \
 	$(MAKE) --no-print-directory smith lint crds-check wasm-check wasm-sdk-test wasm-go-test || exit 1; \
 	echo "make test: the integration tests run beside the others (their output follows them)"; \
-	$(PY) -c "$$DEFAULT_SIGNALS" $(BIN)/pytest tests/integration > $$log 2>&1 & integration=$$!; \
+	nice -n 10 $(PY) -c "$$DEFAULT_SIGNALS" $(BIN)/pytest tests/integration > $$log 2>&1 & integration=$$!; \
 	$(BIN)/pytest tests/unit tests/wasm; unit=$$?; \
 	wait $$integration; status=$$?; integration=; \
 	echo "--- tests/integration"; cat $$log; \
