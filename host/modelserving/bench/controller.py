@@ -701,11 +701,11 @@ def main(argv: list[str] | None = None) -> None:
         f"(1 entry + {WORKERS} workers) = {POD_COUNT} Pods: without plugins, with three "
         "WASM plugins (demo-pod-tweaks from a ConfigMap) and with the same three as native Python"
     )
-    binaries = devcluster.cached_binaries(kubectl=False)
+    binaries = devcluster.cached_binaries()
     if binaries is None:
         print("  building the local control plane (first time: minutes)", flush=True)
         try:
-            binaries = devcluster.build_all(quiet=True, kubectl=False)
+            binaries = devcluster.build_all(quiet=True)
         except devcluster.BuildError as exc:
             first = str(exc).splitlines()[0]
             print(f"  skipped: the local control plane could not be built ({first})")

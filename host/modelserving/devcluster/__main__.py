@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from modelserving.devcluster import build, certs, cluster
-from modelserving.devcluster.versions import ALL_BUNDLES, bundle_dir
+from modelserving.devcluster.versions import BUNDLES, bundle_dir
 
 
 def _say(message: str) -> None:
@@ -22,7 +22,7 @@ def _say(message: str) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    binaries = build.build_all(kubectl=args.kubectl)
+    binaries = build.build_all()
     for name, path in sorted(binaries.items()):
         print(f"{name}\t{path}")
     _say(f"all components ready in {time.monotonic() - started:.1f}s")
@@ -57,7 +57,7 @@ def _status(args: argparse.Namespace) -> int:
     state = cluster.load_state(args.dir.resolve())
     if state is None:
         print("not running")
-        for bundle in ALL_BUNDLES:
+        for bundle in BUNDLES:
             built = build.read_stamp(bundle_dir(bundle), bundle) is not None
             print(f"  {bundle.key}: {'built' if built else 'not built'}")
         return 3
@@ -84,14 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m modelserving.devcluster")
     parser.add_argument("--dir", type=Path, default=Path(".cluster"), help="cluster folder")
     sub = parser.add_subparsers(dest="command", required=True)
-    builder = sub.add_parser("build", help="build (or find cached) etcd, Kubernetes, kwok")
-    builder.add_argument(
-        "--no-kubectl",
-        dest="kubectl",
-        action="store_false",
-        help="not kubectl (only the control plane; `up` builds kubectl when missing)",
-    )
-    builder.set_defaults(run=_build)
+    sub.add_parser(
+        "build", help="build (or find cached) etcd, Kubernetes, kubectl, kwok, Volcano"
+    ).set_defaults(run=_build)
     up = sub.add_parser("up", help="start the control plane (idempotent)")
     up.add_argument("--nodes", type=int, default=2, help="fake kwok Nodes to register")
     up.add_argument(

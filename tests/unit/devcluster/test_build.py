@@ -12,12 +12,10 @@ import pytest
 
 from modelserving.devcluster import build
 from modelserving.devcluster.versions import (
-    ALL_BUNDLES,
     BUNDLES,
     CONTROL_PLANE,
     ETCD,
     KUBECTL,
-    KUBECTL_BUNDLE,
     KUBERNETES,
     KWOK,
     VOLCANO,
@@ -123,6 +121,48 @@ def test_rendered_wrapper_requires_every_upstream_and_pins_each_replace() -> Non
     assert build.local_replaces(text, ".") == []
 
 
+def test_a_patched_module_is_built_from_its_folder_in_the_wrapper() -> None:
+    text = build.render_go_mod(
+        CONTROL_PLANE,
+        "1.24.0",
+        {"sigs.k8s.io/kwok": "v0.7.0"},
+        {"k8s.io/api": "v0.34.4"},
+        {"sigs.k8s.io/kwok": "patched-kwok"},
+    )
+    assert "\tsigs.k8s.io/kwok => ./patched-kwok" in text.splitlines()
+    assert "\tk8s.io/api => k8s.io/api v0.34.4" in text.splitlines()
+    assert build.local_replaces(text, "./") == ["sigs.k8s.io/kwok"]
+
+
+def test_kwok_is_patched_for_the_control_planes_kubernetes_libraries(tmp_path: Path) -> None:
+    spec = build.upstream(KWOK)
+    assert spec.patches and KWOK in CONTROL_PLANE.components
+    assert not build.upstream(VOLCANO).patches and not build.upstream(KUBERNETES).patches
+    module = tmp_path / "module"
+    (module / "pkg" / "utils" / "informer").mkdir(parents=True)
+    source = module / "pkg" / "utils" / "informer" / "informer.go"
+    source.write_text("x := m[metav1.InitialEventsListBlueprintAnnotationKey]\n")
+    (module / "go.mod").write_text("module sigs.k8s.io/kwok\n")
+    for path in (source, module / "go.mod", source.parent, module):
+        path.chmod(0o555 if path.is_dir() else 0o444)  # as in Go's module cache
+    target = tmp_path / "src" / "patched-kwok"
+    build.patch_module(spec, module, target)
+    patched = (target / "pkg" / "utils" / "informer" / "informer.go").read_text()
+    assert patched == 'x := m["kubernetes.io/initial-events-list-blueprint"]\n'
+    assert (target / "go.mod").read_text() == "module sigs.k8s.io/kwok\n"
+    assert source.read_text().startswith("x := m[metav1.")  # the module cache is untouched
+    build.patch_module(spec, module, target)  # a rebuild starts again from a fresh copy
+    # A new kwok version without the text (or the file) stops the build, naming both.
+    source.parent.chmod(0o755)
+    source.chmod(0o644)
+    source.write_text("x := 1\n")
+    with pytest.raises(build.BuildError, match=r"kwok@v0\.7\.0 .*informer\.go no longer applies"):
+        build.patch_module(spec, module, target)
+    source.unlink()
+    with pytest.raises(build.BuildError, match=r"has no file pkg/utils/informer/informer\.go"):
+        build.patch_module(spec, module, target)
+
+
 def test_wrapper_without_replaces_has_no_replace_block() -> None:
     text = build.render_go_mod(CONTROL_PLANE, "1.24.0", {"sigs.k8s.io/kwok": "v0.7.0"}, {})
     assert "replace" not in text
@@ -153,7 +193,7 @@ def test_every_component_has_a_recipe_and_registers_each_of_its_programs() -> No
 
 
 def test_each_bundle_compiles_the_dispatcher_and_its_components_files() -> None:
-    programs = [name for bundle in ALL_BUNDLES for name in bundle.binaries]
+    programs = [name for bundle in BUNDLES for name in bundle.binaries]
     assert sorted(programs) == sorted(
         {
             *ETCD.binaries,
@@ -164,12 +204,17 @@ def test_each_bundle_compiles_the_dispatcher_and_its_components_files() -> None:
         }
     )
     assert VOLCANO_BUNDLE in BUNDLES  # the cluster runs Volcano
-    assert "kubectl" not in [name for bundle in BUNDLES for name in bundle.binaries]
-    for bundle in ALL_BUNDLES:
+    for bundle in BUNDLES:
         sources = build.go_sources(bundle)
         assert sources[0] == "main.go"
         assert all((build.MULTICALL / name).is_file() for name in sources)
-    assert build.go_sources(CONTROL_PLANE) == ("main.go", "etcd.go", "kubernetes.go")
+    assert build.go_sources(CONTROL_PLANE) == (
+        "main.go",
+        "etcd.go",
+        "kubernetes.go",
+        "kubectl.go",
+        "kwok.go",
+    )
 
 
 def test_bundle_key_names_every_version_and_the_recipe() -> None:
@@ -222,25 +267,19 @@ def test_stamp_is_needed_and_must_match_the_bundle(tmp_path: Path) -> None:
 def test_cached_build_returns_without_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MODELSERVING_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", "/nonexistent")  # no `go`: a cache hit must not need it
-    assert build.cached_binaries(kubectl=False) is None
-    for bundle in BUNDLES:
-        _fake_build(bundle_dir(bundle), bundle)
-    binaries = build.build_all(quiet=True, kubectl=False)
+    assert build.cached_binaries() is None
+    _fake_build(bundle_dir(CONTROL_PLANE), CONTROL_PLANE)
+    assert build.cached_binaries() is None  # Volcano's bundle is missing
+    with pytest.raises(build.BuildError, match="go"):
+        build.build_all(quiet=True)
+    _fake_build(bundle_dir(VOLCANO_BUNDLE), VOLCANO_BUNDLE)
+    binaries = build.build_all(quiet=True)
     assert binaries["kube-apiserver"] == (
         tmp_path / "kube" / CONTROL_PLANE.key / "bin" / "kube-apiserver"
     )
+    assert binaries["kubectl"] == tmp_path / "kube" / CONTROL_PLANE.key / "bin" / "kubectl"
     assert set(binaries) == {name for bundle in BUNDLES for name in bundle.binaries}
-    assert "kubectl" not in binaries
-    assert build.cached_binaries(kubectl=False) == binaries
-    # kubectl is built only when asked for (here: it would need go)
-    assert build.cached_binaries() is None
-    with pytest.raises(build.BuildError, match="go"):
-        build.build_all(quiet=True)
-    _fake_build(bundle_dir(KUBECTL_BUNDLE), KUBECTL_BUNDLE)
-    assert build.build_all(quiet=True) == {
-        **binaries,
-        "kubectl": tmp_path / "kube" / KUBECTL_BUNDLE.key / "bin" / "kubectl",
-    }
+    assert build.cached_binaries() == binaries
 
 
 def test_missing_go_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,10 @@ import (
 
 func init() {
 	register("kwok", func() int {
+		// cobra adds pflag.CommandLine to every command, and in this bundle Kubernetes'
+		// packages have put their own --version there (a non-bool flag cobra refuses beside a
+		// command's Version). kwok's own binary has none of them: it gets an empty set too.
+		pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
 		flags := pflag.NewFlagSet("global", pflag.ContinueOnError)
 		flags.ParseErrorsWhitelist.UnknownFlags = true
 		flags.Usage = func() {}
