@@ -9,6 +9,7 @@ import pytest
 
 from modelserving.abi.codec import PodContext, encode_request
 from modelserving.api.hook import Hook
+from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxSettings
 
 
@@ -22,7 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
     settings = SandboxSettings(cache_dir=tmp_path_factory.mktemp("wasm-cache"))
-    return Sandbox(settings)
+    return plugin_sandbox(settings)
 
 
 def sample_pod() -> dict[str, Any]:

@@ -72,6 +72,7 @@ from modelserving.abi.codec import PodContext, RequestEncoder
 from modelserving.api.errors import FailureClass, PatchRejected, PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.exports import ENTRYPOINTS, module_hooks
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import (
     CallFailure,
@@ -208,11 +209,11 @@ class RecordingSandbox(Sandbox):
     last: CallResult | CallFailure | BaseException | None = None
 
     def call(
-        self, compiled: CompiledModule, hook: Hook, request: bytes, limits: Limits
+        self, compiled: CompiledModule, export: str, request: bytes, limits: Limits
     ) -> CallResult:
         self.last = None
         try:
-            result = super().call(compiled, hook, request, limits)
+            result = super().call(compiled, export, request, limits)
         except BaseException as exc:
             self.last = exc
             raise
@@ -652,7 +653,7 @@ def run_module(campaign: Campaign, sandbox: RecordingSandbox, module: Module) ->
     campaign.count(f"{module.shape}: loaded")
     if module.shape == "broken":
         campaign.finding(module, "a module that breaks ABI v1 was accepted")
-    for hook in compiled.info.hooks:
+    for hook in module_hooks(compiled.info):
         for limits in LIMIT_SETS:
             run_plugin(campaign, module, sandbox, compiled, hook, limits)
 
@@ -666,7 +667,7 @@ def campaign_main(
     generator: Generator, indices: list[int], save: Path | None, emit_line: Callable[..., None]
 ) -> Campaign:
     campaign = Campaign(generator.seed)
-    sandbox = RecordingSandbox(SandboxSettings(cache_dir=None))
+    sandbox = RecordingSandbox(SandboxSettings(cache_dir=None), ENTRYPOINTS)
     for index in indices:
         emit_line({"make": index})
         module = generator.module(index)

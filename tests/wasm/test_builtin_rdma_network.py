@@ -456,6 +456,6 @@ def test_a_typical_call_is_cheap(sandbox: Sandbox, compiled: CompiledModule) -> 
         "metadata": {"name": "p", "annotations": {NETWORKS_ANNOTATION: "a"}},
         "spec": {"containers": [{"name": "engine", "resources": {"limits": {"cpu": "8"}}}]},
     }
-    call = sandbox.call(compiled, Hook.ON_POD_CREATE, request(config, pod, True), sandbox.limits())
+    call = sandbox.call(compiled, "ms_on_pod_create", request(config, pod, True), sandbox.limits())
     assert len(decoded(call.response)["patch"]) == 6
     assert call.fuel_consumed < 2_000_000, call.fuel_consumed

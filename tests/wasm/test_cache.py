@@ -11,8 +11,8 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from modelserving.api.hook import Hook
 from modelserving.controller.metrics import Metrics
+from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.artifacts import HEADER_LEN, ArtifactStore, CacheStats
 from modelserving.sandbox.cache import ARTIFACT_MAGIC
@@ -29,7 +29,7 @@ OTHER_KEY = "ffeeddcc00112233"
 
 def fresh(cache_dir: Path) -> Sandbox:
     """A new sandbox (empty memory cache) over ``cache_dir``, as after a restart."""
-    return Sandbox(SandboxSettings(cache_dir=cache_dir))
+    return plugin_sandbox(SandboxSettings(cache_dir=cache_dir))
 
 
 def artifacts(cache_dir: Path) -> list[Path]:
@@ -38,7 +38,7 @@ def artifacts(cache_dir: Path) -> list[Path]:
 
 def works(sandbox: Sandbox, module: bytes, request: bytes, answer: bytes = ANSWER) -> bool:
     compiled = sandbox.load(module)
-    result = sandbox.call(compiled, Hook.ON_POD_CREATE, request, sandbox.limits())
+    result = sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits())
     return result.response == answer
 
 
@@ -111,14 +111,14 @@ def test_an_artifact_of_another_module_is_not_loaded(tmp_path: Path, request_byt
     restarted = fresh(tmp_path)
     compiled = restarted.load(second)
     assert restarted.modules.stats.disk_rejected == 1
-    result = restarted.call(compiled, Hook.ON_POD_CREATE, request_bytes, restarted.limits())
+    result = restarted.call(compiled, "ms_on_pod_create", request_bytes, restarted.limits())
     assert result.response == msgpack.packb({"patch": None})
 
 
 def test_artifacts_of_another_engine_configuration_are_ignored(tmp_path: Path) -> None:
     module = responding(ANSWER)
     fresh(tmp_path).load(module)
-    other = Sandbox(SandboxSettings(cache_dir=tmp_path, max_wasm_stack_bytes=256 * 1024))
+    other = plugin_sandbox(SandboxSettings(cache_dir=tmp_path, max_wasm_stack_bytes=256 * 1024))
     other.load(module)
     assert other.modules.stats.compiled == 1
     assert len(artifacts(tmp_path)) == 2
@@ -133,7 +133,7 @@ def test_an_unwritable_cache_does_not_fail_a_load(tmp_path: Path, request_bytes:
 
 
 def test_no_disk_cache_when_none_is_configured(request_bytes: bytes) -> None:
-    sandbox = Sandbox(SandboxSettings(cache_dir=None))
+    sandbox = plugin_sandbox(SandboxSettings(cache_dir=None))
     assert works(sandbox, responding(ANSWER), request_bytes)
 
 
@@ -285,12 +285,12 @@ def test_the_least_recently_used_artifact_is_evicted_first(
     cache = tmp_path / "wasm"
     cap = max(size[a] + size[b], size[a] + size[c])  # two fit, three do not
     settings = SandboxSettings(cache_dir=cache, cache_max_bytes=cap)
-    first = Sandbox(settings)
+    first = plugin_sandbox(settings)
     first.load(a)
     first.load(b)
     age(artifact_of(cache, a), 300)  # `a` written long ago ...
     age(artifact_of(cache, b), 200)
-    restarted = Sandbox(settings)
+    restarted = plugin_sandbox(settings)
     assert works(restarted, a, request_bytes)  # ... but read from disk just now
     restarted.load(c)
     stats = restarted.modules.stats

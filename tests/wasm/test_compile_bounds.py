@@ -17,7 +17,7 @@ import pytest
 import wasmtime
 
 from modelserving.api.errors import FailureClass
-from modelserving.api.hook import Hook
+from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.compiler import _Spare
 from modelserving.sandbox.settings import ModuleBounds
@@ -44,7 +44,7 @@ SMALL = ModuleBounds(
 
 
 def _sandbox(**changes: object) -> Sandbox:
-    return Sandbox(dataclasses.replace(SandboxSettings(cache_dir=None), **changes))  # type: ignore[arg-type]
+    return plugin_sandbox(dataclasses.replace(SandboxSettings(cache_dir=None), **changes))  # type: ignore[arg-type]
 
 
 def _refusal(sandbox: Sandbox, data: bytes) -> str:
@@ -227,16 +227,16 @@ def test_a_module_within_the_limits_still_loads_and_runs(request_bytes: bytes) -
     sandbox = _sandbox()
     compiled = sandbox.load(responding(b"\x80"))
     assert sandbox.modules.stats.compiled == 1
-    result = sandbox.call(compiled, Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(compiled, "ms_on_pod_create", request_bytes, sandbox.limits())
     assert result.response == b"\x80"
 
 
 def test_the_compiled_module_is_kept_on_disk_and_reloaded_without_a_worker(
     tmp_path: Path,
 ) -> None:
-    first = Sandbox(SandboxSettings(cache_dir=tmp_path))
+    first = plugin_sandbox(SandboxSettings(cache_dir=tmp_path))
     first.load(MIRROR)
-    again = Sandbox(SandboxSettings(cache_dir=tmp_path))
+    again = plugin_sandbox(SandboxSettings(cache_dir=tmp_path))
     again.load(MIRROR)
     assert (first.modules.stats.compiled, again.modules.stats.compiled) == (1, 0)
     assert again.modules.stats.disk_hits == 1
@@ -258,15 +258,16 @@ def test_a_worker_started_by_a_thread_that_ended_still_compiles() -> None:
     loader.start()
     loader.join(60)
     assert not loader.is_alive()
-    assert sandbox.load(responding(b"\x82")).info.hooks  # by the worker that thread started
+    assert sandbox.load(responding(b"\x82")).info.entrypoints  # by the worker that thread started
 
 
 def test_no_worker_outlives_its_controller(tmp_path: Path) -> None:
     script = (
         "import os\n"
-        "from modelserving.sandbox import Sandbox, SandboxSettings\n"
+        "from modelserving.plugins.exports import plugin_sandbox\n"
+        "from modelserving.sandbox import SandboxSettings\n"
         "from tests.wasm.guests import responding\n"
-        "Sandbox(SandboxSettings(cache_dir=None)).load(responding(b'\\x80'))\n"
+        "plugin_sandbox(SandboxSettings(cache_dir=None)).load(responding(b'\\x80'))\n"
         "print(os.getpid(), flush=True)\n"
         "os._exit(0)\n"  # no atexit: the waiting worker must notice on its own
     )

@@ -101,7 +101,7 @@ def module_response(
     if pod is None:
         return b""
     request = encode_request(Hook.ON_POD_CREATE, NAME, config, MODEL_SERVING, WHERE, pod)
-    return sandbox.call(compiled, Hook.ON_POD_CREATE, request, sandbox.limits()).response
+    return sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits()).response
 
 
 @DIFF

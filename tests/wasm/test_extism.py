@@ -10,6 +10,7 @@ import wasmtime
 
 from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook
+from modelserving.plugins.exports import module_hooks
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox, SandboxError
 from tests.wasm.guests import (
@@ -40,7 +41,7 @@ def failure_class(sandbox: Sandbox, module: bytes, request: bytes, **limits: int
 def test_an_extism_plugin_is_recognised_and_runs(sandbox: Sandbox, request_bytes: bytes) -> None:
     module = extism_responding(LABEL)
     info = sandbox.load(module).info
-    assert (info.flavour, info.hooks) == ("extism", (Hook.ON_POD_CREATE,))
+    assert (info.flavour, module_hooks(info)) == ("extism", (Hook.ON_POD_CREATE,))
     outcome = plugin(sandbox, module).run(Hook.ON_POD_CREATE, request_bytes)
     assert outcome.response.patch == [{"op": "add", "path": "/metadata/labels/x", "value": "y"}]
 

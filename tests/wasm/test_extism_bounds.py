@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from modelserving.api.hook import Hook
+from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import CompiledModule
 from modelserving.sandbox.extism import call as extism_call
@@ -84,7 +84,7 @@ def finished(action: Callable[[], Any]) -> Any:
 
 def call_failure(sandbox: Sandbox, compiled: CompiledModule, **limits: int) -> CallFailure:
     outcome = finished(
-        lambda: sandbox.call(compiled, Hook.ON_POD_CREATE, b"", sandbox.limits(**limits))
+        lambda: sandbox.call(compiled, "on_pod_create", b"", sandbox.limits(**limits))
     )
     assert isinstance(outcome, CallFailure), outcome
     return outcome
@@ -107,7 +107,9 @@ def own(tmp_path: Path) -> Iterator[Callable[..., Sandbox]]:
     made: list[Sandbox] = []
 
     def make(**settings: Any) -> Sandbox:
-        sandbox = Sandbox(SandboxSettings(cache_dir=tmp_path / f"cache-{len(made)}", **settings))
+        sandbox = plugin_sandbox(
+            SandboxSettings(cache_dir=tmp_path / f"cache-{len(made)}", **settings)
+        )
         made.append(sandbox)
         return sandbox
 
@@ -129,7 +131,7 @@ def test_a_slow_start_up_fails_the_call_at_its_deadline(
     # the next call gets a new worker
     assert call_failure(sandbox, compiled, timeout_ms=20).failure_class == "Timeout"
     ok = sandbox.load(OK)
-    assert sandbox.call(ok, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
+    assert sandbox.call(ok, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
 
 
 def test_a_loop_in_the_function_is_cancelled_in_the_worker(own: Callable[..., Sandbox]) -> None:
@@ -160,7 +162,7 @@ def test_an_endless_start_up_is_refused_at_load(
         "took longer than 5000 ms (operator setting sandbox.compileTimeoutMs)",
     )
     ok = sandbox.load(OK)  # the sandbox goes on
-    assert sandbox.call(ok, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
+    assert sandbox.call(ok, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
 
 
 @pytest.mark.parametrize(
@@ -273,18 +275,18 @@ def test_the_compiled_plugins_are_a_bounded_lru(own: Callable[..., Sandbox]) -> 
     sandbox = own(extism_compiled_plugins=3)
     compiled = sandbox.load(OK)
     for fuel in range(1_000_000, 1_000_020):
-        result = sandbox.call(compiled, Hook.ON_POD_CREATE, b"", sandbox.limits(fuel=fuel))
+        result = sandbox.call(compiled, "on_pod_create", b"", sandbox.limits(fuel=fuel))
         assert result.response == b"\x80"
     assert sandbox.extism.stats() == {"compiled": 3, "modules": 1}
     for timeout_ms in range(100, 110):  # the deadline is not compiled in
         limits = sandbox.limits(fuel=1_000_019, timeout_ms=timeout_ms)
-        assert sandbox.call(compiled, Hook.ON_POD_CREATE, b"", limits).response == b"\x80"
+        assert sandbox.call(compiled, "on_pod_create", b"", limits).response == b"\x80"
     assert sandbox.extism.stats() == {"compiled": 3, "modules": 1}
     others = [sandbox.load(erring(f"module {i}".encode())) for i in range(5)]
     assert sandbox.extism.stats() == {"compiled": 3, "modules": 3}
     # a module the worker forgot is given to it again
     assert call_failure(sandbox, others[0]).message == "module 0"
-    assert sandbox.call(compiled, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
+    assert sandbox.call(compiled, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
 
 
 def test_a_response_over_the_limit_is_invalid(own: Callable[..., Sandbox]) -> None:
@@ -305,7 +307,7 @@ def test_a_killed_call_leaves_only_the_current_worker(
     assert sandbox.extism.pid is None
     assert mentioning(worker_copy) == []  # killed and reaped
     ok = sandbox.load(OK)
-    assert sandbox.call(ok, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
+    assert sandbox.call(ok, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
     current = sandbox.extism.pid
     assert current not in (None, first)
     assert [pid for pid, _ in mentioning(worker_copy)] == [current]
@@ -314,8 +316,8 @@ def test_a_killed_call_leaves_only_the_current_worker(
 
 
 def test_a_collected_sandbox_leaves_no_worker(tmp_path: Path, worker_copy: str) -> None:
-    sandbox = Sandbox(SandboxSettings(cache_dir=tmp_path / "cache"))
-    sandbox.call(sandbox.load(OK), Hook.ON_POD_CREATE, b"", sandbox.limits())
+    sandbox = plugin_sandbox(SandboxSettings(cache_dir=tmp_path / "cache"))
+    sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
     assert len(mentioning(worker_copy)) == 1
     del sandbox
     gc.collect()
@@ -344,7 +346,7 @@ def test_a_dead_worker_fails_the_call_and_is_replaced(
         "Trap",
         "the Extism worker ended during the call (signal SIGKILL)",
     )
-    assert sandbox.call(ok, Hook.ON_POD_CREATE, b"", sandbox.limits()).response == b"\x80"
+    assert sandbox.call(ok, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
     assert [pid for pid, _ in mentioning(worker_copy)] == [sandbox.extism.pid]
 
 
@@ -358,14 +360,14 @@ def test_no_worker_outlives_the_controller_process(
         """
         import os, sys, threading, time
         from pathlib import Path
-        from modelserving.api.hook import Hook
-        from modelserving.sandbox import Sandbox, SandboxSettings
+        from modelserving.plugins.exports import plugin_sandbox
+        from modelserving.sandbox import SandboxSettings
         from modelserving.sandbox.extism import call as extism_call
         from tests.wasm.test_extism_bounds import OK, start_spinning
 
         extism_call._WORKER = Path(os.environ["TEST_EXTISM_WORKER"])
-        sandbox = Sandbox(SandboxSettings(cache_dir=Path(os.environ["TEST_CACHE"])))
-        sandbox.call(sandbox.load(OK), Hook.ON_POD_CREATE, b"", sandbox.limits())
+        sandbox = plugin_sandbox(SandboxSettings(cache_dir=Path(os.environ["TEST_CACHE"])))
+        sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
         threading.Thread(target=sandbox.load, args=(start_spinning(None),), daemon=True).start()
         time.sleep(1)  # compiled by now, and starting
         print("busy", flush=True)
@@ -411,7 +413,7 @@ def test_extism_writes_no_wasmtime_cache(
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("EXTISM_CACHE_CONFIG", str(home / "not-used.toml"))
     sandbox = own()
-    sandbox.call(sandbox.load(OK), Hook.ON_POD_CREATE, b"", sandbox.limits())
+    sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
     assert list(home.rglob("*")) == []
 
 
@@ -421,7 +423,7 @@ def test_extism_compiles_into_the_sandboxs_own_cache(
     """Extism's compile cache lives in the sandbox's cache directory, so a new worker (a
     restart, a kill) does not compile the module again."""
     sandbox = own()
-    sandbox.call(sandbox.load(OK), Hook.ON_POD_CREATE, b"", sandbox.limits())
+    sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
     assert sandbox.settings.cache_dir is not None
     artifacts = sandbox.settings.cache_dir / "extism" / "artifacts"
     stored = [p for p in artifacts.rglob("*") if p.is_file()]

@@ -18,6 +18,7 @@ from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.api.modelserving import PluginSpec
 from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.exports import module_hooks
 from modelserving.plugins.modules import ConfigMapModules
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
@@ -52,7 +53,7 @@ def failure(sandbox: Sandbox, module: bytes, config: Any, **limits: int) -> Plug
 def test_it_is_an_extism_plugin_with_wasi(sandbox: Sandbox, module: bytes) -> None:
     info = sandbox.load(module).info
     assert (info.flavour, info.abi_version) == ("extism", 1)
-    assert info.hooks == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
+    assert module_hooks(info) == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
     assert info.wasi
     assert "wasi_snapshot_preview1.poll_oneoff" in info.imports  # the Go runtime's
     assert "modelserving.log" not in info.imports

@@ -11,7 +11,6 @@ import pytest
 from wasmtime import _bindings
 
 from modelserving.api.errors import FailureClass
-from modelserving.api.hook import Hook
 from modelserving.sandbox import CallFailure, Sandbox
 from modelserving.sandbox.core import call
 from tests.wasm.guests import guest, hook
@@ -58,7 +57,7 @@ def test_a_slow_guest_does_not_hold_other_threads(sandbox: Sandbox, request_byte
     counter.start()
     try:
         with pytest.raises(CallFailure) as failure:
-            sandbox.call(module, Hook.ON_POD_CREATE, request_bytes, limits)
+            sandbox.call(module, "ms_on_pod_create", request_bytes, limits)
     finally:
         done.set()
         counter.join()

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 from modelserving.api.hook import Hook
 from modelserving.plugins.artifacts import builtin_wasm
+from modelserving.plugins.exports import HOOK_EXPORTS, module_hooks
 from modelserving.plugins.modules import CONFIG_MAP_MAX_BYTES, ModuleTooLarge, check_module_size
 from modelserving.sandbox import CallFailure, Sandbox
 from modelserving.sandbox.cache import CompiledModule
@@ -40,7 +41,7 @@ def demo() -> bytes:
 def test_a_go_module_is_a_wasi_reactor_with_the_sdk_exports(sandbox: Sandbox, demo: bytes) -> None:
     info = sandbox.load(demo).info
     assert (info.flavour, info.abi_version) == ("modelserving", 1)
-    assert info.hooks == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
+    assert module_hooks(info) == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
     assert info.initialize and info.wasi
     assert {"_initialize", "memory", "modelserving_abi_v1", "ms_alloc"} <= set(info.exports)
     # The Go runtime's WASI imports (all served, with nothing in them) and the SDK's log.
@@ -66,7 +67,7 @@ def test_the_go_and_rust_modules_answer_alike(sandbox: Sandbox, demo: bytes, pat
     request = base64.b64decode(vector["request"])
     hook = Hook(vector["hook"])
     responses = [
-        sandbox.call(sandbox.load(module), hook, request, sandbox.limits()).response
+        sandbox.call(sandbox.load(module), HOOK_EXPORTS[hook], request, sandbox.limits()).response
         for module in (demo, builtin_wasm(f"{NAME}.wasm"))
     ]
     assert responses[0] == responses[1]
@@ -98,7 +99,7 @@ def test_the_default_limits_are_ample_for_go(sandbox: Sandbox, demo: bytes) -> N
     compiled = sandbox.load(demo)
     large = load(vectors.VECTORS / "create-large-pod.json")
     request = base64.b64decode(large["request"])
-    result = sandbox.call(compiled, Hook.ON_POD_CREATE, request, sandbox.limits())
+    result = sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits())
     assert result.response == base64.b64decode(large["expect"]["response"])
     limits = sandbox.limits()
     assert 500_000 < result.fuel_consumed < limits.fuel // 20
@@ -120,7 +121,7 @@ def test_limits_too_small_for_the_go_runtime(
 ) -> None:
     request = base64.b64decode(load(vectors.VECTORS / "create-full-config.json")["request"])
     with pytest.raises(CallFailure) as info:
-        sandbox.call(sandbox.load(demo), Hook.ON_POD_CREATE, request, sandbox.limits(**limits))
+        sandbox.call(sandbox.load(demo), "ms_on_pod_create", request, sandbox.limits(**limits))
     assert info.value.failure_class == failure_class
 
 
@@ -128,7 +129,7 @@ def test_three_mib_are_enough(sandbox: Sandbox, demo: bytes) -> None:
     vector = load(vectors.VECTORS / "create-large-pod.json")
     result = sandbox.call(
         sandbox.load(demo),
-        Hook.ON_POD_CREATE,
+        "ms_on_pod_create",
         base64.b64decode(vector["request"]),
         sandbox.limits(memory_mib=3),
     )

@@ -12,6 +12,7 @@ import pytest
 from modelserving.api.errors import PatchRejected, PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.exports import plugin_sandbox
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import CallFailure, Sandbox, SandboxSettings
 from tests.wasm.conftest import sample_pod
@@ -44,7 +45,7 @@ def test_a_wasi_sleep_is_refused_at_once(sandbox: Sandbox, request_bytes: bytes)
         imports=POLL,
     )
     started = time.monotonic()
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     assert time.monotonic() - started < 1
     assert msgpack.unpackb(result.response) == {"error": "58"}
 
@@ -60,7 +61,7 @@ def test_a_flood_of_write_vectors_is_cut_short(sandbox: Sandbox, request_bytes: 
         memory='(memory (export "memory") 1024)',
     )
     started = time.monotonic()
-    sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     assert time.monotonic() - started < 1
 
 
@@ -75,13 +76,13 @@ def test_a_huge_log_line_is_not_copied_whole(sandbox: Sandbox, request_bytes: by
         memory='(memory (export "memory") 1000)',
     )
     started = time.monotonic()
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     assert time.monotonic() - started < 1
     assert result.logs[0].message.endswith("...[cut]")
 
 
 def test_a_busy_pool_times_the_call_out_instead_of_failing_it(request_bytes: bytes) -> None:
-    sandbox = Sandbox(SandboxSettings(pool_slots=1))
+    sandbox = plugin_sandbox(SandboxSettings(pool_slots=1))
     busy = sandbox.load(guest(hook("(loop $l (br $l)) unreachable")))
     failures: list[str] = []
 
@@ -89,7 +90,7 @@ def test_a_busy_pool_times_the_call_out_instead_of_failing_it(request_bytes: byt
         try:
             sandbox.call(
                 busy,
-                Hook.ON_POD_CREATE,
+                "ms_on_pod_create",
                 request_bytes,
                 sandbox.limits(fuel=2_000_000_000, timeout_ms=600),
             )
@@ -101,12 +102,12 @@ def test_a_busy_pool_times_the_call_out_instead_of_failing_it(request_bytes: byt
     time.sleep(0.1)
     quick = sandbox.load(responding(b""))
     with pytest.raises(CallFailure) as info:
-        sandbox.call(quick, Hook.ON_POD_CREATE, request_bytes, sandbox.limits(timeout_ms=20))
+        sandbox.call(quick, "ms_on_pod_create", request_bytes, sandbox.limits(timeout_ms=20))
     holder.join()
     assert failures == ["Timeout"]
     assert info.value.failure_class == "Timeout"
     assert "no instance slot became free" in info.value.message
-    assert sandbox.call(quick, Hook.ON_POD_CREATE, request_bytes, sandbox.limits()).response == b""
+    assert sandbox.call(quick, "ms_on_pod_create", request_bytes, sandbox.limits()).response == b""
 
 
 def test_a_guest_error_message_is_cut(sandbox: Sandbox, request_bytes: bytes) -> None:

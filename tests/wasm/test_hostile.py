@@ -46,7 +46,7 @@ def host_unharmed(sandbox: Sandbox, request_bytes: bytes) -> object:
     """After every hostile module, a well-behaved one still runs normally."""
     yield None
     good = sandbox.load(responding(NO_CHANGE))
-    assert sandbox.call(good, Hook.ON_POD_CREATE, request_bytes, sandbox.limits()).response == (
+    assert sandbox.call(good, "ms_on_pod_create", request_bytes, sandbox.limits()).response == (
         NO_CHANGE
     )
 
@@ -243,7 +243,7 @@ def test_no_state_survives_between_calls(sandbox: Sandbox, request_bytes: bytes)
     compiled = sandbox.load(module)
     limits = sandbox.limits()
     answers = {
-        sandbox.call(compiled, Hook.ON_POD_CREATE, request_bytes, limits).response for _ in range(3)
+        sandbox.call(compiled, "ms_on_pod_create", request_bytes, limits).response for _ in range(3)
     }
     assert answers == {msgpack.packb({"error": "1"})}
 
@@ -258,7 +258,7 @@ def test_log_flood_is_bounded(sandbox: Sandbox, request_bytes: bytes) -> None:
         ),
         imports=LOG_IMPORT,
     )
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     limit = sandbox.settings.log_max_lines
     assert len(result.logs) == limit + 1
     assert all(r.message == "spam" for r in result.logs[:limit])
@@ -272,7 +272,7 @@ def test_log_with_an_out_of_range_pointer_is_noted_not_fatal(
         hook("(call $log (i32.const 3) (i32.const -16) (i32.const 64)) " + returns(0, 0)),
         imports=LOG_IMPORT,
     )
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     assert [r.source for r in result.logs] == ["host"]
     assert "out-of-range" in result.logs[0].message
 
@@ -282,7 +282,7 @@ def test_long_log_lines_are_cut(sandbox: Sandbox, request_bytes: bytes) -> None:
         hook("(call $log (i32.const 2) (i32.const 0) (i32.const 5000)) " + returns(0, 0)),
         imports=LOG_IMPORT,
     )
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     (record,) = result.logs
     assert record.level == "warn"
     assert record.message.endswith("...[cut]")

@@ -139,7 +139,7 @@ def test_the_default_line_limit_holds_for_a_line_of_escapes(
 ) -> None:
     limit = sandbox.settings.log_max_line_bytes
     module = logger_of([b"\x1b" * limit])
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     (record,) = result.logs
     assert record.message == "\\x1b" * (limit // 4) + "...[cut]"
 

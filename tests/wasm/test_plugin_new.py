@@ -24,8 +24,9 @@ import pytest
 from modelserving.api.errors import PluginConfigError
 from modelserving.cli.main import main
 from modelserving.cli.scaffold import checkout_root
+from modelserving.plugins.exports import set_default_sandbox
 from modelserving.plugins.modules import module_from_config_map
-from modelserving.sandbox import Sandbox, set_default_sandbox
+from modelserving.sandbox import Sandbox
 from tests.unit.cli.packing import controller_chain, model_serving, parse_pack, rendered_pod
 
 RUSTC = Path("/usr/bin/rustc")

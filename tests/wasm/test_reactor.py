@@ -7,7 +7,6 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from modelserving.api.hook import Hook
 from modelserving.sandbox import CallFailure, Sandbox, SandboxError
 from tests.wasm.guests import guest, hook, returns
 
@@ -51,10 +50,10 @@ def test_initialize_runs_once_per_instance_before_ms_alloc_and_the_hook(
     compiled = sandbox.load(reactor())
     assert compiled.info.initialize
     validate = b"\x83\xaaabiVersion\x01\xa4hook\xaeValidateConfig\xa6plugin\x81\xa4name\xa1p"
-    for hook_, request in [(Hook.ON_POD_CREATE, request_bytes)] * 3 + [
-        (Hook.VALIDATE_CONFIG, validate)
+    for export, request in [("ms_on_pod_create", request_bytes)] * 3 + [
+        ("ms_validate_config", validate)
     ]:
-        result = sandbox.call(compiled, hook_, request, sandbox.limits())
+        result = sandbox.call(compiled, export, request, sandbox.limits())
         # once in this instance, and already when ms_alloc ran: every call is a fresh instance
         assert msgpack.unpackb(result.response) == {"error": "11"}
 
@@ -65,7 +64,7 @@ def test_without_initialize_the_reactor_guard_traps(sandbox: Sandbox, request_by
     compiled = sandbox.load(guest(ERROR_XX, hook(REPORT), alloc=REACTOR_ALLOC))
     assert not compiled.info.initialize
     with pytest.raises(CallFailure) as info:
-        sandbox.call(compiled, Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+        sandbox.call(compiled, "ms_on_pod_create", request_bytes, sandbox.limits())
     assert info.value.failure_class == "Trap"
 
 
@@ -75,10 +74,10 @@ def test_initialize_uses_the_calls_fuel(sandbox: Sandbox, request_bytes: bytes) 
         "(br_if $l (i32.lt_u (local.get $i) (i32.const 100000)))) " + COUNT_INITS
     )
     plain = sandbox.call(
-        sandbox.load(reactor()), Hook.ON_POD_CREATE, request_bytes, sandbox.limits()
+        sandbox.load(reactor()), "ms_on_pod_create", request_bytes, sandbox.limits()
     )
     spinning = sandbox.call(
-        sandbox.load(reactor(spin)), Hook.ON_POD_CREATE, request_bytes, sandbox.limits()
+        sandbox.load(reactor(spin)), "ms_on_pod_create", request_bytes, sandbox.limits()
     )
     assert spinning.response == plain.response
     assert spinning.fuel_consumed - plain.fuel_consumed > 100_000
@@ -107,7 +106,7 @@ def test_a_failure_in_initialize_fails_the_call(
 ) -> None:
     with pytest.raises(CallFailure) as info:
         sandbox.call(
-            sandbox.load(reactor(body)), Hook.ON_POD_CREATE, request_bytes, sandbox.limits(**limits)
+            sandbox.load(reactor(body)), "ms_on_pod_create", request_bytes, sandbox.limits(**limits)
         )
     assert info.value.failure_class == failure_class
     assert message in info.value.message

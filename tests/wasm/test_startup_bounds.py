@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from modelserving.api.errors import FailureClass
-from modelserving.api.hook import Hook
+from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.settings import MIB
 from modelserving.sandbox.structure import START_EXPORT, detach_start
@@ -20,7 +20,7 @@ RESPONSE_AT_0 = hook(returns(0, 1))
 
 def _call(sandbox: Sandbox, data: bytes, **limits: int) -> bytes:
     compiled = sandbox.load(data)
-    return sandbox.call(compiled, Hook.ON_POD_CREATE, b"\x80", sandbox.limits(**limits)).response
+    return sandbox.call(compiled, "ms_on_pod_create", b"\x80", sandbox.limits(**limits)).response
 
 
 def _failure(sandbox: Sandbox, data: bytes, **limits: int) -> CallFailure:
@@ -99,7 +99,7 @@ _BIG_MEMORY = f'(memory (export "memory") {_HUGE // 65536 + 2})'
 
 @pytest.mark.parametrize("where", ["hook", "start", "initialize"])
 def test_one_huge_random_get_is_stopped_at_the_deadline(where: str) -> None:
-    sandbox = Sandbox(SandboxSettings(cache_dir=None))
+    sandbox = plugin_sandbox(SandboxSettings(cache_dir=None))
     fill = f"(drop (call $rand (i32.const 65536) (i32.const {_HUGE})))"
     if where == "hook":
         data = guest(hook(fill + returns(0, 1)), imports=RANDOM, memory=_BIG_MEMORY)
@@ -124,7 +124,7 @@ def test_one_huge_random_get_is_stopped_at_the_deadline(where: str) -> None:
 
 
 def test_random_get_within_the_deadline_fills_the_buffer() -> None:
-    sandbox = Sandbox(SandboxSettings(cache_dir=None))
+    sandbox = plugin_sandbox(SandboxSettings(cache_dir=None))
     # 300 KiB (two chunks) of randomness, then the response is its first byte or'ed with 0x80
     # and the status of random_get (0) is checked.
     body = (
@@ -138,7 +138,7 @@ def test_random_get_within_the_deadline_fills_the_buffer() -> None:
 
 
 def test_random_get_outside_the_memory_is_efault() -> None:
-    sandbox = Sandbox(SandboxSettings(cache_dir=None))
+    sandbox = plugin_sandbox(SandboxSettings(cache_dir=None))
     body = "(i32.store8 (i32.const 0) (call $rand (i32.const 131000) (i32.const 1000)))" + returns(
         0, 1
     )

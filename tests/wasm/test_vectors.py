@@ -15,6 +15,7 @@ from modelserving.api.errors import FailureClass, PatchRejected, PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.artifacts import builtin_wasm
+from modelserving.plugins.exports import HOOK_EXPORTS
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from tests import vectors
@@ -44,7 +45,7 @@ def wasm_outcome(
     plugin = WasmPlugin(vector["plugin"], vector["config"], compiled, sandbox, sandbox.limits())
     hook = Hook(vector["hook"])
     request = base64.b64decode(vector["request"])
-    call = sandbox.call(compiled, hook, request, sandbox.limits())
+    call = sandbox.call(compiled, HOOK_EXPORTS[hook], request, sandbox.limits())
     try:
         outcome = plugin.run(hook, request)
     except PluginFailure as failure:

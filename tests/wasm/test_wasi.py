@@ -10,7 +10,6 @@ from pathlib import Path
 
 import msgpack
 
-from modelserving.api.hook import Hook
 from modelserving.sandbox import Sandbox
 from tests.wasm.guests import guest, hook, returns, wat_bytes
 
@@ -44,7 +43,7 @@ def test_stdout_and_stderr_become_log_lines(sandbox: Sandbox, request_bytes: byt
     )
     compiled = sandbox.load(module)
     assert compiled.info.wasi
-    result = sandbox.call(compiled, Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(compiled, "ms_on_pod_create", request_bytes, sandbox.limits())
     lines = [(r.source, r.level, r.message) for r in result.logs]
     assert lines == [
         ("stdout", "info", "hello from stdout"),
@@ -69,7 +68,7 @@ def test_no_arguments_environment_or_directories(sandbox: Sandbox, request_bytes
         ),
         imports=WASI,
     )
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     # no arguments, no environment variables, and fd 3 is not a preopened directory
     assert msgpack.unpackb(result.response) == {"error": "001"}
 
@@ -91,7 +90,7 @@ def test_initialize_runs_once_before_the_hook(sandbox: Sandbox, request_bytes: b
     compiled = sandbox.load(module)
     assert compiled.info.initialize
     for _ in range(2):
-        result = sandbox.call(compiled, Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+        result = sandbox.call(compiled, "ms_on_pod_create", request_bytes, sandbox.limits())
         assert msgpack.unpackb(result.response) == {"error": "1"}
 
 
@@ -110,23 +109,23 @@ def test_writing_to_a_file_descriptor_other_than_stdout_or_stderr_fails(
         ),
         imports=WASI,
     )
-    result = sandbox.call(sandbox.load(module), Hook.ON_POD_CREATE, request_bytes, sandbox.limits())
+    result = sandbox.call(sandbox.load(module), "ms_on_pod_create", request_bytes, sandbox.limits())
     assert msgpack.unpackb(result.response) == {"error": "8"}
     assert result.logs == []
 
 
 EXIT_SCRIPT = """
-from modelserving.api.hook import Hook
-from modelserving.sandbox import Sandbox, SandboxSettings
+from modelserving.plugins.exports import plugin_sandbox
+from modelserving.sandbox import SandboxSettings
 from tests.wasm.guests import guest, hook, returns
 from tests.wasm.test_wasi import WASI, write
 
 module = guest('(data (i32.const 2048) "hi\\\\0a")', hook(write(1, 2048, 3) + returns(0, 0)),
                imports=WASI)
-sandbox = Sandbox(SandboxSettings())
+sandbox = plugin_sandbox(SandboxSettings())
 compiled = sandbox.load(module)
 for _ in range(20):
-    sandbox.call(compiled, Hook.ON_POD_CREATE, b"\\x80", sandbox.limits())
+    sandbox.call(compiled, "ms_on_pod_create", b"\\x80", sandbox.limits())
 """
 
 

@@ -43,7 +43,7 @@ def wasm_accepts(sandbox: Sandbox, compiled: CompiledModule, name: str, config: 
 
 def on_pod_create(sandbox: Sandbox, compiled: CompiledModule, request: bytes) -> bytes:
     """The module's response bytes to an OnPodCreate request."""
-    return sandbox.call(compiled, Hook.ON_POD_CREATE, request, sandbox.limits()).response
+    return sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits()).response
 
 
 def decoded(response: bytes | None) -> dict[str, Any]:

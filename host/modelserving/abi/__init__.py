@@ -1,16 +1,12 @@
-"""The plugin ABI: names of the module contract, and msgpack encoding of requests and responses."""
+"""The plugin ABI: the module's shape (markers, exports, imports) and the msgpack encoding of
+requests and responses."""
 
 from modelserving.abi.codec import RequestEncoder, Response, decode_response, encode_request
-from modelserving.abi.contract import (
-    ABI_VERSION,
-    HOOK_EXPORTS,
-    MARKERS,
-    ResponseError,
-)
+from modelserving.abi.contract import ABI_VERSION, ResponseError
+from modelserving.abi.shape import MARKERS
 
 __all__ = [
     "ABI_VERSION",
-    "HOOK_EXPORTS",
     "MARKERS",
     "RequestEncoder",
     "Response",

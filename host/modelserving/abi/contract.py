@@ -1,4 +1,5 @@
-"""The names and shapes ABI v1 fixes: marker, exports, allowed imports, request and response keys.
+"""The request and response keys and bounds the ABI fixes (the module's shape, its marker,
+exports and imports, is in ``modelserving.abi.shape``).
 
 The full text is ``abi/README.md`` at the top of the repository; this module is its
 machine-checked half.
@@ -6,34 +7,7 @@ machine-checked half.
 
 from __future__ import annotations
 
-from modelserving.api.hook import HOOK_SPECS, Hook
-
 ABI_VERSION = 1
-
-MARKERS: dict[str, int] = {"modelserving_abi_v1": 1}
-"""Exported marker function -> the ABI version it selects (every version this host supports)."""
-
-MEMORY = "memory"
-ALLOC = "ms_alloc"
-FREE = "ms_free"
-INITIALIZE = "_initialize"
-
-HOOK_EXPORTS: dict[Hook, str] = {spec.hook: spec.export for spec in HOOK_SPECS}
-"""Each hook's export in a core module (from the hook table, ``api.hook.HOOK_SPECS``)."""
-
-LOG_MODULE = "modelserving"
-LOG_FUNC = "log"
-WASI_MODULE = "wasi_snapshot_preview1"
-EXTISM_MODULE = "extism:host/env"
-
-EXTISM_FUNCS: dict[Hook, str] = {spec.hook: spec.extism for spec in HOOK_SPECS}
-"""Each hook's function in an Extism module."""
-
-
-def export_name(hook: Hook, extism: bool) -> str:
-    """The export that serves ``hook`` in a module of either flavour."""
-    return (EXTISM_FUNCS if extism else HOOK_EXPORTS)[hook]
-
 
 RESPONSE_KEYS = frozenset({"patch", "error"})
 OP_KEYS = frozenset({"op", "path", "value"})

@@ -30,6 +30,7 @@ from modelserving.api.validation import parse_model_serving
 from modelserving.chain import Chain, build_chain
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
+from modelserving.plugins.exports import ENTRYPOINTS, export_name, plugin_sandbox
 from modelserving.plugins.registry import default_registry
 from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import ModuleCache
@@ -161,10 +162,10 @@ def bench_loading(name: str, data: bytes, sandbox: Sandbox) -> None:
         f"  fresh instance ({name}, {len(data) / 1024:.0f} KB): p50 {p50:.1f} us, p99 {p99:.1f} us"
     )
     in_process = median_us(lambda: sandbox.compile_here(data), 5)
-    cold = median_us(lambda: ModuleCache(sandbox.engine, None).load(data), 5)
+    cold = median_us(lambda: ModuleCache(sandbox.engine, None, ENTRYPOINTS).load(data), 5)
     with tempfile.TemporaryDirectory() as tmp:
-        ModuleCache(sandbox.engine, Path(tmp)).load(data)
-        disk = median_us(lambda: ModuleCache(sandbox.engine, Path(tmp)).load(data), 20)
+        ModuleCache(sandbox.engine, Path(tmp), ENTRYPOINTS).load(data)
+        disk = median_us(lambda: ModuleCache(sandbox.engine, Path(tmp), ENTRYPOINTS).load(data), 20)
     memory = median_us(lambda: sandbox.load(data), 200)
     print(
         f"  load {name}: cold (shape check, compile worker, deserialize, check, link) "
@@ -196,12 +197,12 @@ def bench_compile_bomb() -> None:
     """The compile bomb of issue 14: refused by its shape, and (limits raised) by the worker."""
     data = _bomb(150_000)
     packed = len(gzip.compress(data))
-    sandbox = Sandbox(SandboxSettings(cache_dir=None))
+    sandbox = plugin_sandbox(SandboxSettings(cache_dir=None))
     for label, box in (
         ("default module limits", sandbox),
         (
             "maxFunctions raised to 200000 (the compile worker's deadline decides)",
-            Sandbox(
+            plugin_sandbox(
                 SandboxSettings(
                     cache_dir=None,
                     module_bounds=dataclasses.replace(ModuleBounds(), max_functions=200_000),
@@ -241,9 +242,8 @@ def bench_extism_example(sandbox: Sandbox) -> None:
     where = PodContext("p", "prefill", "prefill-0", True)
     request = encode_request(Hook.ON_POD_CREATE, "team-label", {"team": "ml"}, ms, where, pod)
     limits = sandbox.limits()
-    p50, p99 = percentiles(
-        lambda: sandbox.call(compiled, Hook.ON_POD_CREATE, request, limits), n=500
-    )
+    export = export_name(Hook.ON_POD_CREATE, compiled.info.flavour)
+    p50, p99 = percentiles(lambda: sandbox.call(compiled, export, request, limits), n=500)
     print(f"  go-team-label-extism ({len(data) / MIB:.1f} MB), Extism in its worker process:")
     print(f"    load (native checks, Extism compile and one start) {loaded:.1f} s")
     print(f"    OnPodCreate, 500 calls: p50 {p50:7.1f} us   p99 {p99:7.1f} us")
@@ -253,7 +253,7 @@ def main() -> None:
     print("plugin benchmark (fuel and deadline on, a fresh instance per call)")
     bench_compile_bomb()
     with tempfile.TemporaryDirectory() as tmp:
-        sandbox = Sandbox(SandboxSettings(cache_dir=Path(tmp)))
+        sandbox = plugin_sandbox(SandboxSettings(cache_dir=Path(tmp)))
         for builtin in default_registry():
             if builtin.wasm_module is None:
                 continue

@@ -24,10 +24,11 @@ from modelserving.chain.step import ChainEntry
 from modelserving.plugins.adapter import NativePlugin
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.base import NATIVE_METHODS, Builtin
+from modelserving.plugins.exports import default_sandbox
 from modelserving.plugins.modules import ModuleUnavailable
 from modelserving.plugins.registry import Registry, default_registry
 from modelserving.plugins.wasm import WasmPlugin
-from modelserving.sandbox import Sandbox, SandboxError, default_sandbox
+from modelserving.sandbox import Sandbox, SandboxError
 
 ModuleResolver = Callable[[PluginSpec], bytes]
 """Fetches the module bytes of a ``type: Wasm`` plugin (the controller reads the ConfigMap);

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from modelserving.abi.contract import HOOK_EXPORTS
 from modelserving.api.errors import (
     FailureClass,
     PluginConfigError,
@@ -64,6 +63,7 @@ from modelserving.cli.scaffold import (
 from modelserving.plugins.adapter import PluginAdapter
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm
 from modelserving.plugins.base import Builtin
+from modelserving.plugins.exports import HOOK_EXPORTS, default_sandbox, module_hooks
 from modelserving.plugins.modules import ModuleTooLarge
 from modelserving.plugins.registry import default_registry
 from modelserving.plugins.wasm import WasmPlugin
@@ -74,7 +74,6 @@ from modelserving.sandbox import (
     Sandbox,
     SandboxError,
     assemble_wat,
-    default_sandbox,
 )
 
 HOOKS: dict[str, Hook] = {spec.option: spec.hook for spec in HOOK_SPECS}
@@ -389,8 +388,9 @@ def _load_failure(name: str, message: str) -> Failed:
 
 
 def _check_exported(compiled: CompiledModule, hook: Hook) -> None:
-    if hook not in compiled.info.hooks:
-        has = ", ".join(h.value for h in compiled.info.hooks) or "none"
+    hooks = module_hooks(compiled.info)
+    if hook not in hooks:
+        has = ", ".join(h.value for h in hooks) or "none"
         raise UsageError(
             f"the module does not export {HOOK_EXPORTS[hook]} (its hooks: {has}); "
             "the controller skips this hook for it"
@@ -471,7 +471,10 @@ def run_cmd(args: argparse.Namespace) -> int:
 def inspect_cmd(args: argparse.Namespace) -> int:
     target = resolve_target(args.module)
     compiled = load(default_sandbox(), target, target.default_name)
-    _print_json({**target.describe(), **compiled.info.to_json()})
+    facts = compiled.info.to_json()
+    head = {key: facts.pop(key) for key in ("abiVersion", "flavour")}
+    hooks = [h.value for h in module_hooks(compiled.info)]
+    _print_json({**target.describe(), **head, "hooks": hooks, **facts})
     return 0
 
 

@@ -23,8 +23,8 @@ from modelserving.chain.policy import PatchValidator
 from modelserving.chain.render import Rendered, render
 from modelserving.cli.manifests import ManifestError, dump_stream, read_documents
 from modelserving.controller.config import load_config
+from modelserving.plugins.exports import default_sandbox
 from modelserving.plugins.modules import ConfigMapModules
-from modelserving.sandbox import default_sandbox
 
 ConfigMaps = dict[tuple[str, str], dict[str, Any]]
 

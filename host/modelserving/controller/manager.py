@@ -36,7 +36,8 @@ from modelserving.controller.reconciler import (
     Recorder,
     RetryLater,
 )
-from modelserving.sandbox import Sandbox, set_default_sandbox
+from modelserving.plugins.exports import plugin_sandbox, set_default_sandbox
+from modelserving.sandbox import Sandbox
 from modelserving.workload.gang import NO_VOLCANO, POD_GROUP_CRD, VolcanoApi, volcano_api
 
 log = logging.getLogger("modelserving.controller")
@@ -146,7 +147,7 @@ class Controller:
         self.kube = Kube(api_client)
         self.identity = identity
         self.serve_http = serve_http
-        self.sandbox = Sandbox(sandbox_settings(config))
+        self.sandbox = plugin_sandbox(sandbox_settings(config))
         set_default_sandbox(self.sandbox)
         self.metrics = Metrics()
         self.events = EventRecorder(api_client, host=identity)

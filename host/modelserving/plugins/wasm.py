@@ -21,6 +21,7 @@ from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
 from modelserving.api.modelserving import ModelServing
 from modelserving.plugins.adapter import Reply, failed
 from modelserving.plugins.base import Observation
+from modelserving.plugins.exports import export_name, module_hooks
 from modelserving.plugins.logs import OBSERVE_PREFIX, emit, parse_observation
 from modelserving.sandbox import CallFailure, CallResult, CompiledModule, Limits, LogRecord, Sandbox
 
@@ -68,7 +69,8 @@ class WasmPlugin:
         if view is None and model_serving is not None:
             view = _request_view(model_serving)
         self._encoder = RequestEncoder(name, config, view)
-        self.hooks = frozenset(compiled.info.hooks)
+        self.hooks = frozenset(module_hooks(compiled.info))
+        self._exports = {hook: export_name(hook, compiled.info.flavour) for hook in Hook}
         self.last: HookOutcome | None = None
         self._warned_observation = False
 
@@ -115,7 +117,7 @@ class WasmPlugin:
     def _exchange(self, hook: Hook, payload: bytes, pod: str | None) -> HookOutcome | Reply:
         """The decoded outcome of one call, or the reply saying how it failed."""
         try:
-            call = self.sandbox.call(self.compiled, hook, payload, self.limits)
+            call = self.sandbox.call(self.compiled, self._exports[hook], payload, self.limits)
         except CallFailure as failure:
             self._emit(hook, pod, self._take_observations(hook, failure.logs)[0])
             return failed(failure.failure_class, failure.message, failure.logs)

@@ -1,7 +1,8 @@
 """The WebAssembly sandbox (wasmtime): limits, module cache, instance lifecycle.
 
-It knows bytes in and bytes out, never Kubernetes objects: ``Sandbox.load`` checks and compiles a
-module once per sha256, ``Sandbox.call`` runs one hook in a fresh instance under fuel, memory and
+It knows bytes in and bytes out, never Kubernetes objects nor hooks: ``Sandbox.load`` checks and
+compiles a module once per sha256 (against the ``Entrypoint``s the sandbox was given),
+``Sandbox.call`` runs one exported entry point in a fresh instance under fuel, memory and
 wall-clock limits. Every failure is a ``SandboxError`` carrying one failure class of the ABI.
 One folder per runtime: ``core`` (the modelserving ABI's own modules, a fresh wasmtime instance
 per call) and ``extism`` (Extism modules, in a worker process); both return ``results``.
@@ -10,20 +11,18 @@ per call) and ``extism`` (Extism modules, in a worker process); both return ``re
 from modelserving.sandbox.cache import CompiledModule, sha256_hex
 from modelserving.sandbox.errors import SandboxError
 from modelserving.sandbox.logs import LogRecord
-from modelserving.sandbox.module import ModuleInfo
+from modelserving.sandbox.module import FLAVOUR_EXTISM, FLAVOUR_NATIVE, Entrypoint, ModuleInfo
 from modelserving.sandbox.results import CallFailure, CallResult
-from modelserving.sandbox.sandbox import (
-    Sandbox,
-    assemble_wat,
-    default_sandbox,
-    set_default_sandbox,
-)
+from modelserving.sandbox.sandbox import Sandbox, assemble_wat
 from modelserving.sandbox.settings import Limits, SandboxSettings
 
 __all__ = [
+    "FLAVOUR_EXTISM",
+    "FLAVOUR_NATIVE",
     "CallFailure",
     "CallResult",
     "CompiledModule",
+    "Entrypoint",
     "Limits",
     "LogRecord",
     "ModuleInfo",
@@ -31,7 +30,5 @@ __all__ = [
     "SandboxError",
     "SandboxSettings",
     "assemble_wat",
-    "default_sandbox",
-    "set_default_sandbox",
     "sha256_hex",
 ]

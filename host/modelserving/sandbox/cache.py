@@ -22,7 +22,7 @@ from modelserving.sandbox.compiler import Compiler
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
 from modelserving.sandbox.extism.call import ExtismWorker, check_links
-from modelserving.sandbox.module import FLAVOUR_EXTISM, check_module
+from modelserving.sandbox.module import FLAVOUR_EXTISM, Entrypoint, check_module
 from modelserving.sandbox.structure import check_shape, detach_start
 
 __all__ = ["ARTIFACT_MAGIC", "CacheStats", "CompiledModule", "ModuleCache", "sha256_hex"]
@@ -33,16 +33,19 @@ def sha256_hex(data: bytes) -> str:
 
 
 class ModuleCache:
-    """Compiled modules by digest; at most ``size`` kept in memory, least recently used evicted."""
+    """Compiled modules by digest; at most ``size`` kept in memory, least recently used evicted.
+    Each is checked against ``entrypoints``, the functions the host may call."""
 
     def __init__(
         self,
         engine: SandboxEngine,
         cache_dir: Path | None,
+        entrypoints: tuple[Entrypoint, ...],
         size: int = 128,
         extism: ExtismWorker | None = None,
     ) -> None:
         self._engine = engine
+        self._entrypoints = entrypoints
         self._size = size
         self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
         self._lock = threading.Lock()
@@ -87,7 +90,9 @@ class ModuleCache:
             payload = self._compiler.compile(data if detached is None else detached)
             module = self._deserialize(payload)
             self.stats.compiled += 1
-        info = check_module(module, digest, len(data), detached_start=detached is not None)
+        info = check_module(
+            module, digest, len(data), self._entrypoints, detached_start=detached is not None
+        )
         if payload is not None:  # only modules that pass the checks are kept on disk
             self._store.put(digest, payload)
         if info.flavour == FLAVOUR_EXTISM:

@@ -20,7 +20,7 @@ from typing import Any
 import wasmtime
 from wasmtime import _ffi as ffi
 
-from modelserving.abi.contract import LOG_FUNC, LOG_MODULE, WASI_MODULE
+from modelserving.abi.shape import LOG_FUNC, LOG_MODULE, WASI_MODULE
 from modelserving.sandbox.compile_worker import engine_config
 from modelserving.sandbox.logs import LogSink, level_name
 from modelserving.sandbox.settings import SandboxSettings

@@ -1,9 +1,13 @@
-"""Checks a compiled module against ABI v1 and describes it (``ModuleInfo``).
+"""Checks a compiled module against the ABI's shape and describes it (``ModuleInfo``).
 
 Everything the contract fixes is checked here, once, at load: the ABI marker, the required and
 optional exports with their exact types, and the imports (only ``modelserving.log`` and WASI
 preview 1; an ``extism:host/env`` import marks an Extism-flavoured module). A module that breaks
 any rule is refused with ``InvalidModule`` naming the rule.
+
+The sandbox knows exports, not hooks: the functions the host calls are given to it as
+``Entrypoint``s (their export in each flavour; the plugin layer derives them from the hook
+table), and ``ModuleInfo.entrypoints`` says which of them a module exports.
 """
 
 from __future__ import annotations
@@ -13,39 +17,51 @@ from typing import Any
 
 import wasmtime
 
-from modelserving.abi.contract import (
+from modelserving.abi.shape import (
     ALLOC,
-    EXTISM_FUNCS,
     EXTISM_MODULE,
     FREE,
-    HOOK_EXPORTS,
     INITIALIZE,
     LOG_FUNC,
     LOG_MODULE,
+    MARKER_PREFIX,
     MARKERS,
     MEMORY,
     WASI_MODULE,
-    export_name,
 )
-from modelserving.api.hook import POD_HOOKS, Hook
 from modelserving.sandbox.errors import invalid_module
 from modelserving.sandbox.settings import WASM_PAGE
 from modelserving.sandbox.structure import START_EXPORT
 
-MARKER_PREFIX = "modelserving_abi_v"
 FLAVOUR_NATIVE = "modelserving"
 FLAVOUR_EXTISM = "extism"
 
 
+@dataclass(frozen=True, slots=True)
+class Entrypoint:
+    """A function the host calls: its export in a core module (type ``(i32, i32) -> (i64)``)
+    and in an Extism module (``() -> (i32)``); ``required``: a module must export at least one
+    of the required entry points."""
+
+    core: str
+    extism: str
+    required: bool = False
+
+    def export(self, flavour: str) -> str:
+        """The export in a module of ``flavour``."""
+        return self.extism if flavour == FLAVOUR_EXTISM else self.core
+
+
 @dataclass(frozen=True)
 class ModuleInfo:
-    """What a module is: digest, size, ABI version, flavour, hooks, imports and memory needs."""
+    """What a module is: digest, size, ABI version, flavour, the entry points it exports (by
+    their export names, in the order they were declared), imports and memory needs."""
 
     sha256: str
     size: int
     abi_version: int
     flavour: str
-    hooks: tuple[Hook, ...]
+    entrypoints: tuple[str, ...]
     imports: tuple[str, ...]
     exports: tuple[str, ...]
     wasi: bool
@@ -54,10 +70,10 @@ class ModuleInfo:
     start: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The facts as ``modelserving plugin inspect`` shows them (the caller adds the hooks)."""
         return {
             "abiVersion": self.abi_version,
             "flavour": self.flavour,
-            "hooks": [h.value for h in self.hooks],
             "imports": list(self.imports),
             "exports": list(self.exports),
             "wasi": self.wasi,
@@ -80,18 +96,23 @@ SIGNATURES = {
     ALLOC: "(i32) -> (i32)",
     FREE: "(i32, i32) -> ()",
     INITIALIZE: "() -> ()",
-    **dict.fromkeys(HOOK_EXPORTS.values(), "(i32, i32) -> (i64)"),
 }
+CORE_ENTRY_SIGNATURE = "(i32, i32) -> (i64)"
 LOG_SIGNATURE = "(i32, i32, i32) -> ()"
 MARKER_SIGNATURE = "() -> ()"
 EXTISM_SIGNATURE = "() -> (i32)"
 
 
 def check_module(
-    module: wasmtime.Module, sha256: str, size: int, detached_start: bool = False
+    module: wasmtime.Module,
+    sha256: str,
+    size: int,
+    entrypoints: tuple[Entrypoint, ...],
+    detached_start: bool = False,
 ) -> ModuleInfo:
     """Describe ``module`` or raise InvalidModule naming the first broken rule.
-    ``detached_start``: the host moved the module's start function to ``START_EXPORT``."""
+    ``entrypoints``: the functions the host may call; ``detached_start``: the host moved the
+    module's start function to ``START_EXPORT``."""
     imports, wasi, extism = _check_imports(module)
     exports = {e.name: e.type for e in module.exports}
     if START_EXPORT in exports and not detached_start:
@@ -108,24 +129,24 @@ def check_module(
                 f"an Extism plugin logs through {EXTISM_MODULE}; it may not import "
                 f"{LOG_MODULE}.{LOG_FUNC}"
             )
-        hooks = _extism_hooks(exports)
+        found = _extism_entrypoints(exports, entrypoints)
         initialize = False
     else:
         memory_min = _check_memory(exports.get(MEMORY))
-        _check_signatures(exports)
+        _check_signatures(exports, entrypoints)
         if ALLOC not in exports:
             raise invalid_module(f"missing required export '{ALLOC}' {SIGNATURES[ALLOC]}")
-        hooks = tuple(h for h, name in HOOK_EXPORTS.items() if name in exports)
+        found = tuple(e.core for e in entrypoints if e.core in exports)
         initialize = INITIALIZE in exports
-    if not any(h in hooks for h in POD_HOOKS):
-        names = " or ".join(export_name(h, extism) for h in POD_HOOKS)
-        raise invalid_module(f"the module exports no hook: it needs {names}")
+    required = [e.export(flavour) for e in entrypoints if e.required]
+    if required and not any(name in found for name in required):
+        raise invalid_module(f"the module exports no hook: it needs {' or '.join(required)}")
     return ModuleInfo(
         sha256=sha256,
         size=size,
         abi_version=version,
         flavour=flavour,
-        hooks=hooks,
+        entrypoints=found,
         imports=imports,
         exports=tuple(sorted(exports)),
         wasi=wasi,
@@ -190,17 +211,20 @@ def _check_memory(memory: Any) -> int:
     return int(memory.limits.min) * WASM_PAGE
 
 
-def _check_signatures(exports: dict[str, Any]) -> None:
-    for name, want in SIGNATURES.items():
+def _check_signatures(exports: dict[str, Any], entrypoints: tuple[Entrypoint, ...]) -> None:
+    wanted = {**SIGNATURES, **dict.fromkeys((e.core for e in entrypoints), CORE_ENTRY_SIGNATURE)}
+    for name, want in wanted.items():
         if name in exports and _sig(exports[name]) != want:
             raise invalid_module(
                 f"export '{name}' has type {_sig(exports[name])}; it must be {want}"
             )
 
 
-def _extism_hooks(exports: dict[str, Any]) -> tuple[Hook, ...]:
-    hooks = []
-    for hook, name in EXTISM_FUNCS.items():
+def _extism_entrypoints(
+    exports: dict[str, Any], entrypoints: tuple[Entrypoint, ...]
+) -> tuple[str, ...]:
+    found = []
+    for name in (e.extism for e in entrypoints):
         if name not in exports:
             continue
         if _sig(exports[name]) != EXTISM_SIGNATURE:
@@ -208,5 +232,5 @@ def _extism_hooks(exports: dict[str, Any]) -> tuple[Hook, ...]:
                 f"Extism export '{name}' has type {_sig(exports[name])}; it must be "
                 f"{EXTISM_SIGNATURE}"
             )
-        hooks.append(hook)
-    return tuple(hooks)
+        found.append(name)
+    return tuple(found)

@@ -1,37 +1,41 @@
-"""The sandbox facade: one engine, one module cache, and hook calls under limits.
+"""The sandbox facade: one engine, one module cache, and calls of a module's exports under limits.
 
-Callers (the plugin adapter, the CLI, benchmarks) load module bytes once and call hooks with
-request bytes; they never touch wasmtime themselves.
+Callers (the plugin adapter, the CLI, benchmarks) load module bytes once and call an export with
+request bytes; they never touch wasmtime themselves. The sandbox is told which exports the host
+may call (``Entrypoint``s: the plugin layer derives them from the hook table), never of hooks.
 """
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Sequence
 
 import wasmtime
 
-from modelserving.abi.contract import export_name
 from modelserving.api.errors import FailureClass
-from modelserving.api.hook import Hook
 from modelserving.sandbox.cache import CompiledModule, ModuleCache
-from modelserving.sandbox.core.call import call_hook, start_instance
+from modelserving.sandbox.core.call import call_export, start_instance
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import error_line, invalid_module
 from modelserving.sandbox.extism.call import ExtismWorker, call_extism
-from modelserving.sandbox.module import FLAVOUR_EXTISM
+from modelserving.sandbox.module import FLAVOUR_EXTISM, Entrypoint
 from modelserving.sandbox.results import CallFailure, CallResult
 from modelserving.sandbox.settings import Limits, SandboxSettings, default_cache_dir, resolve_limits
 
 
 class Sandbox:
-    """Loads modules (compiled once per digest) and runs their hooks in fresh instances."""
+    """Loads modules (compiled once per digest) and runs their entry points in fresh instances.
 
-    def __init__(self, settings: SandboxSettings | None = None) -> None:
+    ``entrypoints`` are the functions the host may call: a module is checked against them at
+    load (their types, at least one required one)."""
+
+    def __init__(self, settings: SandboxSettings | None, entrypoints: Sequence[Entrypoint]) -> None:
         self.settings = settings or SandboxSettings(cache_dir=default_cache_dir())
         self.engine = SandboxEngine(self.settings)
         # Extism modules run in a worker process of this sandbox, started on first use.
         self.extism = ExtismWorker(self.settings)
-        self.modules = ModuleCache(self.engine, self.settings.cache_dir, extism=self.extism)
+        self.modules = ModuleCache(
+            self.engine, self.settings.cache_dir, tuple(entrypoints), extism=self.extism
+        )
 
     def load(self, data: bytes, sha256: str | None = None) -> CompiledModule:
         """Compile (or find) and check a module; SandboxError(InvalidModule) when refused."""
@@ -43,17 +47,16 @@ class Sandbox:
         return resolve_limits(self.settings, fuel, memory_mib, timeout_ms)
 
     def call(
-        self, compiled: CompiledModule, hook: Hook, request: bytes, limits: Limits
+        self, compiled: CompiledModule, export: str, request: bytes, limits: Limits
     ) -> CallResult:
-        """Run one hook on ``request``; CallFailure (a SandboxError) when the call fails."""
-        extism = compiled.info.flavour == FLAVOUR_EXTISM
-        export = export_name(hook, extism)
-        if hook not in compiled.info.hooks:
+        """Run the entry point ``export`` (its name in the module's flavour) on ``request``;
+        CallFailure (a SandboxError) when the call fails."""
+        if export not in compiled.info.entrypoints:
             raise CallFailure(FailureClass.INVALID_MODULE, f"the module does not export {export}")
-        if extism:
+        if compiled.info.flavour == FLAVOUR_EXTISM:
             assert compiled.extism is not None
             return call_extism(self.extism, compiled.extism, export, request, limits)
-        return call_hook(self.engine, compiled, export, request, limits)
+        return call_export(self.engine, compiled, export, request, limits)
 
     def start_instance(self, compiled: CompiledModule, limits: Limits) -> None:
         """Start a fresh instance of a core module and drop it (for benchmarks)."""
@@ -75,23 +78,3 @@ def assemble_wat(text: bytes) -> bytes:
         return bytes(wasmtime.wat2wasm(text.decode("utf-8")))
     except (UnicodeDecodeError, wasmtime.WasmtimeError) as exc:
         raise invalid_module(error_line(exc)) from None
-
-
-_default: Sandbox | None = None
-_default_lock = threading.Lock()
-
-
-def default_sandbox() -> Sandbox:
-    """The process-wide sandbox (created on first use, with the default settings)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = Sandbox()
-        return _default
-
-
-def set_default_sandbox(sandbox: Sandbox | None) -> None:
-    """Replace the process-wide sandbox (the controller's settings, tests)."""
-    global _default
-    with _default_lock:
-        _default = sandbox

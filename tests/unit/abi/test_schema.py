@@ -25,6 +25,7 @@ from modelserving.abi.codec import decode_response, encode_request
 from modelserving.abi.contract import ResponseError
 from modelserving.api.hook import Hook
 from modelserving.chain.policy import PatchValidator
+from modelserving.plugins.exports import module_hooks, plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxSettings
 from tests.unit.abi.samples import MODEL_SERVING, WHERE, pod
 
@@ -238,7 +239,7 @@ def dump_bytes(dump: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def sandbox() -> Sandbox:
-    return Sandbox(SandboxSettings())
+    return plugin_sandbox(SandboxSettings())
 
 
 def test_the_readme_wat_module_runs_and_returns_the_documented_patch(sandbox: Sandbox) -> None:
@@ -246,11 +247,11 @@ def test_the_readme_wat_module_runs_and_returns_the_documented_patch(sandbox: Sa
     (wat, *_) = fenced_blocks(example, "wat")
     (documented, *_) = fenced_blocks(example, "json")
     compiled = sandbox.load(bytes(wasmtime.wat2wasm(wat)))
-    assert set(compiled.info.hooks) == {Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG}
+    assert set(module_hooks(compiled.info)) == {Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG}
 
     pod = {**POD, "metadata": {"name": "llama-0-prefill-0-0", "labels": {"app": "llama"}}}
     data = encode_request(Hook.ON_POD_CREATE, "team-label", None, MODEL_SERVING, WHERE, pod)
-    call = sandbox.call(compiled, Hook.ON_POD_CREATE, data, sandbox.limits())
+    call = sandbox.call(compiled, "ms_on_pod_create", data, sandbox.limits())
     assert msgpack.unpackb(call.response) == json.loads(documented)
     assert [(r.level, r.message) for r in call.logs] == [("info", "labelling the Pod team=llm")]
 
@@ -259,7 +260,7 @@ def test_the_readme_wat_module_runs_and_returns_the_documented_patch(sandbox: Sa
     assert patched["metadata"]["labels"] == {"app": "llama", "team": "llm"}
 
     config = encode_request(Hook.VALIDATE_CONFIG, "team-label", {"team": "llm"})
-    assert sandbox.call(compiled, Hook.VALIDATE_CONFIG, config, sandbox.limits()).response == b""
+    assert sandbox.call(compiled, "ms_validate_config", config, sandbox.limits()).response == b""
 
 
 def test_the_readme_wat_module_takes_a_request_larger_than_its_memory(sandbox: Sandbox) -> None:
@@ -268,7 +269,7 @@ def test_the_readme_wat_module_takes_a_request_larger_than_its_memory(sandbox: S
     pod = {**POD, "spec": {"containers": [{"name": "engine", "args": ["x" * 1000] * 300}]}}
     data = encode_request(Hook.ON_POD_CREATE, "team-label", None, MODEL_SERVING, WHERE, pod)
     assert len(data) > compiled.info.memory_min_bytes
-    call = sandbox.call(compiled, Hook.ON_POD_CREATE, data, sandbox.limits())
+    call = sandbox.call(compiled, "ms_on_pod_create", data, sandbox.limits())
     assert decode_response(call.response, Hook.ON_POD_CREATE).patch == [
         {"op": "add", "path": "/metadata/labels/team", "value": "llm"}
     ]
@@ -283,5 +284,5 @@ def test_the_readme_hex_dumps_are_the_real_bytes(sandbox: Sandbox) -> None:
     (wat, *_) = fenced_blocks(section("A complete module in WAT"), "wat")
     compiled = sandbox.load(bytes(wasmtime.wat2wasm(wat)))
     data = encode_request(Hook.ON_POD_CREATE, "team-label", None, MODEL_SERVING, WHERE, POD)
-    call = sandbox.call(compiled, Hook.ON_POD_CREATE, data, sandbox.limits())
+    call = sandbox.call(compiled, "ms_on_pod_create", data, sandbox.limits())
     assert dump_bytes(response_dump) == call.response

@@ -17,7 +17,8 @@ from modelserving.api.labels import ENTRY_LABEL, GROUP_NAME_LABEL, ROLE_ID_LABEL
 from modelserving.cli.main import main
 from modelserving.cli.plugin_request import minimal_model_serving, read_request
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm_path
-from modelserving.sandbox import Sandbox, SandboxSettings, set_default_sandbox
+from modelserving.plugins.exports import plugin_sandbox, set_default_sandbox
+from modelserving.sandbox import SandboxSettings
 from tests.wasm.guests import LOG_IMPORT, guest, hook, responding, returns, wat_bytes
 
 ADD_LABEL = {"patch": [{"op": "add", "path": "/metadata/labels/tier", "value": "gold"}]}
@@ -34,7 +35,7 @@ DEMO_CONFIG = {"runtimeClassName": "nvidia", "annotations": {"example.com/team":
 def private_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The CLI uses the process-wide sandbox: give it a private compile cache."""
     cache = tmp_path_factory.mktemp("wasm-cache")
-    set_default_sandbox(Sandbox(SandboxSettings(cache_dir=cache)))
+    set_default_sandbox(plugin_sandbox(SandboxSettings(cache_dir=cache)))
     yield
     set_default_sandbox(None)
 

@@ -16,8 +16,9 @@ import pytest
 from modelserving.api.errors import FailureClass, PluginConfigError
 from modelserving.api.modelserving import PluginSpec
 from modelserving.cli.main import main
+from modelserving.plugins.exports import plugin_sandbox, set_default_sandbox
 from modelserving.plugins.modules import CONFIG_MAP_MAX_BYTES, module_from_config_map
-from modelserving.sandbox import Sandbox, SandboxSettings, set_default_sandbox
+from modelserving.sandbox import Sandbox, SandboxSettings
 from tests.unit.cli.packing import controller_chain, model_serving, parse_pack, rendered_pod
 from tests.wasm.guests import MARKER, guest, hook, responding, returns, wat_bytes
 
@@ -28,7 +29,7 @@ MAX_MODULE = 32 * 1024 * 1024
 @pytest.fixture
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     """The CLI uses the process-wide sandbox: give it a private compile cache."""
-    box = Sandbox(SandboxSettings(cache_dir=tmp_path_factory.mktemp("wasm-cache")))
+    box = plugin_sandbox(SandboxSettings(cache_dir=tmp_path_factory.mktemp("wasm-cache")))
     set_default_sandbox(box)
     yield box
     set_default_sandbox(None)

@@ -35,6 +35,7 @@ from modelserving.controller.reconciler import (
     RetryLater,
 )
 from modelserving.plugins.artifacts import builtin_wasm
+from modelserving.plugins.exports import plugin_sandbox
 from modelserving.plugins.modules import gzip_module
 from modelserving.sandbox import Sandbox, SandboxSettings
 from modelserving.workload.observed import READY_HOOKS_ANNOTATION
@@ -257,7 +258,7 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
-    return Sandbox(SandboxSettings(cache_dir=tmp_path_factory.mktemp("wasm-cache")))
+    return plugin_sandbox(SandboxSettings(cache_dir=tmp_path_factory.mktemp("wasm-cache")))
 
 
 @pytest.fixture

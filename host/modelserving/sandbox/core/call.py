@@ -24,7 +24,7 @@ import wasmtime
 from wasmtime import _bindings
 from wasmtime import _ffi as ffi
 
-from modelserving.abi.contract import ALLOC, INITIALIZE, MEMORY
+from modelserving.abi.shape import ALLOC, INITIALIZE, MEMORY
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.engine import CallScope, SandboxEngine, set_current_scope
 from modelserving.sandbox.errors import error_line
@@ -182,7 +182,7 @@ def start_instance(engine: SandboxEngine, compiled: CompiledModule, limits: Limi
         inst.close()
 
 
-def call_hook(
+def call_export(
     engine: SandboxEngine,
     compiled: CompiledModule,
     export: str,
