@@ -21,9 +21,10 @@ from typing import Any
 
 import msgpack
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api.errors import FailureClass, PatchRejected
 from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.base import HookError
@@ -52,7 +53,7 @@ MODEL_SERVING: dict[str, Any] = {
         },
     },
 }
-WHERE = PodContext("llama-0", "prefill", "prefill-0", True)
+WHERE = PodPlace("llama-0", "prefill", "prefill-0", True)
 
 
 def pod(
@@ -221,10 +222,9 @@ def native_response(request: bytes) -> bytes | None:
     hook_request = HookRequest(
         hook=Hook(fields["hook"]),
         model_serving=parse_model_serving(fields["modelServing"]),
-        serving_group=fields["servingGroup"],
-        role_name=fields["roleName"],
-        role_id=fields["roleId"],
-        is_entry=fields["isEntry"],
+        place=PodPlace(
+            fields["servingGroup"], fields["roleName"], fields["roleId"], fields["isEntry"]
+        ),
         pod=fields["pod"],
     )
     try:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api.hook import Hook
+from modelserving.api.place import PodPlace
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxSettings
 
@@ -37,6 +38,6 @@ def sample_pod() -> dict[str, Any]:
 
 @pytest.fixture
 def request_bytes() -> bytes:
-    where = PodContext("sample-0", "server", "server-0", True)
+    where = PodPlace("sample-0", "server", "server-0", True)
     ms = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
     return encode_request(Hook.ON_POD_CREATE, "p", None, ms, where, sample_pod())

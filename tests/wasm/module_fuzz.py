@@ -68,9 +68,10 @@ from typing import Any
 import msgpack
 import wasmtime
 
-from modelserving.abi.codec import PodContext, RequestEncoder
+from modelserving.abi.codec import RequestEncoder
 from modelserving.api.errors import FailureClass, PatchRejected, PluginFailure
 from modelserving.api.hook import Hook
+from modelserving.api.place import PodPlace
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.exports import ENTRYPOINTS, module_hooks
 from modelserving.plugins.wasm import WasmPlugin
@@ -599,7 +600,7 @@ def run_plugin(
     if hook is Hook.VALIDATE_CONFIG:
         payload = encoder.validate_config()
     else:
-        payload = encoder.pod_hook(hook, PodContext("fuzz-0", "r", "r-0", True), pod)
+        payload = encoder.pod_hook(hook, PodPlace("fuzz-0", "r", "r-0", True), pod)
     plugin = WasmPlugin("fuzz", None, compiled, sandbox, limits)
     outcome = "ok"
     try:

@@ -8,6 +8,7 @@ import msgpack
 import pytest
 
 from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
@@ -23,10 +24,7 @@ def pod_request(status: bool) -> HookRequest:
     return HookRequest(
         hook=Hook.ON_POD_CREATE,
         model_serving=parse_model_serving(doc),
-        serving_group="llama-0",
-        role_name="prefill",
-        role_id="prefill-0",
-        is_entry=False,
+        place=PodPlace("llama-0", "prefill", "prefill-0", False),
         pod=sample_pod(),
     )
 
@@ -56,10 +54,7 @@ def test_a_newer_model_serving_object_is_encoded_afresh(sandbox: Sandbox) -> Non
     newer = HookRequest(
         hook=second.hook,
         model_serving=renamed,
-        serving_group=second.serving_group,
-        role_name=second.role_name,
-        role_id=second.role_id,
-        is_entry=second.is_entry,
+        place=PodPlace(second.serving_group, second.role_name, second.role_id, second.is_entry),
         pod=second.pod,
     )
     assert msgpack.unpackb(plugin.encode(newer))["modelServing"]["metadata"]["name"] == "other"

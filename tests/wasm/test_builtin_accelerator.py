@@ -14,9 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api import PatchPolicy, parse_model_serving
 from modelserving.api.hook import Hook
+from modelserving.api.place import PodPlace
 from modelserving.chain import PatchValidator, build_chain
 from modelserving.plugins.builtins.accelerator import NAME
 from modelserving.sandbox import Sandbox
@@ -45,7 +46,7 @@ class Case:
     well_formed: bool
 
     def request(self) -> bytes:
-        where = PodContext("llama-0", "prefill", "prefill-0", self.is_entry)
+        where = PodPlace("llama-0", "prefill", "prefill-0", self.is_entry)
         return encode_request(Hook.ON_POD_CREATE, NAME, self.config, MODEL_SERVING, where, self.pod)
 
 

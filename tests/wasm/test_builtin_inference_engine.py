@@ -16,10 +16,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api import parse_model_serving
 from modelserving.api.hook import Hook
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
+from modelserving.api.place import PodPlace
 from modelserving.chain import PatchValidator, build_chain
 from modelserving.plugins.builtins.inference_engine import NAME
 from modelserving.sandbox import Sandbox
@@ -48,7 +49,7 @@ class Case:
     well_formed: bool = True
 
     def request(self) -> bytes:
-        where = PodContext("llama-0", "leader", "leader-0", self.is_entry)
+        where = PodPlace("llama-0", "leader", "leader-0", self.is_entry)
         return encode_request(Hook.ON_POD_CREATE, NAME, self.config, MODEL_SERVING, where, self.pod)
 
 

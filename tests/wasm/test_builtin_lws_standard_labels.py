@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api.hook import Hook, HookRequest
 from modelserving.api.modelserving import ModelServing
+from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain import build_chain
 from modelserving.plugins.base import EmptyConfig, HookError
@@ -56,7 +57,7 @@ class Case:
     """One OnPodCreate call: the ModelServing's metadata, where the Pod sits, and the Pod."""
 
     metadata: dict[str, Any]
-    where: PodContext
+    where: PodPlace
     pod: dict[str, Any]
     config: Any = None
 
@@ -99,10 +100,9 @@ def native(case: Case) -> bytes:
     request = HookRequest(
         hook=Hook.ON_POD_CREATE,
         model_serving=ModelServing.model_validate(fields["modelServing"]),
-        serving_group=fields["servingGroup"],
-        role_name=fields["roleName"],
-        role_id=fields["roleId"],
-        is_entry=fields["isEntry"],
+        place=PodPlace(
+            fields["servingGroup"], fields["roleName"], fields["roleId"], fields["isEntry"]
+        ),
         pod=fields["pod"],
     )
     try:
@@ -240,7 +240,7 @@ def cases(draw: st.DrawFn, faults: st.SearchStrategy[str | None] = ANY_FAULT) ->
         "spec": {"containers": [{"name": "e", "image": "vllm:1"}]},
     }
     config = draw(st.sampled_from([None, {}, {"anything": None}]))
-    return Case(metadata, PodContext(group, role, role_id, is_entry), pod, config)
+    return Case(metadata, PodPlace(group, role, role_id, is_entry), pod, config)
 
 
 configs = st.none() | st.one_of(
@@ -336,7 +336,7 @@ def test_configs_generated_reach_both_outcomes(sandbox: Sandbox, compiled: Compi
 
 
 def _case(metadata: dict[str, Any], group: str = "llm-0") -> Case:
-    where = PodContext(group, "prefill", "prefill-0", True)
+    where = PodPlace(group, "prefill", "prefill-0", True)
     return Case(metadata, where, {"metadata": {"name": f"{group}-prefill-0-0"}})
 
 

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api.errors import PatchRejected, PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
+from modelserving.api.place import PodPlace
 from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
 from modelserving.chain import PatchValidator, build_chain
 from modelserving.plugins.builtins.rdma_network import NAME, NETWORKS_ANNOTATION
@@ -42,7 +43,7 @@ CAPABILITY_REFUSED = "add it to patchPolicy.allowedCapabilities"
 
 
 def request(config: Any, pod: dict[str, Any], is_entry: bool) -> bytes:
-    where = PodContext("llama-0", "prefill", "prefill-0", is_entry)
+    where = PodPlace("llama-0", "prefill", "prefill-0", is_entry)
     return encode_request(Hook.ON_POD_CREATE, NAME, config, MODEL_SERVING, where, pod)
 
 

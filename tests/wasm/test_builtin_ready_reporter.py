@@ -14,9 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
 from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.base import Observation
@@ -154,7 +155,7 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
 
 
 wheres = st.builds(
-    PodContext,
+    PodPlace,
     st.just("llama-0"),
     st.sampled_from(["prefill", "decode"]),
     st.just("prefill-0"),
@@ -184,19 +185,11 @@ def plugin_records() -> Iterator[Records]:
         logger.setLevel(level)
 
 
-def hook_request(where: PodContext, pod: dict[str, Any]) -> HookRequest:
-    return HookRequest(
-        Hook.ON_POD_READY,
-        MS,
-        where.serving_group,
-        where.role_name,
-        where.role_id,
-        where.is_entry,
-        pod,
-    )
+def hook_request(where: PodPlace, pod: dict[str, Any]) -> HookRequest:
+    return HookRequest(Hook.ON_POD_READY, MS, where, pod)
 
 
-def native(config: Any, where: PodContext, pod: dict[str, Any]) -> Outcome | None:
+def native(config: Any, where: PodPlace, pod: dict[str, Any]) -> Outcome | None:
     """Response bytes (the reference ``native_response``), records and observations of the
     native built-in; None when it refuses the config."""
     request = encode_request(Hook.ON_POD_READY, NAME, config, MODEL_SERVING, where, pod)
@@ -210,7 +203,7 @@ def native(config: Any, where: PodContext, pod: dict[str, Any]) -> Outcome | Non
     return response, records, observations
 
 
-def wasm(sandbox: Sandbox, config: Any, where: PodContext, pod: dict[str, Any]) -> Any:
+def wasm(sandbox: Sandbox, config: Any, where: PodPlace, pod: dict[str, Any]) -> Any:
     """The same from the WebAssembly built-in; None when its ValidateConfig refuses the config
     (any other failure is returned as text, to fail the comparison)."""
     compiled = sandbox.load(builtin_wasm(f"{NAME}.wasm"))
@@ -242,7 +235,7 @@ def outcome(result: Outcome) -> str:
 @DIFF
 @given(config=configs)
 def test_both_accept_and_refuse_the_same_configs(sandbox: Sandbox, config: Any) -> None:
-    where = PodContext("llama-0", "prefill", "prefill-0", True)
+    where = PodPlace("llama-0", "prefill", "prefill-0", True)
     pod = {"metadata": {"name": "p"}}
     assert (native(config, where, pod) is None) == (wasm(sandbox, config, where, pod) is None)
 
@@ -250,7 +243,7 @@ def test_both_accept_and_refuse_the_same_configs(sandbox: Sandbox, config: Any) 
 @DIFF
 @given(config=configs, where=wheres, pod=pods())
 def test_both_report_identically(
-    sandbox: Sandbox, config: Any, where: PodContext, pod: dict[str, Any]
+    sandbox: Sandbox, config: Any, where: PodPlace, pod: dict[str, Any]
 ) -> None:
     expected = native(config, where, pod)
     if expected is None:
@@ -267,7 +260,7 @@ def test_the_generated_cases_reach_every_outcome(sandbox: Sandbox) -> None:
     # run of 120 once drew no warn case)
     @settings(max_examples=200, deadline=None, database=None, derandomize=True)
     @given(config=configs, where=wheres, pod=pods())
-    def collect(config: Any, where: PodContext, pod: dict[str, Any]) -> None:
+    def collect(config: Any, where: PodPlace, pod: dict[str, Any]) -> None:
         result = native(config, where, pod)
         if result is not None:
             kind = outcome(result)
@@ -275,7 +268,7 @@ def test_the_generated_cases_reach_every_outcome(sandbox: Sandbox) -> None:
 
     collect()
     assert set(seen) == {"measured", "warn", "unmeasurable"}, seen
-    where = PodContext("llama-0", "decode", "decode-0", False)
+    where = PodPlace("llama-0", "decode", "decode-0", False)
     pod = {
         "metadata": {"name": "p", "creationTimestamp": "2025-03-01T09:00:00.5+01:00"},
         "status": {"conditions": [{"type": "Ready", "status": "True",
@@ -313,7 +306,7 @@ def test_the_generated_cases_reach_every_outcome(sandbox: Sandbox) -> None:
 def test_latencies_up_to_a_week_are_measured(
     sandbox: Sandbox, ready_at: str, expected: str
 ) -> None:
-    where = PodContext("llama-0", "decode", "decode-0", False)
+    where = PodPlace("llama-0", "decode", "decode-0", False)
     pod = {
         "metadata": {"name": "p", "creationTimestamp": "2025-03-01T09:00:00Z"},
         "status": {

@@ -13,10 +13,11 @@ from typing import Any
 import msgpack
 import pytest
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api.errors import PluginFailure
 from modelserving.api.hook import Hook
 from modelserving.api.modelserving import PluginSpec
+from modelserving.api.place import PodPlace
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.exports import module_hooks
 from modelserving.plugins.modules import ConfigMapModules
@@ -26,7 +27,7 @@ from tests.wasm.conftest import sample_pod
 
 MODULE = Path(__file__).resolve().parents[2] / "examples" / "wasm" / "go-team-label-extism.wasm"
 MS = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
-PREFILL = PodContext("sample-0", "prefill", "prefill-0", True)
+PREFILL = PodPlace("sample-0", "prefill", "prefill-0", True)
 LABEL = {"op": "add", "path": "/metadata/labels/example.com~1team", "value": "ml"}
 
 
@@ -40,7 +41,7 @@ def plugin(sandbox: Sandbox, module: bytes, config: Any, **limits: int) -> WasmP
     return WasmPlugin("team-label", config, sandbox.load(module), sandbox, sandbox.limits(**limits))
 
 
-def create(config: Any, where: PodContext = PREFILL) -> bytes:
+def create(config: Any, where: PodPlace = PREFILL) -> bytes:
     return encode_request(Hook.ON_POD_CREATE, "team-label", config, MS, where, sample_pod())
 
 
@@ -75,7 +76,7 @@ def test_roles_it_does_not_list_are_left_alone(sandbox: Sandbox, module: bytes) 
     outcome = plugin(sandbox, module, config).run(Hook.ON_POD_CREATE, create(config))
     assert outcome.call.response == b""
     assert outcome.response.patch == []
-    decode = PodContext("sample-0", "decode", "decode-0", True)
+    decode = PodPlace("sample-0", "decode", "decode-0", True)
     outcome = plugin(sandbox, module, config).run(Hook.ON_POD_CREATE, create(config, decode))
     assert outcome.response.patch == [LABEL]
 

@@ -13,6 +13,7 @@ import pytest
 
 from modelserving.api.errors import FailureClass, PluginFailure
 from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
 from modelserving.plugins.base import Observation
 from modelserving.plugins.wasm import WasmPlugin
@@ -51,9 +52,8 @@ def plugin_for(sandbox: Sandbox, module: bytes) -> WasmPlugin:
 
 
 def request(hook: Hook) -> HookRequest:
-    return HookRequest(
-        hook, parse_model_serving(MODEL_SERVING), "g-0", "prefill", "prefill-0", True, sample_pod()
-    )
+    where = PodPlace("g-0", "prefill", "prefill-0", True)
+    return HookRequest(hook, parse_model_serving(MODEL_SERVING), where, sample_pod())
 
 
 @contextmanager

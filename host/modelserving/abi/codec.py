@@ -26,6 +26,7 @@ from modelserving.abi.contract import (
 )
 from modelserving.api.hook import HOOK_SPECS, SPEC, Hook, PatchOperation
 from modelserving.api.jsondata import json_problem
+from modelserving.api.place import PodPlace
 
 _packb = msgpack.packb
 
@@ -60,16 +61,6 @@ def _map_header(n: int) -> bytes:
     return b"\xde" + n.to_bytes(2, "big")
 
 
-@dataclass(frozen=True)
-class PodContext:
-    """Where the Pod of a request sits: its ServingGroup, role, role id and entry flag."""
-
-    serving_group: str
-    role_name: str
-    role_id: str
-    is_entry: bool
-
-
 class RequestEncoder:
     """Requests of one plugin for one ModelServing: the shared parts are encoded once."""
 
@@ -83,7 +74,7 @@ class RequestEncoder:
         """The ValidateConfig request: abiVersion, hook and plugin only."""
         return _map_header(3) + self._version + self._hooks[Hook.VALIDATE_CONFIG] + self._plugin
 
-    def pod_hook(self, hook: Hook, where: PodContext, pod: dict[str, Any]) -> bytes:
+    def pod_hook(self, hook: Hook, where: PodPlace, pod: dict[str, Any]) -> bytes:
         """An OnPodCreate or OnPodReady request for ``pod``."""
         if not self._ms:
             raise ValueError("a Pod hook request needs the ModelServing")
@@ -112,7 +103,7 @@ def encode_request(
     plugin: str,
     config: Any,
     model_serving: dict[str, Any] | None = None,
-    where: PodContext | None = None,
+    where: PodPlace | None = None,
     pod: dict[str, Any] | None = None,
 ) -> bytes:
     """One request, encoded from scratch (tests, the CLI); the chain uses ``RequestEncoder``."""

@@ -21,6 +21,7 @@ from modelserving.api.modelserving import (
     PodTemplateSpec,
     Role,
 )
+from modelserving.api.place import PodPlace
 from modelserving.api.policy import PatchPolicy, PathRule
 from modelserving.api.validation import parse_model_serving
 
@@ -41,6 +42,7 @@ __all__ = [
     "PluginConfigError",
     "PluginFailure",
     "PluginSpec",
+    "PodPlace",
     "PodTemplateSpec",
     "Role",
     "parse_model_serving",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict
 
 from modelserving.api.modelserving import ModelServing
+from modelserving.api.place import PodPlace
 
 
 class Hook(enum.StrEnum):
@@ -78,16 +79,31 @@ class PatchOperation(TypedDict):
 class HookRequest:
     """The context of one hook call for one Pod (Kthena's HookRequest, plus the hook name).
 
-    ``pod`` is a JSON-compatible dict. Plugins must not modify it: they return patches.
+    ``place`` is where the Pod sits (its ServingGroup, role, role id, entry or worker; also
+    read as ``serving_group``, ``role_name``, ``role_id`` and ``is_entry``). ``pod`` is a
+    JSON-compatible dict. Plugins must not modify it: they return patches.
     """
 
     hook: Hook
     model_serving: ModelServing
-    serving_group: str
-    role_name: str
-    role_id: str
-    is_entry: bool
+    place: PodPlace
     pod: dict[str, Any]
+
+    @property
+    def serving_group(self) -> str:
+        return self.place.serving_group
+
+    @property
+    def role_name(self) -> str:
+        return self.place.role_name
+
+    @property
+    def role_id(self) -> str:
+        return self.place.role_id
+
+    @property
+    def is_entry(self) -> bool:
+        return self.place.is_entry
 
     @property
     def pod_name(self) -> str:

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelserving.abi.codec import PodContext, encode_request
+from modelserving.abi.codec import encode_request
 from modelserving.api.hook import Hook
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
+from modelserving.api.place import PodPlace
 from modelserving.api.policy import BASELINE_CAPABILITIES, PatchPolicy
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain import Chain, build_chain
@@ -239,7 +240,7 @@ def bench_extism_example(sandbox: Sandbox) -> None:
     loaded = time.perf_counter() - start
     ms = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p-0", "labels": {"a": "b"}}}
-    where = PodContext("p", "prefill", "prefill-0", True)
+    where = PodPlace("p", "prefill", "prefill-0", True)
     request = encode_request(Hook.ON_POD_CREATE, "team-label", {"team": "ml"}, ms, where, pod)
     limits = sandbox.limits()
     export = export_name(Hook.ON_POD_CREATE, compiled.info.flavour)

@@ -80,15 +80,7 @@ class Chain:
         pod: dict[str, Any],
         ms: ModelServing | None = None,
     ) -> HookRequest:
-        return HookRequest(
-            hook=hook,
-            model_serving=ms or self.model_serving,
-            serving_group=desired.group,
-            role_name=desired.role,
-            role_id=desired.role_id,
-            is_entry=desired.is_entry,
-            pod=pod,
-        )
+        return HookRequest(hook, ms or self.model_serving, desired.place, pod)
 
     def run(
         self, hook: Hook, desired: DesiredPod, pod: dict[str, Any], ms: ModelServing | None = None
@@ -99,10 +91,10 @@ class Chain:
         patches = SPEC[hook].patches
         outcomes: list[Outcome] = []
         for entry in self.entries:
-            if not entry.serves(hook, desired.role, desired.is_entry):
+            if not entry.serves(hook, desired.place):
                 continue
             outcome = invoke(entry, self.request(hook, desired, pod, ms), self.validator)
-            self._observe(outcome, desired.role)
+            self._observe(outcome, desired.place.role_name)
             if outcome.failure is not None and patches and entry.spec.failure_policy == "Fail":
                 raise outcome.failure
             if outcome.pod is not None:
@@ -136,9 +128,7 @@ class Chain:
 
     def has_ready_hooks(self, desired: DesiredPod) -> bool:
         """Whether any OnPodReady hook is in scope for this Pod."""
-        return any(
-            e.serves(Hook.ON_POD_READY, desired.role, desired.is_entry) for e in self.entries
-        )
+        return any(e.serves(Hook.ON_POD_READY, desired.place) for e in self.entries)
 
     def _observe(self, outcome: Outcome, role: str) -> None:
         if self.observer is None:

@@ -18,6 +18,7 @@ from modelserving.api.errors import FailureClass, PatchRejected, PluginFailure
 from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
 from modelserving.api.jsondata import json_copy
 from modelserving.api.modelserving import PluginSpec
+from modelserving.api.place import PodPlace
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.adapter import PluginAdapter, Reply, failed
 from modelserving.plugins.base import HookError, Observation
@@ -51,9 +52,10 @@ class ChainEntry:
     def hooks(self) -> frozenset[Hook]:
         return self.plugin.hooks
 
-    def serves(self, hook: Hook, role: str, is_entry: bool) -> bool:
-        """Whether ``hook`` of this plugin runs for a Pod of ``role`` (entry or worker)."""
-        return hook in self.plugin.hooks and self.spec.applies_to(role, is_entry)
+    def serves(self, hook: Hook, place: PodPlace) -> bool:
+        """Whether ``hook`` of this plugin runs for a Pod at ``place`` (its role, entry or
+        worker)."""
+        return hook in self.plugin.hooks and self.spec.applies_to(place.role_name, place.is_entry)
 
 
 @dataclass

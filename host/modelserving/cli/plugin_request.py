@@ -13,7 +13,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from modelserving.abi.codec import PodContext
 from modelserving.api.errors import InvalidManifest
 from modelserving.api.hook import SPEC, Hook, HookRequest
 from modelserving.api.jsondata import find_wide_int, wide_int_reason
@@ -26,6 +25,7 @@ from modelserving.api.labels import (
     ROLE_LABEL,
 )
 from modelserving.api.modelserving import ModelServing
+from modelserving.api.place import PodPlace
 from modelserving.api.validation import format_loc, parse_model_serving
 from modelserving.cli.manifests import ManifestError, read_documents
 
@@ -52,7 +52,7 @@ class Request:
     name: str
     config: Any
     model_serving: dict[str, Any] | None  # as written (None: not given)
-    where: PodContext | None
+    where: PodPlace | None
     pod: dict[str, Any] | None
 
     @property
@@ -67,10 +67,8 @@ class Request:
         """The request the chain's step is given (ValidateConfig: the plugin alone, no Pod)."""
         where, pod = self.where, self.pod
         if where is None or pod is None:
-            return HookRequest(hook, ms, "", "", "", False, {})
-        return HookRequest(
-            hook, ms, where.serving_group, where.role_name, where.role_id, where.is_entry, pod
-        )
+            return HookRequest(hook, ms, PodPlace("", "", "", False), {})
+        return HookRequest(hook, ms, where, pod)
 
     def model_serving_api(self) -> dict[str, Any]:
         """modelServing as sent to a WebAssembly module: as written, else the minimal one."""
@@ -206,7 +204,7 @@ def _refuse_wide_ints(path: str, field: str, value: Any) -> None:
 
 def _where(
     path: str, doc: dict[str, Any], pod: dict[str, Any], ms: dict[str, Any] | None
-) -> PodContext:
+) -> PodPlace:
     """servingGroup, roleName, roleId and isEntry: as given, else from the Pod's labels (as the
     controller sets them), else from the ModelServing's name and first role."""
     for key in ("servingGroup", "roleName", "roleId"):
@@ -233,7 +231,7 @@ def _where(
         entry = labels.get(ENTRY_LABEL) == "true"
     else:
         entry = True
-    return PodContext(group, role, role_id, entry)
+    return PodPlace(group, role, role_id, entry)
 
 
 def _first_role(ms: dict[str, Any] | None) -> str | None:

@@ -481,7 +481,5 @@ def _rev(obj: Mapping[str, Any]) -> str | None:
 
 def _ready_plugins(chain: Chain, desired: DesiredPod) -> str:
     """The claim mark: which plugins' OnPodReady ran for this Pod."""
-    names = [
-        e.name for e in chain.entries if e.serves(Hook.ON_POD_READY, desired.role, desired.is_entry)
-    ]
+    names = [e.name for e in chain.entries if e.serves(Hook.ON_POD_READY, desired.place)]
     return json.dumps(names, separators=(",", ":"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelserving.abi.codec import PodContext, RequestEncoder, Response, decode_response
+from modelserving.abi.codec import RequestEncoder, Response, decode_response
 from modelserving.abi.contract import ResponseError
 from modelserving.api.errors import FailureClass
 from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
@@ -86,10 +86,8 @@ class WasmPlugin:
         return self._encoder
 
     def encode(self, request: HookRequest) -> bytes:
-        where = PodContext(
-            request.serving_group, request.role_name, request.role_id, request.is_entry
-        )
-        return self.encoder_for(request.model_serving).pod_hook(request.hook, where, request.pod)
+        encoder = self.encoder_for(request.model_serving)
+        return encoder.pod_hook(request.hook, request.place, request.pod)
 
     def call(self, hook: Hook, request: HookRequest) -> Reply:
         """One hook on ``request`` (ValidateConfig: the plugin's config alone)."""

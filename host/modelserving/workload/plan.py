@@ -12,6 +12,7 @@ from typing import Any
 
 from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
+from modelserving.api.place import PodPlace
 from modelserving.workload import gang as gang_
 from modelserving.workload.names import group_name, role_id
 from modelserving.workload.pods import entry_pod, worker_pod
@@ -22,14 +23,12 @@ from modelserving.workload.services import headless_service
 
 @dataclass(frozen=True, slots=True)
 class DesiredPod:
-    """A generated Pod and where it sits; the plugin chain's HookRequest is built from this."""
+    """A generated Pod and where it sits (``place``, handed on as is in the plugin chain's
+    HookRequest), with the indexes of its role replica and of the Pod in it (0: the entry)."""
 
     pod: dict[str, Any]
-    group: str
-    role: str
+    place: PodPlace
     role_index: int
-    role_id: str
-    is_entry: bool
     worker_index: int
 
     @property
@@ -85,12 +84,12 @@ def plan_role_replica(
         pod = worker_pod(ms, group, role, index, k, revision, template_hash)
         if gang:
             gang_.annotate(pod, group, rid)
-        workers.append(DesiredPod(pod, group, role.name, index, rid, False, k))
+        workers.append(DesiredPod(pod, PodPlace(group, role.name, rid, False), index, k))
     service = headless_service(ms, group, role, index) if role.worker_template is not None else None
     return RoleReplicaPlan(
         role=role.name,
         index=index,
-        entry=DesiredPod(entry, group, role.name, index, rid, True, 0),
+        entry=DesiredPod(entry, PodPlace(group, role.name, rid, True), index, 0),
         workers=tuple(workers),
         service=service,
     )

@@ -33,6 +33,7 @@ from typing import Any
 
 from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
+from modelserving.api.place import PodPlace
 from modelserving.api.validation import scaled
 from modelserving.workload import gang as gang_
 from modelserving.workload.names import group_name, pod_name
@@ -246,7 +247,7 @@ class _Sync:
             role = roles.get(replica.role)
             if role is None or replica.index not in self.protected_ordinals(group, role):
                 continue
-            rid = replica.entry.role_id
+            rid = replica.entry.place.role_id
             pods = [p for p in group.live if p.role_id == rid]
             if pods and all(p.template_hash == self.hashes[role.name] for p in pods):
                 continue  # already at the new template
@@ -441,7 +442,7 @@ class _Sync:
                     busy = busy or desired.name in self.deleted_pods or self._terminating(desired)
                 else:
                     work.steps.append(desired)
-                if desired.is_entry and replica.service is not None:
+                if desired.place.is_entry and replica.service is not None:
                     name = replica.service["metadata"]["name"]
                     if name not in self.services:
                         work.steps.append(replica.service)
@@ -518,7 +519,7 @@ class _Sync:
         # A stale role replica is left whole to the rolling update (or, protected by the
         # partition with its revision unknown, alone): nothing of the new template is added.
         skip = {p.name for p in group.pods if p.role_id in stale}
-        skip |= {d.name for d in plan.pods() if d.role_id in stale}
+        skip |= {d.name for d in plan.pods() if d.place.role_id in stale}
         self.create_missing(plan, skip)
         wanted_services = {r.service["metadata"]["name"] for r in plan.roles if r.service}
         for name, obj in self.services.items():
@@ -549,11 +550,8 @@ class _Sync:
                 self.out.ready_hooks.append(
                     DesiredPod(
                         pod=dict(pod.raw),
-                        group=pod.group,
-                        role=pod.role,
+                        place=PodPlace(pod.group, pod.role, pod.role_id, pod.pod_index == 0),
                         role_index=pod.role_index,
-                        role_id=pod.role_id,
-                        is_entry=pod.pod_index == 0,
                         worker_index=pod.pod_index,
                     )
                 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelserving.abi.codec import PodContext
+from modelserving.api.place import PodPlace
 
 MODEL_SERVING: dict[str, Any] = {
     "apiVersion": "workload.serving.volcano.sh/v1alpha1",
@@ -12,7 +12,7 @@ MODEL_SERVING: dict[str, Any] = {
     "metadata": {"name": "llama", "namespace": "serving"},
     "spec": {"replicas": 1, "template": {"roles": []}},
 }
-WHERE = PodContext("llama-0", "prefill", "prefill-0", True)
+WHERE = PodPlace("llama-0", "prefill", "prefill-0", True)
 
 
 def pod(args: int = 0) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelserving.abi.codec import (
-    PodContext,
     RequestEncoder,
     Response,
     _pack_str,
@@ -20,6 +19,7 @@ from modelserving.abi.codec import (
 )
 from modelserving.abi.contract import ResponseError
 from modelserving.api.hook import Hook, PatchOperation
+from modelserving.api.place import PodPlace
 from tests.unit.abi.samples import MODEL_SERVING, WHERE, pod
 
 POD = pod(args=20)
@@ -71,7 +71,7 @@ def test_the_encoder_splices_the_same_bytes_for_every_pod() -> None:
     encoder = RequestEncoder("team-label", {"team": "llm"}, MODEL_SERVING)
     for i in range(3):
         pod = {**POD, "metadata": {"name": f"pod-{i}"}}
-        where = PodContext(f"llama-{i}", "decode", f"decode-{i}", i == 0)
+        where = PodPlace(f"llama-{i}", "decode", f"decode-{i}", i == 0)
         for hook in (Hook.ON_POD_CREATE, Hook.ON_POD_READY):
             expected = {
                 **full_request(hook, {"team": "llm"}, pod),

@@ -11,9 +11,9 @@ import msgpack
 import pytest
 import yaml
 
-from modelserving.abi.codec import PodContext
 from modelserving.api.hook import Hook
 from modelserving.api.labels import ENTRY_LABEL, GROUP_NAME_LABEL, ROLE_ID_LABEL, ROLE_LABEL
+from modelserving.api.place import PodPlace
 from modelserving.cli.main import main
 from modelserving.cli.plugin_request import minimal_model_serving, read_request
 from modelserving.plugins.artifacts import ArtifactMissing, builtin_wasm_path
@@ -352,7 +352,7 @@ def test_request_defaults_come_from_the_pod_labels(tmp_path: Path) -> None:
     request = read_request(
         write_request(tmp_path, {"pod": pod}), Hook.ON_POD_CREATE, "stem", None, None
     )
-    assert request.where == PodContext("llama-3", "decode", "decode-1", False)
+    assert request.where == PodPlace("llama-3", "decode", "decode-1", False)
     assert request.name == "stem"
     assert request.config is None
     assert request.model_serving_api()["metadata"]["name"] == "plugin-test"
@@ -365,13 +365,13 @@ def test_request_defaults_come_from_the_pod_labels(tmp_path: Path) -> None:
 
 def test_request_defaults_without_labels(tmp_path: Path) -> None:
     request = read_request(write_request(tmp_path), Hook.ON_POD_READY, "stem", None, None)
-    assert request.where == PodContext("plugin-test-0", "server", "server-0", True)
+    assert request.where == PodPlace("plugin-test-0", "server", "server-0", True)
     assert minimal_model_serving().spec.template.roles[0].name == "server"
     odd = {**POD, "metadata": {"name": "p", "labels": ["not", "a", "map"]}}
     request = read_request(
         write_request(tmp_path, {"pod": odd}), Hook.ON_POD_CREATE, "s", None, None
     )
-    assert request.where == PodContext("plugin-test-0", "server", "server-0", True)
+    assert request.where == PodPlace("plugin-test-0", "server", "server-0", True)
 
 
 # --- inspect ---------------------------------------------------------------------------------

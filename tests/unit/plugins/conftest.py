@@ -12,6 +12,7 @@ import pytest
 
 from modelserving.api import HookRequest, ModelServing, PatchOperation, parse_model_serving
 from modelserving.api.hook import Hook
+from modelserving.api.place import PodPlace
 
 
 def sample_pod() -> dict[str, Any]:
@@ -79,9 +80,6 @@ def hook_request(pod: dict[str, Any], is_entry: bool = True) -> HookRequest:
     return HookRequest(
         hook=Hook.ON_POD_CREATE,
         model_serving=model_serving(),
-        serving_group="llm-0",
-        role_name="server",
-        role_id="server-0",
-        is_entry=is_entry,
+        place=PodPlace("llm-0", "server", "server-0", is_entry),
         pod=pod,
     )

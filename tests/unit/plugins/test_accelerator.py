@@ -494,7 +494,7 @@ def _model_serving(config: Any, **spec: Any) -> Any:
 def test_in_the_chain_the_scope_limits_it_to_workers() -> None:
     ms = _model_serving({"vendor": "ascend", "devices": 8}, scope={"target": "Worker"})
     chain = build_chain(ms)
-    pods = {d.is_entry: chain.on_pod_create(d).pod for d in plan(ms)[0].pods()}
+    pods = {d.place.is_entry: chain.on_pod_create(d).pod for d in plan(ms)[0].pods()}
     assert "resources" not in engine(pods[True])
     assert engine(pods[False])["resources"] == {"limits": {"huawei.com/Ascend910": "8"}}
 
@@ -519,7 +519,7 @@ def test_the_docs_example_does_what_the_page_says() -> None:
     ms = parse_model_serving(ms_doc)
     chain = build_chain(ms)
     pods = [chain.on_pod_create(d).pod for d in plan(ms)[0].pods()]
-    assert sorted(d.is_entry for d in plan(ms)[0].pods()) == [False, True]
+    assert sorted(d.place.is_entry for d in plan(ms)[0].pods()) == [False, True]
     want = result_doc["spec"]
     for pod in pods:
         container = engine(pod)

@@ -396,7 +396,9 @@ def multi_node(config: Any, workers: int = 1) -> Any:
 def test_in_the_chain_a_multi_node_vllm_role() -> None:
     ms = multi_node({"engine": "vllm", "shmSize": "16Gi"}, workers=2)
     chain = build_chain(ms)
-    pods = [(desired.is_entry, chain.on_pod_create(desired).pod) for desired in plan(ms)[0].pods()]
+    pods = [
+        (desired.place.is_entry, chain.on_pod_create(desired).pod) for desired in plan(ms)[0].pods()
+    ]
     assert [is_entry for is_entry, _ in pods] == [True, False, False]
     for is_entry, pod in pods:
         engine = pod["spec"]["containers"][0]

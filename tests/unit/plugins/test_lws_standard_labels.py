@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from modelserving.api import HookRequest, ModelServing, parse_model_serving
 from modelserving.api.hook import Hook
+from modelserving.api.place import PodPlace
 from modelserving.chain import build_chain
 from modelserving.plugins.base import EmptyConfig, HookError
 from modelserving.plugins.builtins import BUILTINS
@@ -68,10 +69,7 @@ def request(
     return HookRequest(
         hook=Hook.ON_POD_CREATE,
         model_serving=ms or model_serving(),
-        serving_group=group,
-        role_name="server",
-        role_id=role_id,
-        is_entry=is_entry,
+        place=PodPlace(group, "server", role_id, is_entry),
         pod=pod,
     )
 

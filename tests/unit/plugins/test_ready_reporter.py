@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from modelserving.api import parse_model_serving
 from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.place import PodPlace
 from modelserving.chain import CallRecord, build_chain
 from modelserving.plugins import default_registry
 from modelserving.plugins.base import Observation
@@ -52,9 +53,8 @@ def pod(created: Any = "2025-03-01T09:00:00Z", conditions: Any = None) -> dict[s
 
 
 def request(pod: dict[str, Any], is_entry: bool = True) -> HookRequest:
-    return HookRequest(
-        Hook.ON_POD_READY, model_serving(), "llm-0", "server", "server-0", is_entry, pod
-    )
+    where = PodPlace("llm-0", "server", "server-0", is_entry)
+    return HookRequest(Hook.ON_POD_READY, model_serving(), where, pod)
 
 
 def run(

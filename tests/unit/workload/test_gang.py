@@ -66,7 +66,7 @@ def test_a_pod_group_per_serving_group_when_volcano_schedules(
             annotations = pod.pod["metadata"].get("annotations") or {}
             if wanted:
                 assert annotations["scheduling.k8s.io/group-name"] == group.name
-                assert annotations["volcano.sh/task-spec"] == pod.role_id
+                assert annotations["volcano.sh/task-spec"] == pod.place.role_id
             else:
                 assert "scheduling.k8s.io/group-name" not in annotations
 

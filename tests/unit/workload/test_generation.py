@@ -76,7 +76,7 @@ def test_prefill_decode_two_roles(make_ms: MakeMs) -> None:
         pods["pd-1-prefill-1-0"].pod["metadata"]["labels"]["modelserving.volcano.sh/role-id"]
         == "prefill-1"
     )
-    assert pods["pd-1-decode-0-0"].group == "pd-1"
+    assert pods["pd-1-decode-0-0"].place.serving_group == "pd-1"
 
 
 def test_multi_node_entry_and_workers(make_ms: MakeMs) -> None:

@@ -440,7 +440,7 @@ def test_ready_hooks_once_marked() -> None:
     w = world(replicas=1)
     w.converge()
     (hook,) = w.plan().ready_hooks
-    assert hook.name == "sample-0-server-0-0" and hook.is_entry
+    assert hook.name == "sample-0-server-0-0" and hook.place.is_entry
     w.pods[hook.name]["metadata"]["annotations"] = {READY_HOOKS_ANNOTATION: "done"}
     assert w.plan().ready_hooks == []
 
