@@ -1,9 +1,11 @@
-"""msgpack encoding of hook requests and decoding of responses (ABI v1).
+"""msgpack encoding of hook requests and decoding of responses (ABI v1 and v2).
 
 ``RequestEncoder`` encodes the parts that stay the same for every Pod of a chain (the plugin and
 its config, the ModelServing) once and splices them into each request; the bytes are exactly
 those of ``msgpack.packb`` on the whole map. ``decode_response`` checks every rule of the
-response shape and raises ``ResponseError`` naming the first one broken.
+response shape and raises ``ResponseError`` naming the first one broken. A request says the
+ABI version its module speaks; a v2 response may carry ``observations`` (OnPodReady only), decoded
+into the same ``Observation`` values native plugins return.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import msgpack
 from modelserving.abi.contract import (
     ABI_VERSION,
     MAX_ERROR_TEXT,
+    MAX_OBSERVATIONS,
     MAX_PATCH_OPS,
     MAX_RESPONSE_DEPTH,
+    OBSERVATION_KEYS,
     OP_KEYS,
     OPS,
     OPS_WITH_VALUE,
@@ -26,6 +30,11 @@ from modelserving.abi.contract import (
 )
 from modelserving.api.hook import HOOK_SPECS, SPEC, Hook, PatchOperation
 from modelserving.api.jsondata import json_problem
+from modelserving.api.observation import (
+    MAX_OBSERVATION_SECONDS,
+    Observation,
+    observation_name_problem,
+)
 from modelserving.api.place import PodPlace
 
 _packb = msgpack.packb
@@ -64,10 +73,16 @@ def _map_header(n: int) -> bytes:
 class RequestEncoder:
     """Requests of one plugin for one ModelServing: the shared parts are encoded once."""
 
-    def __init__(self, plugin: str, config: Any, model_serving: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        plugin: str,
+        config: Any,
+        model_serving: dict[str, Any] | None,
+        version: int = ABI_VERSION,
+    ) -> None:
         self._plugin = _pack("plugin") + _pack({"name": plugin, "config": config})
         self._ms = b"" if model_serving is None else _pack("modelServing") + _pack(model_serving)
-        self._version = _pack("abiVersion") + _pack(ABI_VERSION)
+        self._version = _pack("abiVersion") + _pack(version)
         self._hooks = {hook: _pack("hook") + _pack(hook.value) for hook in Hook}
 
     def validate_config(self) -> bytes:
@@ -105,9 +120,10 @@ def encode_request(
     model_serving: dict[str, Any] | None = None,
     where: PodPlace | None = None,
     pod: dict[str, Any] | None = None,
+    version: int = ABI_VERSION,
 ) -> bytes:
     """One request, encoded from scratch (tests, the CLI); the chain uses ``RequestEncoder``."""
-    encoder = RequestEncoder(plugin, config, model_serving)
+    encoder = RequestEncoder(plugin, config, model_serving, version)
     if hook is Hook.VALIDATE_CONFIG:
         return encoder.validate_config()
     if where is None or pod is None:
@@ -117,18 +133,21 @@ def encode_request(
 
 @dataclass(frozen=True)
 class Response:
-    """A decoded response: a patch (possibly empty), or the guest's error message."""
+    """A decoded response: a patch (possibly empty) and observations (v2, OnPodReady), or the
+    guest's error message."""
 
     patch: list[PatchOperation] = field(default_factory=list)
     error: str | None = None
+    observations: list[Observation] = field(default_factory=list)
 
 
 def _refuse_ext(code: int, data: bytes) -> Any:
     raise ResponseError(f"msgpack extension type {code} is not JSON")
 
 
-def decode_response(data: bytes, hook: Hook) -> Response:
-    """The response of ``hook``; ResponseError when it breaks the contract."""
+def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Response:
+    """The response of ``hook`` from a module of ABI ``version``; ResponseError when it breaks
+    the contract."""
     if not data:
         return Response()
     try:
@@ -147,20 +166,23 @@ def decode_response(data: bytes, hook: Hook) -> Response:
     problem = json_problem(value, MAX_RESPONSE_DEPTH)
     if problem is not None:
         raise ResponseError(f"the response {problem}")
-    unknown = sorted(set(value) - RESPONSE_KEYS)
+    keys = RESPONSE_KEYS[version]
+    unknown = sorted(set(value) - set(keys))
     if unknown:
         raise ResponseError(
-            f"unknown response key(s) {', '.join(map(repr, unknown))} (v1 has patch, error)"
+            f"unknown response key(s) {', '.join(map(repr, unknown))} "
+            f"(v{version} has {', '.join(keys)})"
         )
     error = value.get("error")
     if error is not None and not isinstance(error, str):
         raise ResponseError(f"error must be a string, not {_kind(error)}")
     patch = _patch(value.get("patch"), hook)
+    observations = _observations(value.get("observations"), hook)
     if error:
         if len(error) > MAX_ERROR_TEXT:
             error = error[:MAX_ERROR_TEXT] + "...[cut]"
         return Response(error=error)
-    return Response(patch=patch)
+    return Response(patch=patch, observations=observations)
 
 
 def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
@@ -194,6 +216,49 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
             raise ResponseError(f"patch[{i}] (remove) takes no value")
         ops.append(op)  # type: ignore[arg-type]
     return ops
+
+
+def _observations(raw: Any, hook: Hook) -> list[Observation]:
+    """The observations of a v2 response (the rules of ``Observation``, each broken one named
+    with the entry); an unknown key has already refused them in v1."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ResponseError(f"observations must be an array, not {_kind(raw)}")
+    if raw and not SPEC[hook].observes:
+        observing = " and ".join(spec.hook for spec in HOOK_SPECS if spec.observes)
+        raise ResponseError(f"{hook} responses may not carry observations (only {observing} may)")
+    if len(raw) > MAX_OBSERVATIONS:
+        raise ResponseError(
+            f"the response has {len(raw)} observations; the limit is {MAX_OBSERVATIONS}"
+        )
+    return [_observation(i, entry) for i, entry in enumerate(raw)]
+
+
+def _observation(i: int, entry: Any) -> Observation:
+    where = f"observations[{i}]"
+    if not isinstance(entry, dict):
+        raise ResponseError(f"{where} must be a map, not {_kind(entry)}")
+    unknown = sorted(set(entry) - set(OBSERVATION_KEYS))
+    if unknown:
+        raise ResponseError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))}")
+    for key in OBSERVATION_KEYS:
+        if key not in entry:
+            raise ResponseError(f"{where} needs a {key}")
+    name, seconds = entry["name"], entry["seconds"]
+    if not isinstance(name, str):
+        raise ResponseError(f"{where}.name must be a string, not {_kind(name)}")
+    problem = observation_name_problem(name)
+    if problem is not None:
+        raise ResponseError(f"{where}.name: {problem}")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ResponseError(f"{where}.seconds must be a number, not {_kind(seconds)}")
+    if not 0 <= seconds <= MAX_OBSERVATION_SECONDS:  # finite: json_problem refused nan and inf
+        raise ResponseError(
+            f"{where}.seconds must be between 0 and {MAX_OBSERVATION_SECONDS} (7 days), "
+            f"not {seconds}"
+        )
+    return Observation(name, float(seconds))
 
 
 def _kind(value: Any) -> str:

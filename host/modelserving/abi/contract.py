@@ -8,8 +8,18 @@ machine-checked half.
 from __future__ import annotations
 
 ABI_VERSION = 1
+"""The version of a request whose module is not known (tests, the CLI's raw requests); a
+plugin's requests carry the version its module's marker selects."""
 
-RESPONSE_KEYS = frozenset({"patch", "error"})
+RESPONSE_KEYS: dict[int, tuple[str, ...]] = {
+    1: ("patch", "error"),
+    2: ("patch", "error", "observations"),
+}
+"""The keys a response may have, by ABI version (v2 adds ``observations``)."""
+
+OBSERVATION_KEYS = ("name", "seconds")
+MAX_OBSERVATIONS = 64
+"""Most observations one response may carry (as many as a call may write log lines)."""
 OP_KEYS = frozenset({"op", "path", "value"})
 OPS_WITH_VALUE = frozenset({"add", "replace", "test"})
 OPS = frozenset({"add", "remove", "replace", "test"})

@@ -4,9 +4,12 @@ It encodes each HookRequest (the parts shared by every Pod once per ModelServing
 module in a fresh instance, decodes the response and says how a call failed with exactly one
 failure class (``Reply``; ``run`` raises it as a ``PluginFailure`` naming the plugin, the hook
 and the Pod). Guest log lines go to the ``modelserving.plugin`` logger, attributed to the plugin
-and the Pod. In a call of an observing hook (OnPodReady), info lines ``observe <name> <value>``
-from ``modelserving.log`` are observations (``modelserving.plugins.logs.parse_observation``):
-in the reply when the call succeeds, never logged.
+and the Pod. Requests say the ABI version the module's marker selected. A call of an observing
+hook (OnPodReady) reports observations two ways, both in the reply when the call succeeds: the
+``observations`` of an ABI v2 response (decoded by the codec), and info lines
+``observe <name> <value>`` from ``modelserving.log`` (``modelserving.plugins.logs.
+parse_observation``; v1 and v2, never logged). Native plugins return the same ``Observation``
+values, so the chain and the controller treat both alike.
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ class WasmPlugin:
         self._ms = model_serving
         if view is None and model_serving is not None:
             view = _request_view(model_serving)
-        self._encoder = RequestEncoder(name, config, view)
+        self.abi_version = compiled.info.abi_version
+        self._encoder = RequestEncoder(name, config, view, self.abi_version)
         self.hooks = frozenset(module_hooks(compiled.info))
         self._exports = {hook: export_name(hook, compiled.info.flavour) for hook in Hook}
         self.last: HookOutcome | None = None
@@ -82,7 +86,8 @@ class WasmPlugin:
         """The encoder of ``ms``: the cached one unless the caller passes a newer object."""
         if ms is not self._ms:
             self._ms = ms
-            self._encoder = RequestEncoder(self.name, self.config, _request_view(ms))
+            view = _request_view(ms)
+            self._encoder = RequestEncoder(self.name, self.config, view, self.abi_version)
         return self._encoder
 
     def encode(self, request: HookRequest) -> bytes:
@@ -122,10 +127,10 @@ class WasmPlugin:
         records, observations = self._take_observations(hook, call.logs)
         self._emit(hook, pod, records)
         try:
-            response = decode_response(call.response, hook)
+            response = decode_response(call.response, hook, self.abi_version)
         except ResponseError as exc:
             return failed(FailureClass.INVALID_RESPONSE, str(exc), call.logs)
-        outcome = HookOutcome(response, call, observations)
+        outcome = HookOutcome(response, call, observations + response.observations)
         self.last = outcome  # for direct callers and tests; callers use what is returned
         if response.error:
             return failed(FailureClass.PLUGIN_ERROR, response.error, call.logs)

@@ -200,6 +200,20 @@ def test_on_pod_ready_returns_the_given_pod(
     assert out["pod"] == POD
 
 
+def test_run_shows_the_observations_of_a_v2_response(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    observed = pack({"observations": [{"name": "pod_ready_seconds", "seconds": 2.5}]})
+    fields = [f'(data (i32.const 1024) "{wat_bytes(observed)}")']
+    fields += [
+        '(func (export "modelserving_abi_v2"))',
+        hook(returns(1024, len(observed)), "ms_on_pod_ready"),
+    ]
+    module = write_module(tmp_path, guest(*fields, marker=False))
+    out = run_ok(capsys, module, "--hook", "on-pod-ready", "--request", write_request(tmp_path))
+    assert out["observations"] == [{"name": "pod_ready_seconds", "seconds": 2.5}]
+
+
 def test_validate_config_needs_only_the_plugin(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
