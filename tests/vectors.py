@@ -229,8 +229,12 @@ def native_response(request: bytes) -> bytes | None:
     )
     try:
         if hook_request.hook == Hook.ON_POD_READY:
-            plugin.on_pod_ready(hook_request)
-            return b""
+            observed = plugin.on_pod_ready(hook_request) or []
+            if fields["abiVersion"] < 2 or not observed:
+                return b""  # v1: the guest writes observe lines instead
+            found = [{"name": o.name, "seconds": float(o.seconds)} for o in observed]
+            packed: bytes = msgpack.packb({"observations": found}, use_bin_type=True)
+            return packed
         ops = plugin.on_pod_create(hook_request)
     except HookError as exc:
         error: bytes = msgpack.packb({"error": str(exc)}, use_bin_type=True)

@@ -192,7 +192,7 @@ def hook_request(where: PodPlace, pod: dict[str, Any]) -> HookRequest:
 def native(config: Any, where: PodPlace, pod: dict[str, Any]) -> Outcome | None:
     """Response bytes (the reference ``native_response``), records and observations of the
     native built-in; None when it refuses the config."""
-    request = encode_request(Hook.ON_POD_READY, NAME, config, MODEL_SERVING, where, pod)
+    request = encode_request(Hook.ON_POD_READY, NAME, config, MODEL_SERVING, where, pod, version=2)
     with plugin_records() as records:
         response = native_response(request)
     if response is None:

@@ -4,7 +4,7 @@ use std::fmt::Display;
 
 use crate::patch::{Op, PodPatch};
 use crate::request::{Hook, Request};
-use crate::response::{error_response, patch_response};
+use crate::response::{error_response, observations_response, patch_response, Observation};
 
 /// What an `on_pod_create` function may return on success: a [`PodPatch`], a `Vec<Op>`, or an
 /// `Option` of either (`None` = no change).
@@ -31,12 +31,36 @@ impl<T: IntoPatch> IntoPatch for Option<T> {
     }
 }
 
+/// What an `on_pod_ready` function may return on success: `()` (nothing measured), a
+/// `Vec<Observation>`, or an `Option` of one.
+pub trait IntoObservations {
+    fn into_observations(self) -> Vec<Observation>;
+}
+
+impl IntoObservations for () {
+    fn into_observations(self) -> Vec<Observation> {
+        Vec::new()
+    }
+}
+
+impl IntoObservations for Vec<Observation> {
+    fn into_observations(self) -> Vec<Observation> {
+        self
+    }
+}
+
+impl IntoObservations for Option<Vec<Observation>> {
+    fn into_observations(self) -> Vec<Observation> {
+        self.unwrap_or_default()
+    }
+}
+
 /// Generate the module's exports from plugin functions.
 ///
 /// ```ignore
 /// modelserving_plugin::export_plugin! {
 ///     on_pod_create: on_pod_create,      // fn(&Request) -> Result<PodPatch | Vec<Op>, E>
-///     on_pod_ready: on_pod_ready,        // fn(&Request) -> Result<(), E>
+///     on_pod_ready: on_pod_ready,        // fn(&Request) -> Result<() | Vec<Observation>, E>
 ///     validate_config: validate_config,  // fn(&Request) -> Result<(), E>
 /// }
 /// ```
@@ -44,7 +68,7 @@ impl<T: IntoPatch> IntoPatch for Option<T> {
 /// Give at least one of `on_pod_create` / `on_pod_ready`, in any order; `E` is any
 /// `Display` (usually `String`). Invoke it once, at the crate root of a `cdylib` crate.
 ///
-/// On wasm32 it exports `modelserving_abi_v1`, `ms_alloc`, `ms_free` and one
+/// On wasm32 it exports `modelserving_abi_v1`, `modelserving_abi_v2`, `ms_alloc`, `ms_free` and one
 /// `ms_<hook>` function per entry. On every target it defines
 /// `pub fn modelserving_call(hook: Hook, request: &[u8]) -> Option<Vec<u8>>`, which runs
 /// exactly what the export runs (decode the request, check its hook, call the function,
@@ -52,8 +76,9 @@ impl<T: IntoPatch> IntoPatch for Option<T> {
 /// for a hook the plugin does not export.
 ///
 /// Responses: an `Err(e)` becomes `{"error": e.to_string()}`; OnPodCreate's operations become
-/// `{"patch": [...]}`, or the empty response when there are none; `Ok(())` is the empty
-/// response. A request that cannot be decoded, or that names another hook, is answered with
+/// `{"patch": [...]}`, or the empty response when there are none; OnPodReady's observations
+/// become `{"observations": [...]}` for a v2 request and `observe` log lines for a v1 one;
+/// `Ok(())` is the empty response. A request that cannot be decoded, or that names another hook, is answered with
 /// an error. A panic traps (the host reports it), after logging the panic message.
 #[macro_export]
 macro_rules! export_plugin {
@@ -80,6 +105,12 @@ macro_rules! export_plugin {
         #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn modelserving_abi_v1() {}
+
+        /// ABI v2 marker (never called): a v2 host sends `abiVersion: 2` and reads observations
+        /// from the response.
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn modelserving_abi_v2() {}
 
         /// `size` writable bytes for the host; 0 on failure.
         #[cfg(target_arch = "wasm32")]
@@ -124,7 +155,7 @@ macro_rules! __export_hook {
             $crate::__private::handle(
                 $crate::Hook::OnPodReady,
                 request,
-                |req: &$crate::Request| $crate::__private::unit_response(($func)(req)),
+                |req: &$crate::Request| $crate::__private::ready_response(req, ($func)(req)),
             )
         }
 
@@ -219,6 +250,16 @@ pub fn pod_create_response<T: IntoPatch, E: Display>(result: Result<T, E>) -> Ve
     {
         Ok(ops) => patch_response(&ops),
         Err(e) => error_response(&e),
+    }
+}
+
+pub fn ready_response<T: IntoObservations, E: Display>(
+    request: &Request,
+    result: Result<T, E>,
+) -> Vec<u8> {
+    match result {
+        Ok(found) => observations_response(&found.into_observations(), request.abi_version),
+        Err(e) => error_response(&e.to_string()),
     }
 }
 

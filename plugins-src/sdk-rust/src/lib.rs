@@ -1,4 +1,4 @@
-//! Guest SDK for modelserving WebAssembly plugins (ABI v1).
+//! Guest SDK for modelserving WebAssembly plugins (ABI v1 and v2).
 //!
 //! A plugin is a `cdylib` crate built for `wasm32-unknown-unknown`. It writes ordinary Rust
 //! functions that take a [`Request`] and lets [`export_plugin!`] generate the module's
@@ -33,7 +33,12 @@
 //!   refused, nil means absent, no type coercion);
 //! * [`names`]: Kubernetes name rules; [`log`]: the host's log.
 //!
-//! The ABI in short: the module exports `memory`, `modelserving_abi_v1`, `ms_alloc`, `ms_free`
+//! An `on_pod_ready` function may return [`Observation`]s: a v2 host takes them from the
+//! response, a v1 host from `observe` log lines (the SDK writes whichever the request's
+//! `abiVersion` asks for).
+//!
+//! The ABI in short: the module exports `memory`, `modelserving_abi_v1`, `modelserving_abi_v2`,
+//! `ms_alloc`, `ms_free`
 //! and `ms_on_pod_create` / `ms_on_pod_ready` / `ms_validate_config` as implemented; it imports
 //! only `modelserving.log`. The host writes the msgpack request into memory from `ms_alloc`,
 //! calls the hook with `(ptr, len)` and gets `ptr << 32 | len` of the msgpack response back
@@ -57,8 +62,9 @@ pub mod value;
 pub use export::IntoPatch;
 pub use patch::{escape, Op, OpKind, PodPatch};
 pub use raw::{Kind, RawValue};
-pub use request::{Hook, Request, ABI_VERSION};
-pub use response::{error_response, patch_response, Response};
+pub use export::IntoObservations;
+pub use request::{Hook, Request, ABI_VERSION, ABI_VERSION_MIN};
+pub use response::{error_response, observations_response, patch_response, Observation, Response};
 pub use value::Value;
 
 /// Glue for [`export_plugin!`]; not part of the API.

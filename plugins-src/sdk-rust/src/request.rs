@@ -5,8 +5,13 @@ use std::fmt;
 use crate::raw::{Kind, RawValue};
 use crate::value::Value;
 
-/// The ABI version this SDK speaks (`abiVersion` in every request).
-pub const ABI_VERSION: i64 = 1;
+/// The newest ABI version this SDK speaks. A plugin exports the markers of versions 1 and 2 and
+/// answers requests of either (`abiVersion`): a v2 host sends 2 and takes observations in the
+/// response, a host that knows only v1 sends 1 and gets them as `observe` log lines.
+pub const ABI_VERSION: i64 = 2;
+
+/// The oldest ABI version this SDK answers.
+pub const ABI_VERSION_MIN: i64 = 1;
 
 /// The hook points; [`Hook::as_str`] gives the names used on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -71,6 +76,8 @@ impl fmt::Display for Hook {
 /// Keys of the request map this SDK does not know are ignored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request<'a> {
+    /// The ABI version of the request (`abiVersion`): 1 or 2.
+    pub abi_version: i64,
     pub hook: Hook,
     /// The plugin's name in the ModelServing's plugin list.
     pub plugin_name: &'a str,
@@ -113,8 +120,10 @@ impl<'a> Request<'a> {
             v.as_str().ok_or_else(|| invalid_utf8(bytes, v))
         };
 
-        match abi {
-            Some(v) if v.as_i64() == Some(ABI_VERSION) => {}
+        let abi_version = match abi {
+            Some(v) if matches!(v.as_i64(), Some(n) if (ABI_VERSION_MIN..=ABI_VERSION).contains(&n)) => {
+                v.as_i64().unwrap_or(ABI_VERSION_MIN)
+            }
             Some(v) if v.kind() == Kind::Int => {
                 // Only integers are formatted (a RawValue's Display would pull in the float
                 // formatting code).
@@ -123,11 +132,11 @@ impl<'a> Request<'a> {
                     None => v.as_u64().unwrap_or_default().to_string(),
                 };
                 return Err(format!(
-                    "request: abiVersion {v} is not supported (this plugin speaks {ABI_VERSION})"
+                    "request: abiVersion {v} is not supported (this plugin speaks {ABI_VERSION_MIN} to {ABI_VERSION})"
                 ));
             }
             other => return Err(wrong("abiVersion", "int", other)),
-        }
+        };
         let hook = match hook {
             Some(v) if v.kind() == Kind::Str => {
                 let name = text(v)?;
@@ -186,6 +195,7 @@ impl<'a> Request<'a> {
         };
         let pod = map_field("pod", pod)?;
         Ok(Request {
+            abi_version,
             hook,
             plugin_name,
             config,
@@ -245,7 +255,7 @@ impl<'a> Request<'a> {
         let pod_hook = self.hook.has_pod();
         write_map_len(if pod_hook { 9 } else { 3 }, &mut out);
         write_str("abiVersion", &mut out);
-        write_int(ABI_VERSION, &mut out);
+        write_int(self.abi_version, &mut out);
         write_str("hook", &mut out);
         write_str(self.hook.as_str(), &mut out);
         write_str("plugin", &mut out);
@@ -507,8 +517,8 @@ mod tests {
     fn explains_what_is_wrong() {
         let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
             (
-                Box::new(|v| v.set("abiVersion", 2)),
-                "abiVersion 2 is not supported",
+                Box::new(|v| v.set("abiVersion", 3)),
+                "abiVersion 3 is not supported (this plugin speaks 1 to 2)",
             ),
             (
                 Box::new(|v| v.set("hook", "OnPodDelete")),

@@ -1,6 +1,7 @@
-//! Hook responses: `{"patch": [...]}`, `{"error": "..."}` or nothing at all.
+//! Hook responses: `{"patch": [...]}`, `{"observations": [...]}` (ABI v2),
+//! `{"error": "..."}` or nothing at all.
 
-use crate::msgpack::{write_array_len, write_map_len, write_str};
+use crate::msgpack::{encode_into, write_array_len, write_map_len, write_str};
 use crate::patch::Op;
 use crate::value::Value;
 
@@ -20,6 +21,52 @@ pub fn patch_response(ops: &[Op]) -> Vec<u8> {
     write_array_len(ops.len(), &mut out);
     for op in ops {
         op.encode_into(&mut out);
+    }
+    out
+}
+
+/// One measurement of an OnPodReady hook: a name (matching `[a-z][a-z0-9_]{0,62}` and ending in
+/// `_seconds`) and a number of seconds (finite, 0 to 604800). The host checks both: a broken
+/// observation fails the call (`InvalidResponse`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    pub name: String,
+    pub seconds: f64,
+}
+
+impl Observation {
+    pub fn new(name: impl Into<String>, seconds: f64) -> Observation {
+        Observation {
+            name: name.into(),
+            seconds,
+        }
+    }
+}
+
+/// The response to a successful OnPodReady of ABI `version`: empty when there are no
+/// observations; under v2 `{"observations": [{"name": ..., "seconds": ...}, ...]}`; under v1
+/// (a host that knows no `observations` key) the empty response, each observation written as
+/// the info line `observe <name> <seconds>` instead.
+pub fn observations_response(observations: &[Observation], version: i64) -> Vec<u8> {
+    if observations.is_empty() {
+        return Vec::new();
+    }
+    if version < 2 {
+        for o in observations {
+            crate::log::info(format!("observe {} {:.3}", o.name, o.seconds));
+        }
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(16 + 40 * observations.len());
+    write_map_len(1, &mut out);
+    write_str("observations", &mut out);
+    write_array_len(observations.len(), &mut out);
+    for o in observations {
+        write_map_len(2, &mut out);
+        write_str("name", &mut out);
+        write_str(&o.name, &mut out);
+        write_str("seconds", &mut out);
+        encode_into(&Value::Float(o.seconds), &mut out);
     }
     out
 }
@@ -44,6 +91,8 @@ pub struct Response {
     /// The patch operations as maps (empty when none).
     pub patch: Vec<Value>,
     pub error: Option<String>,
+    /// The observations (ABI v2), as `(name, seconds)`.
+    pub observations: Vec<(String, f64)>,
 }
 
 impl Response {
@@ -67,6 +116,16 @@ impl Response {
             match (k.as_str(), v) {
                 ("patch", Value::Array(ops)) => r.patch = ops,
                 ("error", Value::Str(s)) => r.error = Some(s),
+                ("observations", Value::Array(items)) => {
+                    for item in items {
+                        let name = item.get("name").and_then(Value::as_str).map(str::to_owned);
+                        let seconds = item.get("seconds").and_then(Value::as_f64);
+                        match (name, seconds) {
+                            (Some(n), Some(s)) => r.observations.push((n, s)),
+                            _ => return Err("response: observations: {name, seconds} expected".into()),
+                        }
+                    }
+                }
                 (k, v) => return Err(format!("response: unexpected '{k}' ({})", v.type_name())),
             }
         }
@@ -93,5 +152,25 @@ mod tests {
         let r = Response::decode(&patch_response(&[Op::add("/x", 1)])).unwrap();
         assert_eq!(r.patch, vec![Op::add("/x", 1).to_value()]);
         assert!(Response::decode(&Value::map([("other", 1)]).to_msgpack()).is_err());
+    }
+
+    #[test]
+    fn observations_v2_in_the_response() {
+        let obs = [Observation::new("pod_ready_seconds", 61.25), Observation::new("a_seconds", 2.0)];
+        let r = Response::decode(&observations_response(&obs, 2)).unwrap();
+        assert_eq!(
+            r.observations,
+            vec![("pod_ready_seconds".to_owned(), 61.25), ("a_seconds".to_owned(), 2.0)]
+        );
+        assert!(observations_response(&[], 2).is_empty());
+    }
+
+    #[test]
+    fn observations_v1_as_log_lines() {
+        crate::log::take_logs();
+        let obs = [Observation::new("pod_ready_seconds", 61.25)];
+        assert!(observations_response(&obs, 1).is_empty());
+        let lines: Vec<String> = crate::log::take_logs().into_iter().map(|(_, l)| l).collect();
+        assert_eq!(lines, vec!["observe pod_ready_seconds 61.250".to_owned()]);
     }
 }

@@ -344,9 +344,8 @@ def test_run_on_pod_ready_lists_the_observations(
     request = write_request(tmp_path, {"pod": pod})
     out = run_ok(capsys, "ready-reporter", "--hook", "on-pod-ready", "--request", request)
     assert out["observations"] == [{"name": "pod_ready_seconds", "seconds": 61.0}]
-    assert {"level": "info", "message": "observe pod_ready_seconds 61.000", "source": "log"} in out[
-        "logs"
-    ]
+    # the built-in speaks ABI v2: the observation is in its response, not an observe line
+    assert not any(line["message"].startswith("observe ") for line in out["logs"])
     not_ready = write_request(tmp_path, {"pod": POD}, name="not-ready.yaml")
     out = run_ok(capsys, "ready-reporter", "--hook", "on-pod-ready", "--request", not_ready)
     assert out["observations"] == []

@@ -6,9 +6,9 @@
 //!
 //! An OnPodReady plugin that changes nothing. The latency is the Pod's Ready condition's
 //! `lastTransitionTime` minus `metadata.creationTimestamp`, in whole milliseconds (a negative
-//! difference counts as 0). It is reported as the observation line
-//! `observe pod_ready_seconds <s.mmm>` (the host turns it into a metric, see `abi/README.md`
-//! section 7.1) and logged as
+//! difference counts as 0). It is returned as the observation `pod_ready_seconds` (in the
+//! response for an ABI v2 host, as the line `observe pod_ready_seconds <s.mmm>` for a v1 one;
+//! the host turns it into a metric, see `abi/README.md` section 7.1) and logged as
 //! `Pod <pod> (role <role>, entry|worker) became Ready <s.mmm> s after creation`, at info, or at
 //! warn past `warnAfterSeconds`. When the latency cannot be measured, a warn line says why and
 //! nothing is observed; the hook never fails on a Pod.
@@ -22,7 +22,7 @@
 //! twin uses the same grammar.
 
 use modelserving_plugin::config::Fields;
-use modelserving_plugin::{export_plugin, log, Kind, RawValue, Request, Value};
+use modelserving_plugin::{export_plugin, log, Kind, Observation, RawValue, Request, Value};
 
 pub const NAME: &str = "ready-reporter";
 /// The observation's name.
@@ -249,8 +249,8 @@ pub fn ready_latency_ms(pod: RawValue<'_>) -> Result<i64, String> {
     Ok((ready - created).max(0))
 }
 
-/// Log the observation and the line for one Pod.
-pub fn report(config: &Config, req: &Request) {
+/// Log the line for one Pod and return its observation (None: not measurable).
+pub fn report(config: &Config, req: &Request) -> Option<Observation> {
     let pod = req.pod();
     let pod_name = field(field(Some(pod), "metadata"), "name")
         .and_then(RawValue::as_str)
@@ -259,11 +259,10 @@ pub fn report(config: &Config, req: &Request) {
         Ok(ms) => ms,
         Err(why) => {
             log::warn(format!("cannot measure readiness of Pod {pod_name}: {why}"));
-            return;
+            return None;
         }
     };
     let seconds = format_seconds(latency);
-    log::info(format!("observe {OBSERVATION} {seconds}"));
     let kind = if req.is_entry { "entry" } else { "worker" };
     let message = format!(
         "Pod {pod_name} (role {}, {kind}) became Ready {seconds} s after creation",
@@ -277,12 +276,12 @@ pub fn report(config: &Config, req: &Request) {
     } else {
         log::info(message);
     }
+    Some(Observation::new(OBSERVATION, latency as f64 / 1000.0))
 }
 
-pub fn on_pod_ready(req: &Request) -> Result<(), String> {
+pub fn on_pod_ready(req: &Request) -> Result<Vec<Observation>, String> {
     let config = Config::parse(&req.config)?;
-    report(&config, req);
-    Ok(())
+    Ok(report(&config, req).into_iter().collect())
 }
 
 pub fn validate_config(req: &Request) -> Result<(), String> {
@@ -476,22 +475,41 @@ mod tests {
         let p = pod(Value::from("2025-03-01T09:00:00Z"), conditions);
         let (out, logs) = call(Value::Nil, p.clone(), true);
         assert!(out.is_empty());
+        // A v1 request: the observation is an `observe` line, after the Pod's line.
         assert_eq!(
             logs,
             vec![
-                (Level::Info, "observe pod_ready_seconds 61.250".to_owned()),
                 (
                     Level::Info,
                     "Pod llm-0-prefill-0-0 (role prefill, entry) became Ready 61.250 s after creation"
                         .to_owned()
                 ),
+                (Level::Info, "observe pod_ready_seconds 61.250".to_owned()),
             ]
         );
         let (_, logs) = call(Value::map([("warnAfterSeconds", 61)]), p.clone(), false);
-        assert_eq!(logs[1].0, Level::Warn);
-        assert!(logs[1].1.contains("(role prefill, worker)"), "{logs:?}");
+        assert_eq!(logs[0].0, Level::Warn);
+        assert!(logs[0].1.contains("(role prefill, worker)"), "{logs:?}");
         let (_, logs) = call(Value::map([("warnAfterSeconds", 62)]), p, false);
-        assert_eq!(logs[1].0, Level::Info);
+        assert_eq!(logs[0].0, Level::Info);
+    }
+
+    #[test]
+    fn a_v2_request_gets_the_observation_in_the_response() {
+        let conditions = Value::array([ready("2025-03-01T10:01:01.2509+01:00")]);
+        let p = pod(Value::from("2025-03-01T09:00:00Z"), conditions);
+        let mut bytes = request(Value::Nil, p, true);
+        let v1 = Request::decode(&bytes).unwrap().to_msgpack();
+        assert_eq!(v1, bytes);
+        let mut req = Request::decode(&v1).unwrap();
+        req.abi_version = 2;
+        bytes = req.to_msgpack();
+        let _ = take_logs();
+        let out = modelserving_call(Hook::OnPodReady, &bytes).unwrap();
+        let logs = take_logs();
+        let response = modelserving_plugin::Response::decode(&out).unwrap();
+        assert_eq!(response.observations, vec![("pod_ready_seconds".to_owned(), 61.25)]);
+        assert_eq!(logs.len(), 1, "{logs:?}"); // the Pod's line only
     }
 
     #[test]
@@ -501,7 +519,7 @@ mod tests {
             Value::array([ready("2025-03-01T08:59:00Z")]),
         );
         let (_, logs) = call(Value::Nil, p, true);
-        assert_eq!(logs[0].1, "observe pod_ready_seconds 0.000");
+        assert_eq!(logs[1].1, "observe pod_ready_seconds 0.000");
     }
 
     #[test]
