@@ -13,10 +13,14 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
-from modelserving.api.modelserving import ModelServing
 from modelserving.api.place import PodPlace
+
+if TYPE_CHECKING:
+    # Only an annotation here: the hook table stays importable without building the pydantic
+    # models (the command line's ``--hook`` choices come from it).
+    from modelserving.api.modelserving import ModelServing
 
 
 class Hook(enum.StrEnum):

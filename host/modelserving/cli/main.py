@@ -2,6 +2,10 @@
 
 Every known failure prints ``error: <message>`` on stderr and exits 1; the message names the
 object, the field or plugin, and the cause.
+
+Building the parser imports only the ``*_args`` modules (argparse and light modules); a command's
+implementation, with kopf, the Kubernetes client, wasmtime, pydantic or YAML, is imported when it
+runs, so ``--version`` and ``--help`` start fast (tests/unit/cli/test_startup_imports.py).
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from collections.abc import Sequence
 
 from modelserving import __version__
 from modelserving.api.errors import ModelServingError
-from modelserving.cli import crd_cmd, plugin_cmd, render_cmd, run_cmd
-from modelserving.cli.manifests import ManifestError
+from modelserving.cli import crd_args, plugin_args, render_args, run_args
+from modelserving.cli.errors import ManifestError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,10 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"modelserving {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    render_cmd.add_parser(sub)
-    crd_cmd.add_parser(sub)
-    plugin_cmd.add_parser(sub)
-    run_cmd.add_parser(sub)
+    render_args.add_parser(sub)
+    crd_args.add_parser(sub)
+    plugin_args.add_parser(sub)
+    run_args.add_parser(sub)
     return parser
 
 

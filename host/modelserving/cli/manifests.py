@@ -22,6 +22,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from modelserving.api.jsondata import find_json_problem
 from modelserving.api.validation import format_loc
+from modelserving.cli.errors import ManifestError as ManifestError
 from modelserving.controller.yamltext import MAX_DEPTH, YamlInvalid, YamlRefused, load_all
 
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -29,10 +30,6 @@ _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _STR_TAG = "tag:yaml.org,2002:str"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
-
-
-class ManifestError(ValueError):
-    """A file that cannot be read as Kubernetes manifests."""
 
 
 def read_documents(path: str) -> Iterator[dict[str, Any]]:

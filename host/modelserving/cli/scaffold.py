@@ -25,12 +25,14 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import modelserving
 from modelserving.api.names import is_dns1123_label
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 TEMPLATES = "templates"
 PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}")
@@ -271,6 +273,8 @@ def substitute(text: str, values: dict[str, str], where: str) -> str:
 
 def render(language: Language, values: dict[str, str]) -> dict[str, str]:
     """The project's files (relative POSIX path: content) from the language's template set."""
+    from importlib import resources  # here: ``plugin --help`` reads LANGUAGES, not templates
+
     folder = resources.files("modelserving.cli").joinpath(TEMPLATES, language.name)
     if not language.has_templates or not folder.is_dir():
         raise ScaffoldError(
