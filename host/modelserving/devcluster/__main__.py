@@ -22,7 +22,11 @@ def _say(message: str) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    binaries = build.build_all()
+    try:
+        binaries = build.build_all()
+    except build.BuildError as error:
+        _say(f"build failed: {error}")
+        return 1
     for name, path in sorted(binaries.items()):
         print(f"{name}\t{path}")
     _say(f"all components ready in {time.monotonic() - started:.1f}s")

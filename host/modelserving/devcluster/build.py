@@ -30,8 +30,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +60,7 @@ VOLCANO_CRDS_SOURCE = "installer/helm/chart/volcano/crd/bases"
 BINARY = "multicall"
 """The file name of a bundle's binary in ``bin/``; each program is a symlink to it."""
 
+_LOCK_POLL_S = 0.2
 MULTICALL = Path(__file__).with_name("multicall")
 """The Go sources of the multi-call binary: ``main.go`` and ``<component name>.go`` each."""
 
@@ -276,10 +279,22 @@ def read_stamp(directory: Path, bundle: Bundle) -> dict[str, object] | None:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, running: _Running | None = None) -> Iterator[None]:
+    """Hold the bundle's file lock (another process may be building it). A thread of
+    ``build_all`` waits for it in steps, so a stopping build does not wait for the other."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        if running is None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        else:
+            while True:
+                if running.stopping:
+                    raise BuildError(f"waiting for {path.name} given up: the build is stopping")
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    time.sleep(_LOCK_POLL_S)
         try:
             yield
         finally:
@@ -304,9 +319,44 @@ def go_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run(args: Sequence[str], cwd: Path, log: Path, env: Mapping[str, str]) -> str:
+class _Running:
+    """The ``go`` commands of the builds under way (several bundles build at once), so an
+    interruption seen by the main thread can stop them all; once stopping, none starts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[str]] = set()
+        self.stopping = False
+
+    def add(self, proc: subprocess.Popen[str]) -> bool:
+        with self._lock:
+            if not self.stopping:
+                self._procs.add(proc)
+            return not self.stopping
+
+    def discard(self, proc: subprocess.Popen[str]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.stopping = True
+            procs = list(self._procs)
+        for proc in procs:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _run(
+    args: Sequence[str],
+    cwd: Path,
+    log: Path,
+    env: Mapping[str, str],
+    running: _Running | None = None,
+) -> str:
     """Run a ``go`` command in its own process group, output to ``log``; on any exception
-    (a signal turned into one by the caller's guard) the whole group is killed."""
+    (a signal turned into one by the caller's guard) the whole group is killed, as it is by
+    ``running.stop_all()`` from another thread."""
     with log.open("a") as out:
         out.write(f"$ {' '.join(args)}\n")
         out.flush()
@@ -319,11 +369,17 @@ def _run(args: Sequence[str], cwd: Path, log: Path, env: Mapping[str, str]) -> s
             text=True,
             start_new_session=True,
         ) as proc:
+            if running is not None and not running.add(proc):
+                _kill_group(proc)
+                raise BuildError(f"{' '.join(args[:3])} not run: the build is stopping")
             try:
                 stdout, _ = proc.communicate()
             except BaseException:
                 _kill_group(proc)
                 raise
+            finally:
+                if running is not None:
+                    running.discard(proc)
         out.write(stdout)
     if proc.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-25:])
@@ -338,10 +394,12 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
     proc.wait()
 
 
-def _download(spec: Upstream, cwd: Path, log: Path, env: Mapping[str, str]) -> tuple[str, Path]:
+def _download(
+    spec: Upstream, cwd: Path, log: Path, env: Mapping[str, str], running: _Running | None
+) -> tuple[str, Path]:
     """Download the upstream module: its go.mod text and its (read-only) source folder."""
     target = f"{spec.module}@{spec.component.version}"
-    info = json.loads(_run(["go", "mod", "download", "-json", target], cwd, log, env))
+    info = json.loads(_run(["go", "mod", "download", "-json", target], cwd, log, env, running))
     return Path(info["GoMod"]).read_text(), Path(info["Dir"])
 
 
@@ -392,12 +450,13 @@ def bundle_assets(bundle: Bundle, target: str) -> list[Path]:
     return sorted((bundle_dir(bundle) / target).glob("*.yaml"))
 
 
-def build_bundle(bundle: Bundle, *, quiet: bool = False) -> Path:
-    """Build ``bundle`` into its cache folder unless already there; return its ``bin`` dir."""
+def build_bundle(bundle: Bundle, *, quiet: bool = False, running: _Running | None = None) -> Path:
+    """Build ``bundle`` into its cache folder unless already there; return its ``bin`` dir.
+    ``running`` (from ``build_all``) collects its ``go`` commands, to be stopped together."""
     directory = bundle_dir(bundle)
     if read_stamp(directory, bundle) is not None:
         return directory / "bin"
-    with _locked(directory.with_name(directory.name + ".lock")):
+    with _locked(directory.with_name(directory.name + ".lock"), running):
         if read_stamp(directory, bundle) is not None:
             return directory / "bin"
         if shutil.which("go") is None:
@@ -409,7 +468,9 @@ def build_bundle(bundle: Bundle, *, quiet: bool = False) -> Path:
                 file=sys.stderr,
             )
         with SignalGuard():  # SIGTERM/SIGHUP/SIGINT: stop the compilers, then die of it
-            _build_into(directory, bundle, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            _build_into(
+                directory, bundle, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), running
+            )
         seconds = round(time.monotonic() - started, 1)
         go_version = subprocess.run(
             ["go", "version"], capture_output=True, text=True, check=False
@@ -426,7 +487,7 @@ def build_bundle(bundle: Bundle, *, quiet: bool = False) -> Path:
     return directory / "bin"
 
 
-def _build_into(directory: Path, bundle: Bundle, build_date: str) -> None:
+def _build_into(directory: Path, bundle: Bundle, build_date: str, running: _Running | None) -> None:
     src, tmp_bin, log = directory / "src", directory / "bin.partial", directory / "build.log"
     shutil.rmtree(tmp_bin, ignore_errors=True)
     (directory / STAMP).unlink(missing_ok=True)
@@ -439,7 +500,7 @@ def _build_into(directory: Path, bundle: Bundle, build_date: str) -> None:
     replaces: dict[str, dict[str, str]] = {}
     folders: dict[str, str] = {}
     for spec in specs:
-        upstream_mod, module_dir = _download(spec, directory, log, env)
+        upstream_mod, module_dir = _download(spec, directory, log, env, running)
         _copy_assets(spec, module_dir, directory)
         if spec.patches:
             folders[spec.module] = f"patched-{spec.component.name}"
@@ -476,6 +537,7 @@ def _build_into(directory: Path, bundle: Bundle, build_date: str) -> None:
         src,
         log,
         env,
+        running,
     )
     if not (tmp_bin / BINARY).is_file():
         raise BuildError(f"building {bundle.key} did not produce {BINARY}")
@@ -486,7 +548,26 @@ def _build_into(directory: Path, bundle: Bundle, build_date: str) -> None:
 
 
 def build_all(*, quiet: bool = False) -> dict[str, Path]:
-    """Build every bundle; map each program name to its path (a symlink in ``bin/``)."""
+    """Build every bundle; map each program name to its path (a symlink in ``bin/``).
+
+    Bundles not yet built are built at the same time, one thread each: one ``go build`` leaves
+    a core idle much of the time (downloads, the single-threaded link, the last large packages),
+    which the other fills. A signal or error in one stops every ``go`` command of them all."""
+    pending = [bundle for bundle in BUNDLES if read_stamp(bundle_dir(bundle), bundle) is None]
+    if len(pending) > 1:
+        running = _Running()
+        with SignalGuard(), ThreadPoolExecutor(len(pending), "devcluster-build") as pool:
+            futures = [pool.submit(build_bundle, b, quiet=quiet, running=running) for b in pending]
+            try:
+                while True:  # in steps: a signal handler runs between them
+                    done, not_done = wait(futures, timeout=0.5, return_when=FIRST_EXCEPTION)
+                    for future in done:
+                        future.result()  # the first failure, raised here
+                    if not not_done:
+                        break
+            except BaseException:
+                running.stop_all()
+                raise
     binaries: dict[str, Path] = {}
     for bundle in BUNDLES:
         bin_dir = build_bundle(bundle, quiet=quiet)

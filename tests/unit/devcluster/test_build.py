@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -314,3 +316,128 @@ def test_an_interrupted_go_command_leaves_none_of_its_processes(tmp_path: Path) 
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert wait_until_gone(marker) == []
+
+
+# A stand-in for `go`: `mod download` makes a small module (with what the recipes copy or
+# patch), `build` writes the binary after FAKE_GO_SLEEP seconds, noting its start and end in
+# FAKE_GO_LOG; a build whose folder names FAKE_GO_FAIL fails at once.
+FAKE_GO = """#!{python}
+import json, os, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+if args[:1] == ["version"]:
+    print("go version go0.0-fake linux/amd64")
+elif args[:2] == ["mod", "download"]:
+    module = Path(os.environ["FAKE_GO_MODS"]) / args[-1].replace("/", "_")
+    informer = module / "pkg/utils/informer/informer.go"
+    crds = module / "installer/helm/chart/volcano/crd/bases"
+    for folder in (informer.parent, crds):
+        folder.mkdir(parents=True, exist_ok=True)
+    informer.write_text("k := metav1.InitialEventsListBlueprintAnnotationKey\\n")
+    (crds / "podgroups.yaml").write_text("kind: CustomResourceDefinition\\n")
+    (module / "go.mod").write_text("module fake\\n\\ngo 1.22\\n")
+    print(json.dumps({{"GoMod": str(module / "go.mod"), "Dir": str(module)}}))
+elif args[:1] == ["build"]:
+    name = Path.cwd().parent.name
+    fail = os.environ.get("FAKE_GO_FAIL")
+    if fail and fail in name:
+        sys.exit("fake compile error")
+    with open(os.environ["FAKE_GO_LOG"], "a") as log:
+        log.write(f"start {{name}} {{time.time()}}\\n")
+    time.sleep(float(os.environ["FAKE_GO_SLEEP"]))
+    out = Path(args[args.index("-o") + 1])
+    out.write_text("#!/bin/sh\\n")
+    out.chmod(0o755)
+    with open(os.environ["FAKE_GO_LOG"], "a") as log:
+        log.write(f"end {{name}} {{time.time()}}\\n")
+else:
+    sys.exit(f"fake go: unexpected {{args}}")
+"""
+
+
+def _fake_go(tmp_path: Path, sleep: float, fail: str = "") -> dict[str, str]:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "go").write_text(FAKE_GO.format(python=sys.executable))
+    (tools / "go").chmod(0o755)
+    return {
+        "PATH": f"{tools}:{os.environ['PATH']}",
+        "MODELSERVING_CACHE": str(tmp_path / "cache"),
+        "FAKE_GO_MODS": str(tmp_path / "mods"),
+        "FAKE_GO_LOG": str(tmp_path / "go.log"),
+        "FAKE_GO_SLEEP": str(sleep),
+        "FAKE_GO_FAIL": fail,
+    }
+
+
+def _builds(log: Path) -> dict[str, dict[str, float]]:
+    spans: dict[str, dict[str, float]] = {}
+    for line in log.read_text().splitlines():
+        event, name, when = line.split()
+        spans.setdefault(name, {})[event] = float(when)
+    return spans
+
+
+def test_bundles_not_built_yet_are_built_at_the_same_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in _fake_go(tmp_path, sleep=1.0).items():
+        monkeypatch.setenv(name, value)
+    binaries = build.build_all(quiet=True)
+    assert set(binaries) == {name for bundle in BUNDLES for name in bundle.binaries}
+    assert all(path.is_file() for path in binaries.values())
+    spans = _builds(tmp_path / "go.log")
+    assert set(spans) == {bundle.key for bundle in BUNDLES}
+    first, second = sorted(spans.values(), key=lambda span: span["start"])
+    assert second["start"] < first["end"]  # overlapping, not one after the other
+    # The kwok patch was made in the control plane's wrapper, the CRDs copied for Volcano.
+    src = bundle_dir(CONTROL_PLANE) / "src"
+    assert "sigs.k8s.io/kwok => ./patched-kwok" in (src / "go.mod").read_text()
+    assert build.bundle_assets(VOLCANO_BUNDLE, build.ASSET_CRDS)
+    (tmp_path / "go.log").unlink()
+    assert build.build_all(quiet=True) == binaries  # cached: no go build at all
+    assert not (tmp_path / "go.log").exists()
+
+
+def test_one_failed_bundle_stops_the_others_build(tmp_path: Path) -> None:
+    env = {**os.environ, **_fake_go(tmp_path, sleep=300, fail="volcano")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "modelserving.devcluster", "build"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    (failure,) = [line for line in done.stderr.splitlines() if "build failed" in line]
+    assert failure.startswith("devcluster: build failed: go build -trimpath failed (1); log ")
+    assert VOLCANO_BUNDLE.key in failure
+    assert done.stderr.endswith("fake compile error\n")  # the end of the log is quoted
+    assert time.monotonic() - started < 60  # the control plane's 300 s build was stopped
+    assert wait_until_gone(str(tmp_path / "tools" / "go")) == []
+
+
+def test_a_signal_stops_every_bundle_build(tmp_path: Path) -> None:
+    env = {**os.environ, **_fake_go(tmp_path, sleep=300)}
+    builder = subprocess.Popen(
+        [sys.executable, "-m", "modelserving.devcluster", "build"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        log = tmp_path / "go.log"
+        while not (log.exists() and len(_builds(log)) == len(BUNDLES)):
+            assert time.monotonic() < deadline and builder.poll() is None
+            time.sleep(0.05)
+        builder.send_signal(signal.SIGTERM)
+        assert builder.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        builder.kill()
+        builder.communicate()
+    assert wait_until_gone(str(tmp_path / "tools" / "go")) == []
+    assert all("end" not in span for span in _builds(tmp_path / "go.log").values())
