@@ -1,5 +1,8 @@
 """``make bench``, render part, then the others: prints measured performance figures.
 
+First the CLI start-up figure (``bench.startup``: ``--version`` and ``render --help`` against the
+0.3 s target).
+
 Render of a 1,000-Pod ModelServing (125 ServingGroups x 1 role x (1 entry + 7 workers)) with a
 demo-pod-tweaks plugin: parse + chain build + generation + OnPodCreate, YAML output, reading the
 rendered 1,000-Pod stream back (all the input checks), the whole ``modelserving render`` command
@@ -26,6 +29,7 @@ from typing import Any
 from modelserving.api.validation import parse_model_serving
 from modelserving.bench import controller as bench_controller
 from modelserving.bench import plugins as bench_plugins
+from modelserving.bench import startup as bench_startup
 from modelserving.chain import build_chain
 from modelserving.chain.render import render
 from modelserving.cli.main import main as cli_main
@@ -92,6 +96,8 @@ def run_process(argv: list[str]) -> None:
 
 
 def main() -> None:
+    bench_startup.main()
+    print()
     doc = thousand_pod_manifest()
 
     def objects() -> list[dict[str, Any]]:
