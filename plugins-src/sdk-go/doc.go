@@ -1,4 +1,4 @@
-// Package plugin is the Go guest SDK for modelserving WebAssembly plugins (ABI v1, see
+// Package plugin is the Go guest SDK for modelserving WebAssembly plugins (ABI v1 and v2, see
 // abi/README.md at the top of the repository).
 //
 // A plugin is a main package built as a WASI reactor:
@@ -6,7 +6,8 @@
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -ldflags="-s -w" -o plugin.wasm .
 //
 // It describes its hooks with a [Plugin] value and exports each hook it implements with one
-// line of glue; this package exports the ABI marker modelserving_abi_v1 and ms_alloc itself:
+// line of glue; this package exports the ABI markers modelserving_abi_v1 and modelserving_abi_v2
+// and ms_alloc itself:
 //
 //	var teamLabel = plugin.Plugin{OnPodCreate: onPodCreate, ValidateConfig: validateConfig}
 //
@@ -17,6 +18,15 @@
 //	func msValidateConfig(ptr, size uint32) uint64 { return teamLabel.Export(plugin.ValidateConfig, ptr, size) }
 //
 //	func main() {}
+//
+// A plugin that measures something sets OnPodReadyObserve instead of OnPodReady and returns
+// [Observation]s; the SDK checks them by the host's rules and sends them in the form the
+// request asks for: in the response for a v2 host (abiVersion 2), as "observe" log lines for a
+// host that knows only v1:
+//
+//	func onPodReady(req *plugin.Request) ([]plugin.Observation, error) {
+//		return []plugin.Observation{{Name: "my_step_seconds", Seconds: 1.5}}, nil
+//	}
 //
 // What the package provides:
 //

@@ -13,6 +13,12 @@ import "unsafe"
 //go:wasmexport modelserving_abi_v1
 func modelservingABIv1() {}
 
+// modelservingABIv2 is the ABI v2 marker (never called): a v2 host sends abiVersion 2 and takes
+// observations from the response; a host that knows only v1 uses the v1 marker.
+//
+//go:wasmexport modelserving_abi_v2
+func modelservingABIv2() {}
+
 // pinned keeps every buffer handed to the host alive (the instance is discarded after one
 // call, so nothing is ever freed).
 var pinned [][]byte

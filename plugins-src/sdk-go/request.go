@@ -2,8 +2,13 @@ package plugin
 
 import "strconv"
 
-// ABIVersion is the ABI version this SDK speaks (abiVersion in every request).
-const ABIVersion = 1
+// ABIVersion is the newest ABI version this SDK speaks. A plugin exports the markers of versions
+// 1 and 2 and answers requests of either (abiVersion): a v2 host sends 2 and takes observations
+// in the response, a host that knows only v1 sends 1 and gets them as observe log lines.
+const ABIVersion = 2
+
+// ABIVersionMin is the oldest ABI version this SDK answers.
+const ABIVersionMin = 1
 
 // Hook is a hook point.
 type Hook uint8
@@ -58,11 +63,14 @@ func HookNamed(name string) (Hook, bool) {
 // decoded into a [Value], and ModelServing and Pod stay undecoded [Raw] views: navigate them
 // with Get, Path, Items and Entries, or decode them with Value when the whole object is needed.
 //
-// For OnPodCreate and OnPodReady every field is set; for ValidateConfig only Hook, PluginName
-// and Config are, the strings are empty, IsEntry is false and Pod and ModelServing are nil.
+// For OnPodCreate and OnPodReady every field is set; for ValidateConfig only ABIVersion, Hook,
+// PluginName and Config are, the strings are empty, IsEntry is false and Pod and ModelServing are nil.
 // Request keys this SDK does not know are ignored.
 type Request struct {
-	Hook Hook
+	// ABIVersion is the request's abiVersion: 1 or 2 (in a Request built to be encoded, 0
+	// stands for [ABIVersion]).
+	ABIVersion int
+	Hook       Hook
 	// PluginName is the plugin's name in the ModelServing's plugin list.
 	PluginName string
 	// Config is the plugin's config exactly as written in the ModelServing (nil when absent),
@@ -122,7 +130,8 @@ func DecodeRequest(b []byte) (*Request, error) {
 	if !ok || abi.Kind() != KindInt {
 		return nil, wrong("abiVersion", "int", abi, ok)
 	}
-	if v, isInt := abi.Int(); !isInt || v != ABIVersion {
+	v, isInt := abi.Int()
+	if !isInt || v < ABIVersionMin || v > ABIVersion {
 		var text string
 		if isInt {
 			text = strconv.FormatInt(v, 10)
@@ -130,8 +139,9 @@ func DecodeRequest(b []byte) (*Request, error) {
 			u, _ := abi.Uint()
 			text = strconv.FormatUint(u, 10)
 		}
-		return nil, requestError("abiVersion " + text + " is not supported (this plugin speaks " + strconv.Itoa(ABIVersion) + ")")
+		return nil, requestError("abiVersion " + text + " is not supported (this plugin speaks " + strconv.Itoa(ABIVersionMin) + " to " + strconv.Itoa(ABIVersion) + ")")
 	}
+	r.ABIVersion = int(v)
 	hook, ok := field(1)
 	if !ok || hook.Kind() != KindStr {
 		return nil, wrong("hook", "str", hook, ok)
@@ -220,8 +230,8 @@ func (r *Request) PodName() string {
 	return ""
 }
 
-// Encode gives back the request bytes the host would send (to build test requests). Key
-// order: abiVersion, hook, plugin {name, config}, then for the Pod hooks modelServing,
+// Encode gives back the request bytes the host would send (to build test requests): abiVersion
+// is r.ABIVersion, [ABIVersion] when that is 0. Key order: abiVersion, hook, plugin {name, config}, then for the Pod hooks modelServing,
 // servingGroup, roleName, roleId, isEntry, pod. Pod and ModelServing are copied as they are.
 func (r *Request) Encode() []byte {
 	podHook := r.Hook.HasPod()
@@ -232,7 +242,11 @@ func (r *Request) Encode() []byte {
 		out = AppendMapHeader(out, 3)
 	}
 	out = AppendString(out, "abiVersion")
-	out = AppendInt(out, ABIVersion)
+	version := r.ABIVersion
+	if version == 0 {
+		version = ABIVersion
+	}
+	out = AppendInt(out, int64(version))
 	out = AppendString(out, "hook")
 	out = AppendString(out, r.Hook.String())
 	out = AppendString(out, "plugin")

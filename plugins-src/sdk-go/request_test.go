@@ -44,6 +44,27 @@ func TestDecodesAPodHookRequest(t *testing.T) {
 	}
 }
 
+func TestRequestsOfBothABIVersionsAreAnswered(t *testing.T) {
+	for _, version := range []int{1, 2} {
+		m := podRequest()
+		m.Set("abiVersion", version)
+		b := Encode(m)
+		r, err := DecodeRequest(b)
+		if err != nil || r.ABIVersion != version {
+			t.Fatalf("abiVersion %d: %v %+v", version, err, r)
+		}
+		if string(r.Encode()) != string(b) {
+			t.Errorf("abiVersion %d: Encode does not give the request back", version)
+		}
+	}
+	// A Request built by hand says the newest version.
+	r := &Request{Hook: ValidateConfig, PluginName: "p"}
+	back, err := DecodeRequest(r.Encode())
+	if err != nil || back.ABIVersion != ABIVersion || ABIVersion != 2 || ABIVersionMin != 1 {
+		t.Error(err, back)
+	}
+}
+
 func TestValidateConfigNeedsNoPod(t *testing.T) {
 	b := Encode(Map{{"abiVersion", 1}, {"hook", "ValidateConfig"}, {"plugin", Map{{"name", "p"}}}})
 	r, err := DecodeRequest(b)
@@ -84,7 +105,11 @@ func TestRequestErrorsSayWhatIsWrong(t *testing.T) {
 		request Value
 		want    string
 	}{
-		{with("abiVersion", 2), "request: abiVersion 2 is not supported (this plugin speaks 1)"},
+		{with("abiVersion", 3), "request: abiVersion 3 is not supported (this plugin speaks 1 to 2)"},
+		{with("abiVersion", 0), "request: abiVersion 0 is not supported (this plugin speaks 1 to 2)"},
+		{with("abiVersion", -1), "request: abiVersion -1 is not supported (this plugin speaks 1 to 2)"},
+		{with("abiVersion", uint64(1<<63)), "request: abiVersion 9223372036854775808 is not supported (this plugin speaks 1 to 2)"},
+		{with("abiVersion", 2.0), "request: 'abiVersion' must be a int, got float"},
 		{with("abiVersion", "1"), "request: 'abiVersion' must be a int, got str"},
 		{with("abiVersion", "<absent>"), "request: 'abiVersion' is missing"},
 		{with("hook", "OnPodDelete"), "request: unknown hook 'OnPodDelete'"},

@@ -1,6 +1,9 @@
 package plugin
 
-// Hook responses: {"patch": [...]}, {"error": "..."} or nothing at all.
+// Hook responses: {"patch": [...]}, {"observations": [...]} (ABI v2, see observation.go),
+// {"error": "..."} or nothing at all.
+
+import "strconv"
 
 // EmptyError is the message used when a plugin fails with an empty one (an empty error would
 // mean success).
@@ -36,8 +39,9 @@ func ErrorResponse(message string) []byte {
 // Response is a decoded response, for tests of plugins (the host has its own, stricter
 // decoder).
 type Response struct {
-	Patch []Value // the operations as maps (empty when none)
-	Error string  // "" when none
+	Patch        []Value       // the operations as maps (empty when none)
+	Error        string        // "" when none
+	Observations []Observation // ABI v2 (empty when none)
 }
 
 // DecodeResponse decodes response bytes; empty bytes are the empty response.
@@ -61,6 +65,13 @@ func DecodeResponse(b []byte) (Response, error) {
 				r.Patch = x
 				continue
 			}
+			if e.Key == "observations" {
+				var err error
+				if r.Observations, err = decodeObservations(x); err != nil {
+					return r, err
+				}
+				continue
+			}
 		case string:
 			if e.Key == "error" {
 				r.Error = x
@@ -70,4 +81,42 @@ func DecodeResponse(b []byte) (Response, error) {
 		return r, &requestErr{"response: unexpected '" + e.Key + "' (" + TypeName(e.Value) + ")"}
 	}
 	return r, nil
+}
+
+// decodeObservations reads the items of a response's observations.
+func decodeObservations(items []Value) ([]Observation, error) {
+	out := make([]Observation, 0, len(items))
+	for i, item := range items {
+		o, ok := decodeObservation(item)
+		if !ok {
+			return nil, &requestErr{"response: observations[" + strconv.Itoa(i) + "]: {name, seconds} expected, got " + TypeName(item)}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// decodeObservation reads a map of exactly a string name and a number of seconds.
+func decodeObservation(item Value) (Observation, bool) {
+	m, ok := item.(Map)
+	if !ok || len(m) != 2 { // a decoded map has no repeated keys
+		return Observation{}, false
+	}
+	name, _ := m.Get("name")
+	seconds, _ := m.Get("seconds")
+	o := Observation{}
+	if o.Name, ok = name.(string); !ok {
+		return o, false
+	}
+	switch x := seconds.(type) {
+	case float64:
+		o.Seconds = x
+	case int64:
+		o.Seconds = float64(x)
+	case uint64:
+		o.Seconds = float64(x)
+	default:
+		return o, false
+	}
+	return o, true
 }

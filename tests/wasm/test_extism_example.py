@@ -53,7 +53,7 @@ def failure(sandbox: Sandbox, module: bytes, config: Any, **limits: int) -> Plug
 
 def test_it_is_an_extism_plugin_with_wasi(sandbox: Sandbox, module: bytes) -> None:
     info = sandbox.load(module).info
-    assert (info.flavour, info.abi_version) == ("extism", 1)
+    assert (info.flavour, info.abi_version) == ("extism", 2)
     assert module_hooks(info) == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
     assert info.wasi
     assert "wasi_snapshot_preview1.poll_oneoff" in info.imports  # the Go runtime's

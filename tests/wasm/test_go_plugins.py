@@ -2,7 +2,8 @@
 (examples/wasm/go-demo-pod-tweaks.wasm, built by `make wasm-go` from plugins-src/examples-go/)
 replays the ABI vectors through the host and answers byte for byte as the Rust built-in does,
 under the default limits; what a standard-Go reactor needs from the host (_initialize, WASI)
-and from the limits; and its size against a ConfigMap's."""
+and from the limits; and its size against a ConfigMap's. The SDK speaks ABI v2: the ready-timer
+example's observations reach the host in the response, and as observe lines under v1."""
 
 from __future__ import annotations
 
@@ -10,16 +11,22 @@ import base64
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from modelserving.api.hook import Hook
+from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.observation import Observation
+from modelserving.api.place import PodPlace
+from modelserving.api.validation import parse_model_serving
 from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.exports import HOOK_EXPORTS, module_hooks
 from modelserving.plugins.modules import CONFIG_MAP_MAX_BYTES, ModuleTooLarge, check_module_size
+from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import CallFailure, Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from tests import vectors
+from tests.vectors import MODEL_SERVING
 from tests.wasm.test_differential import configs, module_response, native, pods
 from tests.wasm.test_vectors import FILES, load, wasm_outcome
 
@@ -40,10 +47,11 @@ def demo() -> bytes:
 
 def test_a_go_module_is_a_wasi_reactor_with_the_sdk_exports(sandbox: Sandbox, demo: bytes) -> None:
     info = sandbox.load(demo).info
-    assert (info.flavour, info.abi_version) == ("modelserving", 1)
+    assert (info.flavour, info.abi_version) == ("modelserving", 2)
     assert module_hooks(info) == (Hook.ON_POD_CREATE, Hook.VALIDATE_CONFIG)
     assert info.initialize and info.wasi
-    assert {"_initialize", "memory", "modelserving_abi_v1", "ms_alloc"} <= set(info.exports)
+    markers = {"modelserving_abi_v1", "modelserving_abi_v2"}
+    assert {"_initialize", "memory", "ms_alloc", *markers} <= set(info.exports)
     # The Go runtime's WASI imports (all served, with nothing in them) and the SDK's log.
     assert "modelserving.log" in info.imports
     wasi = {i.removeprefix("wasi_snapshot_preview1.") for i in info.imports if "wasi" in i}
@@ -136,7 +144,7 @@ def test_three_mib_are_enough(sandbox: Sandbox, demo: bytes) -> None:
     assert result.response == base64.b64decode(vector["expect"]["response"])
 
 
-@pytest.mark.parametrize("name", ["demo-pod-tweaks", "team-label-extism"])
+@pytest.mark.parametrize("name", ["demo-pod-tweaks", "team-label-extism", "ready-timer"])
 def test_a_go_module_needs_gzip_to_fit_a_configmap(name: str) -> None:
     """Standard Go modules are about 2 MB, a ConfigMap holds 1 MiB: gzip-compressed they fit."""
     module = go_module(name)
@@ -144,3 +152,71 @@ def test_a_go_module_needs_gzip_to_fit_a_configmap(name: str) -> None:
     with pytest.raises(ModuleTooLarge, match=r"1 MiB\): store it gzip-compressed"):
         check_module_size(module)
     assert check_module_size(module, gzipped=True) < CONFIG_MAP_MAX_BYTES * 3 // 4
+
+
+# --- ABI v2: observations from a Go module -----------------------------------------------------
+
+
+def ready_request() -> HookRequest:
+    """An OnPodReady request for a Pod that became Ready 61.25 s after its creation."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "llama-0-server-0-0", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": "server", "image": "vllm"}]},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:01:01.25Z"}
+            ]
+        },
+    }
+    where = PodPlace("llama-0", "server", "server-0", True)
+    return HookRequest(Hook.ON_POD_READY, parse_model_serving(MODEL_SERVING), where, pod)
+
+
+@pytest.fixture(scope="module")
+def timer() -> bytes:
+    return go_module("ready-timer")
+
+
+def timer_plugin(sandbox: Sandbox, module: bytes) -> WasmPlugin:
+    return WasmPlugin("timer", None, sandbox.load(module), sandbox, sandbox.limits())
+
+
+def test_a_go_modules_v2_observations_reach_the_host(sandbox: Sandbox, timer: bytes) -> None:
+    """Both markers: the host runs it as v2, and the observation comes in the response."""
+    p = timer_plugin(sandbox, timer)
+    assert p.compiled.info.abi_version == 2
+    assert module_hooks(p.compiled.info) == (Hook.ON_POD_READY, Hook.VALIDATE_CONFIG)
+    request = ready_request()
+    outcome = p.run(Hook.ON_POD_READY, p.encode(request), request.pod_name)
+    expected = [Observation("pod_ready_seconds", 61.25)]
+    assert outcome.response.observations == expected
+    assert (outcome.observations, outcome.call.logs) == (expected, [])
+    assert p.on_pod_ready(request) == expected
+
+
+def test_a_go_module_observes_by_log_line_for_a_v1_request(sandbox: Sandbox, timer: bytes) -> None:
+    """What a host that knows only v1 sends: the answer is empty, the observation a log line
+    the host reads as one."""
+    p = timer_plugin(sandbox, timer)
+    request = ready_request()
+    v1 = msgpack.unpackb(p.encode(request))
+    v1["abiVersion"] = 1
+    payload = msgpack.packb(v1)
+    result = sandbox.call(p.compiled, "ms_on_pod_ready", payload, sandbox.limits())
+    assert result.response == b""
+    lines = [(r.level, r.message, r.source) for r in result.logs]
+    assert lines == [("info", "observe pod_ready_seconds 61.250", "log")]
+    reply = p.call_bytes(Hook.ON_POD_READY, payload, request.pod_name)
+    assert (reply.failure, reply.observations) == (None, [Observation("pod_ready_seconds", 61.25)])
+
+
+def test_a_go_module_refuses_abi_version_3(sandbox: Sandbox, timer: bytes) -> None:
+    p = timer_plugin(sandbox, timer)
+    v3 = msgpack.unpackb(p.encode(ready_request()))
+    v3["abiVersion"] = 3
+    result = sandbox.call(p.compiled, "ms_on_pod_ready", msgpack.packb(v3), sandbox.limits())
+    assert msgpack.unpackb(result.response) == {
+        "error": "request: abiVersion 3 is not supported (this plugin speaks 1 to 2)"
+    }

@@ -12,10 +12,10 @@
 //   - roles: role names whose Pods get the label; absent or empty = every role.
 //
 // An Extism module exports its hooks as on_pod_create / on_pod_ready / validate_config, of
-// type () -> i32, and the ABI marker modelserving_abi_v1 (the SDK exports the marker; it also
-// exports ms_alloc, which the Extism flavour does not use). The request is the Extism input,
-// the response the Extism output; a hook that fails sets an Extism error (the host reports it
-// as PluginError, with the text). It may not import modelserving.log, so it does not call the
+// type () -> i32, and the ABI markers modelserving_abi_v1 and modelserving_abi_v2 (the SDK
+// exports them; it also exports ms_alloc, which the Extism flavour does not use). The request
+// is the Extism input, the response the Extism output; a hook that fails sets an Extism error
+// (the host reports it as PluginError, with the text). It may not import modelserving.log, so it does not call the
 // SDK's logging functions.
 package main
 
