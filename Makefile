@@ -185,7 +185,8 @@ kthena-revision-check: ## (opt-in, builds Go) the Kthena type schema is fresh an
 # module fuzz test (tests/wasm/test_fuzz_modules.py) feeds them through the sandbox. Built from
 # its own Cargo.lock (exact crates from crates.io, --locked) into the cache under a key of its
 # sources, with rustup's pinned toolchain (wasm-smith needs Rust 1.88 or later; Debian's 1.63 of
-# plugins-src/build.sh is too old) and build.sh's CARGO_HOME: about 40 s on 2 cores, once.
+# plugins-src/build.sh is too old) and build.sh's CARGO_HOME, unoptimised
+# (tests/wasm/smith/Cargo.toml says why): about 40 s of CPU, once.
 # The tests find the binary through $(SMITH), exported below.
 .PHONY: smith fuzz
 
