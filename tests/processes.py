@@ -26,6 +26,15 @@ BUSY_LOOP = [
 ]
 
 
+def default_signals() -> None:
+    """``preexec_fn`` of a child that must die of SIGINT, SIGHUP and SIGTERM as a terminal's
+    would: a non-interactive shell's background job (``make test &``, a CI step) starts with
+    SIGINT ignored and passes that on, and the dev cluster's start keeps an ignored signal
+    ignored."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 @contextmanager
 def cpu_contention(per_core: int = 2) -> Iterator[None]:
     """``per_core`` busy-loop processes for every core, killed when the block ends."""

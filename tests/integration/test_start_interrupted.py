@@ -18,7 +18,7 @@ import pytest
 
 from modelserving import devcluster
 from modelserving.devcluster import procs
-from tests.processes import cpu_contention, kill_all, mentioning, wait_until_gone
+from tests.processes import cpu_contention, default_signals, kill_all, mentioning, wait_until_gone
 
 PHASES = (
     "starting etcd",
@@ -47,11 +47,6 @@ def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
             print(f"--- {log}\n" + "\n".join(tail))
 
 
-def _default_signals() -> None:
-    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_DFL)
-
-
 def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int, str]:
     """Run ``up``, send ``signum`` when it reports ``phase``; its exit code and output."""
     starter = subprocess.Popen(
@@ -59,9 +54,7 @@ def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        # as from a terminal: a shell's background job (`make test` runs the integration
-        # tests as one) ignores SIGINT and passes that on, and `up` respects an ignored signal
-        preexec_fn=_default_signals,
+        preexec_fn=default_signals,  # as from a terminal, whatever this process inherited
     )
     try:
         assert starter.stderr is not None

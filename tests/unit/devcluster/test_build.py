@@ -28,7 +28,7 @@ from modelserving.devcluster.versions import (
     cache_root,
     go_cache_dirs,
 )
-from tests.processes import wait_until_gone
+from tests.processes import default_signals, wait_until_gone
 
 UPSTREAM = """module go.etcd.io/etcd/server/v3
 
@@ -426,7 +426,7 @@ def test_a_signal_stops_every_bundle_build(tmp_path: Path) -> None:
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        preexec_fn=default_signals,
     )
     try:
         deadline = time.monotonic() + 60

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from modelserving.devcluster import cluster, procs
-from tests.processes import cpu_contention, kill_all, script, wait_until_gone
+from tests.processes import cpu_contention, default_signals, kill_all, script, wait_until_gone
 
 FAKE_ETCD = """
 import http.server, sys
@@ -172,7 +172,7 @@ def test_an_interrupted_start_stops_what_it_started(
     directory = tmp_path / "cluster"
     binaries = _binaries(tmp_path, FAKE_HANGING)
     argv = [sys.executable, "-c", UP, str(directory), *(f"{k}={v}" for k, v in binaries.items())]
-    starter = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    starter = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
         assert starter.stderr is not None
         lines = []
