@@ -20,6 +20,11 @@ from modelserving import devcluster
 from modelserving.devcluster import procs
 from tests.processes import cpu_contention, default_signals, kill_all, mentioning, wait_until_gone
 
+BUSY_PER_CORE = 1
+"""Busy loops per core beside each start: each in a session of its own, so the start gets about
+a third of the machine here (two cores, two loops, the start's processes sharing one share).
+Two per core made the same starts take about twice as long and checked nothing more."""
+
 PHASES = (
     "starting etcd",
     "waiting for etcd /health",
@@ -82,7 +87,7 @@ def _next_up_works(directory: Path) -> None:
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.timeout(300)  # under contention, on a machine that may be busy already
 def test_a_start_terminated_at_each_phase_stops_everything(directory: Path, phase: str) -> None:
-    with cpu_contention():
+    with cpu_contention(BUSY_PER_CORE):
         returncode, output = _up_until(directory, phase, signal.SIGTERM)
         assert returncode == -signal.SIGTERM, output
         assert "devcluster: interrupted by SIGTERM" in output
@@ -97,7 +102,7 @@ def test_a_start_terminated_at_each_phase_stops_everything(directory: Path, phas
 def test_ctrl_c_or_a_closed_terminal_stop_everything(
     directory: Path, signum: signal.Signals
 ) -> None:
-    with cpu_contention():
+    with cpu_contention(BUSY_PER_CORE):
         returncode, output = _up_until(directory, "waiting for 2 Ready kwok Nodes", signum)
         assert returncode != 0, output
         assert f"devcluster: interrupted by {signum.name}; stopping etcd" in output
@@ -105,7 +110,7 @@ def test_ctrl_c_or_a_closed_terminal_stop_everything(
 
 
 def test_after_a_killed_start_the_next_one_stops_the_leftovers(directory: Path) -> None:
-    with cpu_contention():
+    with cpu_contention(BUSY_PER_CORE):
         returncode, output = _up_until(
             directory, "waiting for kube-apiserver /readyz", signal.SIGKILL
         )
