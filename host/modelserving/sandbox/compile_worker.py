@@ -1,8 +1,8 @@
 """The compile worker: a short-lived process that compiles one module and prints the artifact.
 
 The controller never compiles untrusted code itself. ``modelserving.sandbox.compiler`` starts
-this file as a script (it imports only the standard library and wasmtime, so it starts in about
-0.2 s), hands it one module on stdin and reads the serialized module back from stdout. The
+this file as a script (it imports only the standard library, wasmtime and ``modelserving.frames``,
+so it starts in about 0.2 s), hands it one module on stdin and reads the serialized module back from stdout. The
 worker caps its own address space (``RLIMIT_AS``: what it has mapped at start plus the
 operator's compile memory), exits when its parent dies, and exits after
 one module, so no compilation can use more than its share or outlive its deadline (the parent
@@ -12,7 +12,7 @@ kills it then).
 engine and the worker's are built from it, so an artifact always matches the engine that loads
 it (wasmtime checks that again when it deserializes).
 
-Wire format: frames of a 4-byte big-endian length and that many bytes. Request: a JSON frame
+Wire format: frames (``modelserving.frames``). Request: a JSON frame
 (``stack``, ``memory``, ``moduleBytes``) and the module's frame. Reply: a status byte (``OK`` or
 ``REFUSED``) and a frame with the artifact or the error text. A worker out of memory exits with
 status 3.
@@ -26,9 +26,11 @@ import resource
 import sys
 import threading
 import time
-from typing import Any, BinaryIO
+from typing import Any
 
 import wasmtime
+
+from modelserving.frames import frame, read_frame
 
 OK, REFUSED = b"0", b"1"
 EXIT_NO_MEMORY = 3
@@ -46,25 +48,6 @@ def engine_config(stack_bytes: int) -> wasmtime.Config:
     config.wasm_component_model = False
     config.wasm_gc = False  # a GC heap would not count against the plugin's memory limit
     return config
-
-
-def read_frame(stream: BinaryIO, limit: int) -> bytes | None:
-    """One length-prefixed frame of at most ``limit`` bytes; None at end of stream."""
-    head = stream.read(4)
-    if len(head) < 4:
-        return None
-    size = int.from_bytes(head, "big")
-    if size > limit:
-        raise ValueError(f"frame of {size} bytes, limit {limit}")
-    data = stream.read(size)
-    if len(data) < size:
-        return None
-    return data
-
-
-def write_frame(stream: BinaryIO, data: bytes) -> None:
-    stream.write(len(data).to_bytes(4, "big"))
-    stream.write(data)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -165,8 +148,7 @@ def main() -> None:
         status, body = _compile(params, module)
     except MemoryError:
         os._exit(EXIT_NO_MEMORY)
-    stdout.write(status)
-    write_frame(stdout, body)
+    stdout.write(status + frame(body))
     stdout.flush()
 
 

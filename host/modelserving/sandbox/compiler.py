@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from modelserving.frames import frame
 from modelserving.sandbox import compile_worker
 from modelserving.sandbox.errors import cause_line, invalid_module
 from modelserving.sandbox.settings import MIB, SandboxSettings, setting_name
@@ -112,8 +113,8 @@ class Compiler:
         ).encode()
         assert worker.stdin is not None
         try:
-            for frame in (params, module):
-                worker.stdin.write(len(frame).to_bytes(4, "big") + frame)
+            worker.stdin.write(frame(params))
+            worker.stdin.write(frame(module))
             worker.stdin.close()
         except OSError:
             pass  # the worker died; its exit status says why

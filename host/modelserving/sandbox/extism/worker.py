@@ -4,8 +4,8 @@ The controller never runs Extism itself. Nothing in-process can interrupt what E
 a call: creating a plugin instantiates the module (its start function and ``_initialize`` run),
 and a call instantiates it again, both before Extism's timer starts, and a host function such as
 WASI ``random_get`` cannot be interrupted at all. So ``modelserving.sandbox.extism.call`` starts
-this file as a script (standard library and extism-sys's cffi binding only, so it starts in about
-0.1 s), waits for each answer at most as long as the request's deadline allows, and kills the
+this file as a script (standard library, ``modelserving.frames`` and extism-sys's cffi binding
+only, so it starts in about 0.1 s), waits for each answer at most as long as the request's deadline allows, and kills the
 worker when it is late.
 
 What the worker does for a call: it finds the compiled plugin for (module digest, fuel, memory
@@ -30,7 +30,7 @@ The worker exits when its request stream ends or when the liveness pipe it is gi
 controller process ended, however it ended). Its standard output is the reply stream only: file
 descriptor 1 is pointed at standard error before Extism is loaded.
 
-Wire format: frames of a 4-byte big-endian length and that many bytes. A request is a JSON frame
+Wire format: frames (``modelserving.frames``). A request is a JSON frame
 and a payload frame (the call's input, the module's bytes, or empty); so is a reply. Requests:
 ``{"op": "run", ...}`` (the ``function`` is null to create the plugin only), ``{"op": "module",
 "digest": ...}`` (only after a ``module`` reply), ``{"op": "stats"}``.
@@ -47,6 +47,8 @@ import time
 from collections import OrderedDict
 from typing import Any, BinaryIO
 
+from modelserving.frames import frame, read_frame
+
 MAX_HEADER = 64 * 1024
 MAX_GUEST_ERROR = 1024  # the guest sets this text and may make it huge
 MAX_EXTISM_ERROR = 4096
@@ -57,24 +59,6 @@ _HOST_FUNCTION = (
 )
 _CANCEL_EVERY = 0.002
 _U64 = (1 << 64) - 1
-
-
-def read_frame(stream: BinaryIO, limit: int) -> bytes | None:
-    """One length-prefixed frame of at most ``limit`` bytes; None at end of stream."""
-    head = stream.read(4)
-    if len(head) < 4:
-        return None
-    size = int.from_bytes(head, "big")
-    if size > limit:
-        raise ValueError(f"frame of {size} bytes, limit {limit}")
-    data = stream.read(size)
-    if len(data) < size:
-        return None
-    return data
-
-
-def frame(data: bytes) -> bytes:
-    return len(data).to_bytes(4, "big") + data
 
 
 class _GuestError:
