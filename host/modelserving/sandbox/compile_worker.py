@@ -1,12 +1,12 @@
 """The compile worker: a short-lived process that compiles one module and prints the artifact.
 
 The controller never compiles untrusted code itself. ``modelserving.sandbox.compiler`` starts
-this file as a script (it imports only the standard library, wasmtime and ``modelserving.frames``,
-so it starts in about 0.2 s), hands it one module on stdin and reads the serialized module back from stdout. The
-worker caps its own address space (``RLIMIT_AS``: what it has mapped at start plus the
-operator's compile memory), exits when its parent dies, and exits after
-one module, so no compilation can use more than its share or outlive its deadline (the parent
-kills it then).
+this file as a script (it imports only the standard library, wasmtime and
+``modelserving.frames``, so it starts in about 0.2 s), hands it one module on stdin and reads
+the serialized module back from stdout. The worker caps its own address space (``RLIMIT_AS``:
+what it has mapped at start plus the operator's compile memory), exits when its parent dies, and
+exits after one module, so no compilation can use more than its share or outlive its deadline
+(the parent kills it then).
 
 ``engine_config`` is the one definition of the engine's compile settings: the controller's
 engine and the worker's are built from it, so an artifact always matches the engine that loads

@@ -1,12 +1,13 @@
 """The Extism worker: a long-lived process that runs the Extism-flavoured plugins of one sandbox.
 
-The controller never runs Extism itself. Nothing in-process can interrupt what Extism does before
-a call: creating a plugin instantiates the module (its start function and ``_initialize`` run),
-and a call instantiates it again, both before Extism's timer starts, and a host function such as
-WASI ``random_get`` cannot be interrupted at all. So ``modelserving.sandbox.extism.call`` starts
-this file as a script (standard library, ``modelserving.frames`` and extism-sys's cffi binding
-only, so it starts in about 0.1 s), waits for each answer at most as long as the request's deadline allows, and kills the
-worker when it is late.
+The controller never runs Extism itself. Nothing in-process can interrupt what Extism does
+before a call: creating a plugin instantiates the module (its start function and ``_initialize``
+run), and a call instantiates it again, both before Extism's timer starts, and a host function
+such as WASI ``random_get`` cannot be interrupted at all. So
+``modelserving.sandbox.extism.call`` starts this file as a script (standard library,
+``modelserving.frames`` and extism-sys's cffi binding only, so it starts in about 0.1 s), waits
+for each answer at most as long as the request's deadline allows, and kills the worker when it
+is late.
 
 What the worker does for a call: it finds the compiled plugin for (module digest, fuel, memory
 limit) in a bounded LRU (asking the controller for the module's bytes when it has forgotten
