@@ -27,6 +27,10 @@ OUT_DEFAULT="$REPO/examples/wasm"
 GO_VERSION=1.26.8
 # -s -w: no symbol table or DWARF (about 2% smaller; panics still print Go stack traces).
 GO_BUILD_FLAGS=(-buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w")
+# Native vet and test compile with the local control plane's compiler flags (GCFLAGS in
+# host/modelserving/devcluster/build.py), so the standard library packages that build put in the
+# shared build cache are reused, not compiled a second time with other flags.
+NATIVE_FLAGS=(-trimpath "-gcflags=all=-dwarf=false")
 
 die() {
     echo "plugins-src/build-go.sh: $*" >&2
@@ -99,9 +103,9 @@ cmd_test() {
             cd "$dir"
             unformatted="$(gofmt -l .)"
             [[ -z "$unformatted" ]] || die "not gofmt-formatted in ${dir#"$SRC"/}: $unformatted"
-            go vet ./...
+            go vet "${NATIVE_FLAGS[@]}" ./...
             GOOS=wasip1 GOARCH=wasm go vet ./...
-            go test ./...
+            go test "${NATIVE_FLAGS[@]}" ./...
         )
     done
 }

@@ -236,6 +236,8 @@ def test_go_caches_are_the_plugin_builds_and_the_environment_is_clean(tmp_path: 
     assert go_cache_dirs(environ) == (tmp_path / "go" / "build", tmp_path / "go" / "mod")
     script = (Path(__file__).parents[3] / "plugins-src" / "build-go.sh").read_text()
     assert 'GOCACHE="$cache/go/build" GOMODCACHE="$cache/go/mod"' in script
+    # the native vet and test compile with the build's flags, to share its standard library
+    assert f'NATIVE_FLAGS=(-trimpath "{build.GCFLAGS}")' in script
     env = build.go_env(environ)
     assert env["GOCACHE"] == str(tmp_path / "go" / "build")
     assert env["GOMODCACHE"] == str(tmp_path / "go" / "mod")
