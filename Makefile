@@ -115,8 +115,9 @@ clean: ## remove the venv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
 # --- local control plane (devcluster) ---
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok, built once per
-# version into $MODELSERVING_CACHE (default ~/.cache/modelserving)/kube; state in .cluster/.
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and Volcano's
+# scheduler and controller manager, built once per version into $MODELSERVING_CACHE (default
+# ~/.cache/modelserving)/kube; state in .cluster/.
 .PHONY: cluster-build cluster-up cluster-down cluster-status
 
 cluster-build: setup system-deps ## build (or find cached) the local control plane binaries
