@@ -75,21 +75,30 @@ crds-check: setup ## fail when crds/ does not match the API models
 	$(BIN)/modelserving crd --output-dir crds --check
 
 # `make test` builds the control plane in the background (low priority; nothing to do when it is
-# cached) while the checks and the unit tests run: they leave a core idle most of the time. The
-# integration tests run last and wait for it (its file lock); the build stops with `make test`.
+# cached) while the checks and the unit and wasm tests run: they leave a core idle most of the
+# time. The integration tests wait for it, then run beside the tests marked `heavy` (compilers and
+# fuzzing, busy on both cores for about two minutes): the integration tests keep about a core busy
+# and mostly wait on the cluster, so the heavy tests fill the other core there instead of taking
+# CPU from the build before it. Their output is shown when both are done. The build and the heavy
+# tests stop with `make test`.
 # (Running the integration tests beside the unit tests was tried: the kernel shares CPU between
 # sessions, not by nice value, so their busy-loop and cluster processes starved the unit tests'
 # compiles past their 10 s limit.)
 BUILD_LOG := $(CACHE)/kube/background-build.log
+HEAVY_LOG := $(CACHE)/heavy-tests.log
 
-# The control plane's build (the longest step on a fresh machine) starts first, in the
-# background; ms-smith and the checks build and run beside it.
 test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go SDK tests, then every test
 	@mkdir -p $(dir $(BUILD_LOG)); \
-	nice -n 10 $(PY) -m modelserving.devcluster build > $(BUILD_LOG) 2>&1 & build=$$!; \
-	trap 'kill $$build 2>/dev/null; wait $$build 2>/dev/null' EXIT; \
+	nice -n 10 $(PY) -m modelserving.devcluster build > $(BUILD_LOG) 2>&1 & build=$$!; heavy=; \
+	trap 'kill $$build $$heavy 2>/dev/null; wait $$build $$heavy 2>/dev/null' EXIT; \
 	$(MAKE) --no-print-directory smith lint crds-check wasm-check wasm-sdk-test wasm-go-test && \
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not heavy" tests/unit tests/wasm && { \
+	wait $$build; \
+	echo "heavy tests: running beside the integration tests (output follows them)"; \
+	nice -n 10 $(BIN)/pytest -m heavy -p no:cacheprovider tests/unit tests/wasm > $(HEAVY_LOG) 2>&1 & heavy=$$!; \
+	$(BIN)/pytest tests/integration; integration=$$?; \
+	wait $$heavy; heavy_status=$$?; heavy=; cat $(HEAVY_LOG); \
+	[ $$integration -eq 0 ] && [ $$heavy_status -eq 0 ]; }
 
 test-unit: setup ## only the fast tests that need no cluster or toolchain
 	$(BIN)/pytest tests/unit

@@ -49,6 +49,7 @@ def test_every_console_block_of_the_guide_is_marked() -> None:
     assert groups == {"rust", "go", "cluster"}
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(rust_missing() is not None, reason=f"Rust toolchain: {rust_missing()}")
 @pytest.mark.timeout(900)
 def test_the_rust_steps_of_the_author_guide(tmp_path: Path) -> None:
@@ -61,6 +62,7 @@ def test_the_rust_steps_of_the_author_guide(tmp_path: Path) -> None:
     assert (wasm.parent / "packed.yaml").is_file()
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(go_missing() is not None, reason=f"Go toolchain: {go_missing()}")
 @pytest.mark.timeout(900)
 def test_the_go_steps_of_the_author_guide(tmp_path: Path) -> None:

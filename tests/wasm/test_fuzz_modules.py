@@ -90,6 +90,7 @@ def reproducer(tool: str, index: int, where: Path) -> str:
     return f"{command}\n{path}:\n{wat}"
 
 
+@pytest.mark.heavy
 def test_random_modules_end_in_a_result_or_a_failure_class(tmp_path: Path) -> None:
     tool = smith()
     seed_args = ("--seed", str(SEED), "--count", str(COUNT))

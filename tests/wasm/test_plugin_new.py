@@ -149,6 +149,7 @@ def check_run_and_pack(
         controller_chain(config_map, model_serving(entry, {}), sandbox, MAX_MODULE)
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(rust_missing() is not None, reason=f"Rust toolchain: {rust_missing()}")
 @pytest.mark.timeout(900)
 def test_generated_rust_project_builds_tests_runs_and_packs(
@@ -176,6 +177,7 @@ def test_generated_rust_project_builds_tests_runs_and_packs(
     assert (elsewhere / f"{name}.wasm").read_bytes() == (project / f"{name}.wasm").read_bytes()
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(go_missing() is not None, reason=f"Go toolchain: {go_missing()}")
 @pytest.mark.timeout(1200)
 def test_generated_go_project_builds_tests_runs_and_packs(
