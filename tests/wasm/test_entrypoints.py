@@ -56,8 +56,8 @@ def test_an_export_the_module_lacks_is_invalid_module(own: Sandbox) -> None:
 
 
 def test_the_plugin_entry_points_are_the_hook_table() -> None:
-    assert [(e.core, e.extism, e.required) for e in ENTRYPOINTS] == [
-        (s.export, s.extism, s.per_pod) for s in HOOK_SPECS
+    assert [(e.core, e.extism, e.required, e.since) for e in ENTRYPOINTS] == [
+        (s.export, s.extism, s.target != "plugin", s.since) for s in HOOK_SPECS
     ]
     assert export_name(Hook.ON_POD_READY, FLAVOUR_NATIVE) == "ms_on_pod_ready"
     assert export_name(Hook.ON_POD_READY, FLAVOUR_EXTISM) == "on_pod_ready"

@@ -164,7 +164,7 @@ REFUSED_AT_LOAD = {
     "truncated wasm": b"\0asm\x01\0\0\0\x01",
     "missing marker": guest(hook(returns(0, 0)), marker=False),
     "only a newer marker": guest(
-        '(func (export "modelserving_abi_v3"))', hook(returns(0, 0)), marker=False
+        '(func (export "modelserving_abi_v4"))', hook(returns(0, 0)), marker=False
     ),
     "marker with the wrong type": guest(
         '(func (export "modelserving_abi_v1") (param i32))', hook(returns(0, 0)), marker=False
@@ -210,13 +210,17 @@ def test_refusal_messages_name_the_rule(sandbox: Sandbox) -> None:
         return info.value.message
 
     assert message(REFUSED_AT_LOAD["missing marker"]) == (
-        "no ABI marker: the module must export one of: modelserving_abi_v1, modelserving_abi_v2"
+        "no ABI marker: the module must export one of: modelserving_abi_v1, modelserving_abi_v2, "
+        "modelserving_abi_v3"
     )
     assert (
-        "exports modelserving_abi_v3; this host supports modelserving_abi_v1, modelserving_abi_v2"
+        "exports modelserving_abi_v4; this host supports modelserving_abi_v1, modelserving_abi_v2, "
+        "modelserving_abi_v3"
     ) in message(REFUSED_AT_LOAD["only a newer marker"])
     assert "import 'env.get_secret'" in message(REFUSED_AT_LOAD["unknown import"])
-    assert "ms_on_pod_create or ms_on_pod_ready" in message(REFUSED_AT_LOAD["no hooks"])
+    assert "ms_on_pod_create or ms_on_pod_ready or ms_on_serving_group_change" in message(
+        REFUSED_AT_LOAD["no hooks"]
+    )
 
 
 def test_digest_mismatch_is_refused(sandbox: Sandbox) -> None:

@@ -5,7 +5,9 @@ its config, the ModelServing) once and splices them into each request; the bytes
 those of ``msgpack.packb`` on the whole map. ``decode_response`` checks every rule of the
 response shape and raises ``ResponseError`` naming the first one broken. A request says the
 ABI version its module speaks; a v2 response may carry ``observations`` (OnPodReady only), decoded
-into the same ``Observation`` values native plugins return.
+into the same ``Observation`` values native plugins return. A v3 module may serve
+OnServingGroupChange (``RequestEncoder.group_hook``), whose response may carry ``objects``: their
+shape is checked here, the operator's object policy by the chain.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from modelserving.abi.contract import (
     RESPONSE_KEYS,
     ResponseError,
 )
+from modelserving.api.group import GroupRequest, objects_shape_problem
 from modelserving.api.hook import HOOK_SPECS, SPEC, Hook, PatchOperation
 from modelserving.api.jsondata import json_problem
 from modelserving.api.observation import (
@@ -62,6 +65,8 @@ _K_ROLE_NAME = _pack("roleName")
 _K_ROLE_ID = _pack("roleId")
 _ENTRY = {True: _pack("isEntry") + _pack(True), False: _pack("isEntry") + _pack(False)}
 _K_POD = _pack("pod")
+_K_EXPECTED_PODS = _pack("expectedPods")
+_K_PODS = _pack("pods")
 
 
 def _map_header(n: int) -> bytes:
@@ -112,6 +117,26 @@ class RequestEncoder:
             )
         )
 
+    def group_hook(self, request: GroupRequest) -> bytes:
+        """An OnServingGroupChange request (ABI v3, 15.3)."""
+        if not self._ms:
+            raise ValueError("a ServingGroup hook request needs the ModelServing")
+        return b"".join(
+            (
+                _map_header(7),
+                self._version,
+                self._hooks[request.hook],
+                self._plugin,
+                self._ms,
+                _K_SERVING_GROUP,
+                _pack_str(request.serving_group),
+                _K_EXPECTED_PODS,
+                _pack(request.expected_pods),
+                _K_PODS,
+                _pack(request.wire_pods()),
+            )
+        )
+
 
 def encode_request(
     hook: Hook,
@@ -121,11 +146,16 @@ def encode_request(
     where: PodPlace | None = None,
     pod: dict[str, Any] | None = None,
     version: int = ABI_VERSION,
+    group: GroupRequest | None = None,
 ) -> bytes:
     """One request, encoded from scratch (tests, the CLI); the chain uses ``RequestEncoder``."""
     encoder = RequestEncoder(plugin, config, model_serving, version)
     if hook is Hook.VALIDATE_CONFIG:
         return encoder.validate_config()
+    if SPEC[hook].per_group:
+        if group is None:
+            raise ValueError(f"a {hook} request needs the ServingGroup's Pods")
+        return encoder.group_hook(group)
     if where is None or pod is None:
         raise ValueError(f"a {hook} request needs the Pod and where it sits")
     return encoder.pod_hook(hook, where, pod)
@@ -139,6 +169,7 @@ class Response:
     patch: list[PatchOperation] = field(default_factory=list)
     error: str | None = None
     observations: list[Observation] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _refuse_ext(code: int, data: bytes) -> Any:
@@ -178,11 +209,12 @@ def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Resp
         raise ResponseError(f"error must be a string, not {_kind(error)}")
     patch = _patch(value.get("patch"), hook)
     observations = _observations(value.get("observations"), hook)
+    objects = _objects(value.get("objects"), hook)
     if error:
         if len(error) > MAX_ERROR_TEXT:
             error = error[:MAX_ERROR_TEXT] + "...[cut]"
         return Response(error=error)
-    return Response(patch=patch, observations=observations)
+    return Response(patch=patch, observations=observations, objects=objects)
 
 
 def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
@@ -233,6 +265,20 @@ def _observations(raw: Any, hook: Hook) -> list[Observation]:
             f"the response has {len(raw)} observations; the limit is {MAX_OBSERVATIONS}"
         )
     return [_observation(i, entry) for i, entry in enumerate(raw)]
+
+
+def _objects(raw: Any, hook: Hook) -> list[dict[str, Any]]:
+    """The owned objects of a v3 response (their shape only; an unknown key has already
+    refused them before v3)."""
+    if raw is None:
+        return []
+    if isinstance(raw, list) and raw and not SPEC[hook].per_group:
+        owning = " and ".join(spec.hook for spec in HOOK_SPECS if spec.per_group)
+        raise ResponseError(f"{hook} responses may not carry objects (only {owning} may)")
+    problem = objects_shape_problem(raw)
+    if problem is not None:
+        raise ResponseError(problem)
+    return list(raw)
 
 
 def _observation(i: int, entry: Any) -> Observation:

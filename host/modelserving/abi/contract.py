@@ -14,8 +14,9 @@ plugin's requests carry the version its module's marker selects."""
 RESPONSE_KEYS: dict[int, tuple[str, ...]] = {
     1: ("patch", "error"),
     2: ("patch", "error", "observations"),
+    3: ("patch", "error", "observations", "objects"),
 }
-"""The keys a response may have, by ABI version (v2 adds ``observations``)."""
+"""The keys a response may have, by ABI version (v2 adds ``observations``, v3 ``objects``)."""
 
 OBSERVATION_KEYS = ("name", "seconds")
 MAX_OBSERVATIONS = 64

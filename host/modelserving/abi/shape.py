@@ -10,7 +10,11 @@ from __future__ import annotations
 
 MARKER_PREFIX = "modelserving_abi_v"
 
-MARKERS: dict[str, int] = {"modelserving_abi_v1": 1, "modelserving_abi_v2": 2}
+MARKERS: dict[str, int] = {
+    "modelserving_abi_v1": 1,
+    "modelserving_abi_v2": 2,
+    "modelserving_abi_v3": 3,
+}
 """Exported marker function -> the ABI version it selects (every version this host supports).
 A module that exports several markers runs under the highest version this host supports."""
 

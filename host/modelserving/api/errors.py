@@ -48,6 +48,7 @@ class FailureClass(enum.StrEnum):
     TRAP = "Trap"
     INVALID_RESPONSE = "InvalidResponse"
     FORBIDDEN_PATCH = "ForbiddenPatch"
+    FORBIDDEN_OBJECT = "ForbiddenObject"
     PLUGIN_ERROR = "PluginError"
 
 
@@ -88,14 +89,16 @@ class PluginFailure(ModelServingError):
         hook: str,
         message: str,
         pod: str | None = None,
+        group: str | None = None,
     ) -> None:
         self.failure_class = failure_class
         self.plugin = plugin
         self.hook = hook
         self.pod = pod
+        self.group = group
         self.detail = message = escape_controls(message)
-        on_pod = f" on Pod {pod}" if pod else ""
-        super().__init__(f"{failure_class}: plugin '{plugin}' {hook}{on_pod}: {message}")
+        on = f" on Pod {pod}" if pod else f" on ServingGroup {group}" if group else ""
+        super().__init__(f"{failure_class}: plugin '{plugin}' {hook}{on}: {message}")
 
 
 class PatchRejected(ModelServingError):
@@ -108,3 +111,10 @@ class PatchRejected(ModelServingError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: {reason}" if path else reason)
+
+
+class ObjectRejected(ModelServingError):
+    """An owned object broke the operator's object policy (no plugin context yet).
+
+    The chain wraps it into a ``PluginFailure`` of class ``ForbiddenObject``.
+    """

@@ -28,6 +28,7 @@ class Hook(enum.StrEnum):
 
     ON_POD_CREATE = "OnPodCreate"
     ON_POD_READY = "OnPodReady"
+    ON_SERVING_GROUP_CHANGE = "OnServingGroupChange"
     VALIDATE_CONFIG = "ValidateConfig"
 
 
@@ -35,15 +36,28 @@ class Hook(enum.StrEnum):
 class HookSpec:
     """One hook point as declared: ``method`` is what a native plugin implements (empty: none,
     a built-in's config model stands in); ``export`` and ``extism`` its names in a core module
-    and in an Extism module; ``patches``: its reply is a JSON patch of the Pod (else it may
-    report observations); ``per_pod``: it is called for one Pod (else once per plugin)."""
+    and in an Extism module; ``target`` what one call is about: a Pod (``HookRequest``), a
+    ServingGroup (``GroupRequest``) or the plugin itself; ``patches``: its reply is a JSON
+    patch of the Pod (else a Pod hook may report observations and a group hook returns owned
+    objects); ``since``: the first ABI version a module may serve it in."""
 
     hook: Hook
     method: str
     export: str
     extism: str
     patches: bool = False
-    per_pod: bool = True
+    target: Literal["pod", "group", "plugin"] = "pod"
+    since: int = 1
+
+    @property
+    def per_pod(self) -> bool:
+        """Whether a call is about one Pod."""
+        return self.target == "pod"
+
+    @property
+    def per_group(self) -> bool:
+        """Whether a call is about one ServingGroup (its reply: owned objects)."""
+        return self.target == "group"
 
     @property
     def observes(self) -> bool:
@@ -59,12 +73,23 @@ class HookSpec:
 HOOK_SPECS: tuple[HookSpec, ...] = (
     HookSpec(Hook.ON_POD_CREATE, "on_pod_create", "ms_on_pod_create", "on_pod_create", True),
     HookSpec(Hook.ON_POD_READY, "on_pod_ready", "ms_on_pod_ready", "on_pod_ready"),
-    HookSpec(Hook.VALIDATE_CONFIG, "", "ms_validate_config", "validate_config", per_pod=False),
+    HookSpec(
+        Hook.ON_SERVING_GROUP_CHANGE,
+        "on_serving_group_change",
+        "ms_on_serving_group_change",
+        "on_serving_group_change",
+        target="group",
+        since=3,
+    ),
+    HookSpec(Hook.VALIDATE_CONFIG, "", "ms_validate_config", "validate_config", target="plugin"),
 )
 """Every hook, in the order the controller reports them."""
 
 SPEC: dict[Hook, HookSpec] = {spec.hook: spec for spec in HOOK_SPECS}
 POD_HOOKS: tuple[Hook, ...] = tuple(spec.hook for spec in HOOK_SPECS if spec.per_pod)
+WORK_HOOKS: tuple[Hook, ...] = tuple(spec.hook for spec in HOOK_SPECS if spec.target != "plugin")
+"""The hooks that do a plugin's work (a module must serve one of them): all but
+ValidateConfig."""
 
 
 PatchOpName = Literal["add", "remove", "replace", "test"]

@@ -18,7 +18,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from modelserving.api._base import ApiModel
 from modelserving.api.modelserving import INT64_MAX
 from modelserving.api.names import is_dns1123_subdomain
-from modelserving.api.policy import PatchPolicy
+from modelserving.api.policy import ObjectPolicy, PatchPolicy
 
 MIB = 1024 * 1024
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -183,6 +183,7 @@ class OperatorConfig(ApiModel):
 
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     patch_policy: PatchPolicy = Field(default_factory=PatchPolicy)
+    object_policy: ObjectPolicy = Field(default_factory=ObjectPolicy)
     plugin_namespaces: list[NamespaceName] = Field(default_factory=list)
     watch_namespaces: list[NamespaceName] = Field(default_factory=list)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)

@@ -275,3 +275,20 @@ class PatchPolicy(ApiModel):
         default_factory=lambda: list(RESTRICTED_VOLUME_TYPES)
     )
     protected_fields: list[Protection] = Field(default_factory=lambda: list(NAMED_PROTECTIONS))
+
+
+ObjectKind = Literal["ConfigMap"]
+
+
+def _default_kinds() -> list[ObjectKind]:
+    return ["ConfigMap"]
+
+
+class ObjectPolicy(ApiModel):
+    """Operator configuration of the objects a ServingGroup hook may own (ABI v3, 15.4): which
+    kinds (ConfigMap only in this version; empty: none), how many per plugin and ServingGroup,
+    and how large each may be (its JSON)."""
+
+    kinds: list[ObjectKind] = Field(default_factory=_default_kinds)
+    max_objects: int = Field(default=8, ge=0, le=16)
+    max_object_bytes: int = Field(default=256 * 1024, ge=1, le=1024 * 1024)

@@ -3,7 +3,9 @@
 ``Chain.on_pod_create`` runs the in-scope OnPodCreate hooks, each on the Pod the previous one
 produced, and applies the failure policy; ``Chain.on_pod_ready`` runs the in-scope OnPodReady
 hooks and hands what they measured (``Observation``s) to the observer with each call's record.
-Every call is reported to the observer (the controller's metrics) as a ``CallRecord``.
+``Chain.group_request`` gives a plugin the Pods of a ServingGroup in its scope and
+``Chain.on_serving_group_change`` runs its ServingGroup hook, the objects checked by the object
+policy. Every call is reported to the observer (the controller's metrics) as a ``CallRecord``.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelserving.api.errors import PluginFailure
+from modelserving.api.group import GroupPod, GroupRequest
 from modelserving.api.hook import SPEC, Hook, HookRequest
 from modelserving.api.jsondata import json_copy
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.modelserving import ModelServing
+from modelserving.chain.objects import ObjectValidator
 from modelserving.chain.policy import PatchValidator
 from modelserving.chain.step import ChainEntry, Outcome, invoke
 from modelserving.plugins.base import Observation
@@ -129,6 +133,41 @@ class Chain:
     def has_ready_hooks(self, desired: DesiredPod) -> bool:
         """Whether any OnPodReady hook is in scope for this Pod."""
         return any(e.serves(Hook.ON_POD_READY, desired.place) for e in self.entries)
+
+    def group_entries(self) -> list[ChainEntry]:
+        """The plugins with a ServingGroup hook, in list order."""
+        return [e for e in self.entries if Hook.ON_SERVING_GROUP_CHANGE in e.hooks]
+
+    def group_request(
+        self,
+        entry: ChainEntry,
+        serving_group: str,
+        pods: Sequence[GroupPod],
+        ms: ModelServing | None = None,
+    ) -> GroupRequest | None:
+        """The request of ``entry``'s ServingGroup hook: the Pods of ``pods`` (in the request's
+        order) in its scope, and how many it should see; None when none is in scope."""
+        ms = ms or self.model_serving
+        spec = entry.spec
+        mine = tuple(p for p in pods if spec.applies_to(p.place.role_name, p.place.is_entry))
+        if not mine:
+            return None
+        expected = 0
+        for role in ms.spec.template.roles:
+            if spec.applies_to(role.name, True):
+                expected += role.replicas
+            if spec.applies_to(role.name, False):
+                expected += role.replicas * role.worker_replicas
+        return GroupRequest(ms, serving_group, expected, mine)
+
+    def on_serving_group_change(
+        self, entry: ChainEntry, request: GroupRequest, objects: ObjectValidator | None = None
+    ) -> Outcome:
+        """``entry``'s ServingGroup hook on ``request``, reported to the observer: the owned
+        objects the object policy let through, or the failure (never raised)."""
+        outcome = invoke(entry, request, self.validator, objects)
+        self._observe(outcome, "")
+        return outcome
 
     def _observe(self, outcome: Outcome, role: str) -> None:
         if self.observer is None:

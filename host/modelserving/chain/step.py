@@ -2,7 +2,8 @@
 
 It hands the plugin its request (a private copy of the Pod when the adapter needs one), calls
 it, classifies every failure into exactly one failure class, validates and applies a patch with
-the patch policy and times the call. The chain runs it for each in-scope plugin and hook;
+the patch policy, checks a ServingGroup hook's owned objects with the object policy, and times
+the call. The chain runs it for each in-scope plugin and hook;
 ``modelserving plugin run`` and ``bench`` and the benchmarks call it directly, so every caller
 takes the same step.
 """
@@ -14,13 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelserving.api.errors import FailureClass, PatchRejected, PluginFailure
+from modelserving.api.errors import FailureClass, ObjectRejected, PatchRejected, PluginFailure
+from modelserving.api.group import GroupRequest
 from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
 from modelserving.api.jsondata import json_copy
 from modelserving.api.modelserving import PluginSpec
 from modelserving.api.place import PodPlace
+from modelserving.chain.objects import ObjectValidator
 from modelserving.chain.policy import PatchValidator
-from modelserving.plugins.adapter import PluginAdapter, Reply, failed
+from modelserving.plugins.adapter import PluginAdapter, Reply, Request, failed
 from modelserving.plugins.base import HookError, Observation
 
 
@@ -61,8 +64,9 @@ class ChainEntry:
 @dataclass
 class Outcome:
     """What one plugin's hook did: the validated patch and the Pod after it (patching hooks),
-    the observations (observing hooks), or why it failed; the call's time and the adapter's
-    reply (fuel and the guest's log lines of a WebAssembly call)."""
+    the observations (observing hooks), the owned objects the object policy let through
+    (ServingGroup hooks), or why it failed; the call's time and the adapter's reply (fuel and
+    the guest's log lines of a WebAssembly call)."""
 
     plugin: str
     index: int
@@ -73,6 +77,7 @@ class Outcome:
     failure: PluginFailure | None = None
     pod: dict[str, Any] | None = None
     reply: Reply = field(default_factory=Reply)
+    objects: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def applied(self) -> bool:
@@ -97,29 +102,52 @@ class Outcome:
 
 
 def invoke(
-    entry: ChainEntry, request: HookRequest, validator: PatchValidator | None = None
+    entry: ChainEntry,
+    request: Request,
+    validator: PatchValidator | None = None,
+    objects: ObjectValidator | None = None,
 ) -> Outcome:
     """Call ``request.hook`` of ``entry``; never raises for a plugin's failure (it is in the
-    outcome, classified, naming plugin, hook and Pod)."""
+    outcome, classified, naming plugin, hook and Pod or ServingGroup)."""
     hook = request.hook
     plugin = entry.plugin
     outcome = Outcome(entry.name, entry.index, entry.runtime, hook)
     start = time.perf_counter()
     reply = _call(plugin, request)
-    if reply.failure is None and SPEC[hook].patches:
+    group = request.serving_group if isinstance(request, GroupRequest) else None
+    if reply.failure is None and isinstance(request, GroupRequest):
+        reply = _own(outcome, reply, request, objects or ObjectValidator())
+    elif reply.failure is None and SPEC[hook].patches:
+        assert isinstance(request, HookRequest)
         reply = _apply(
             outcome, reply, request.pod, validator or PatchValidator(), plugin.copies_pod
         )
     outcome.reply = reply
     if reply.failure is not None:
-        outcome.failure = reply.failure_of(entry.name, hook, request.pod_name)
+        outcome.failure = reply.failure_of(entry.name, hook, request.pod_name, group)
     outcome.duration_us = (time.perf_counter() - start) * 1e6
     return outcome
 
 
-def _call(plugin: PluginAdapter, request: HookRequest) -> Reply:
+def _own(
+    outcome: Outcome, reply: Reply, request: GroupRequest, validator: ObjectValidator
+) -> Reply:
+    """Check the reply's objects with the object policy into ``outcome``; a refusal is
+    ForbiddenObject."""
+    namespace = request.model_serving.namespace
+    try:
+        outcome.objects = validator.check(reply.objects, request.serving_group, namespace)
+        return reply
+    except ObjectRejected as exc:
+        message = str(exc)
+    except Exception as exc:  # a validator bug must not escape the failure policy
+        message = f"the objects could not be validated: {type(exc).__name__}: {exc}"
+    return dataclasses.replace(reply, failure=FailureClass.FORBIDDEN_OBJECT, message=message)
+
+
+def _call(plugin: PluginAdapter, request: Request) -> Reply:
     """The adapter's reply; an exception it raises is a PluginError."""
-    if plugin.copies_pod and SPEC[request.hook].per_pod:
+    if plugin.copies_pod and isinstance(request, HookRequest) and SPEC[request.hook].per_pod:
         request = dataclasses.replace(request, pod=json_copy(request.pod))
     try:
         return plugin.call(request.hook, request)

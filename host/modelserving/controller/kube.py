@@ -20,6 +20,7 @@ from modelserving.api import labels
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
 REQUEST_TIMEOUT_S = 30.0
 
 
@@ -187,6 +188,19 @@ class Kube:
     ) -> dict[str, Any]:
         got: dict[str, Any] = self.request(
             "PATCH", res.path(namespace, name, sub), patch, content_type=MERGE_PATCH
+        )
+        return got
+
+    def apply(
+        self, res: Resource, namespace: str, body: dict[str, Any], field_manager: str
+    ) -> dict[str, Any]:
+        """Server-side apply of ``body`` (its ``metadata.name``) as ``field_manager``, taking
+        over fields other managers set (``force``)."""
+        name = body["metadata"]["name"]
+        query = {"fieldManager": field_manager, "force": "true"}
+        text = json.dumps(body, separators=(",", ":"))  # JSON is YAML
+        got: dict[str, Any] = self.request(
+            "PATCH", res.path(namespace, name), text, query=query, content_type=APPLY_PATCH
         )
         return got
 

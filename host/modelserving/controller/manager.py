@@ -21,6 +21,7 @@ from typing import Any
 
 from modelserving.api.operator import OperatorConfig
 from modelserving.chain import CallRecord, ChainCache
+from modelserving.chain.objects import ObjectValidator
 from modelserving.chain.policy import PatchValidator
 from modelserving.controller import handlers
 from modelserving.controller.config import pod_namespace, sandbox_settings
@@ -70,6 +71,9 @@ class _Reports(Recorder):
             self.metrics.pod_created()
         for _ in range(deleted):
             self.metrics.pod_deleted()
+
+    def objects(self, plugin: str, action: str, n: int) -> None:
+        self.metrics.count_objects(plugin, action, n)
 
     def chain_built(self, failed: bool = False) -> None:
         with self._lock:
@@ -166,6 +170,9 @@ class Controller:
             ReconcilerSettings(
                 plugin_namespaces=frozenset(config.plugin_namespaces),
                 max_module_bytes=config.sandbox.max_module_bytes,
+                objects=ObjectValidator(
+                    config.object_policy, config.patch_policy.protected_prefixes
+                ),
             ),
             self.reports,
             gang=_Volcano(self.kube),

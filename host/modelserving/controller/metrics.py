@@ -181,6 +181,14 @@ class Metrics:
         self.pods_deleted = Counter(
             "pods_deleted", "Pods deleted by the controller.", namespace=PREFIX, registry=reg
         )
+        self.plugin_objects = Counter(
+            "plugin_objects",
+            "Objects of ServingGroup hooks by plugin and action: applied, deleted, refused (by "
+            "the object policy), monitored (what a plugin in Monitor mode would have applied).",
+            ["plugin", "action"],
+            namespace=PREFIX,
+            registry=reg,
+        )
         self.queue_depth = Gauge(
             "workqueue_depth",
             "ModelServing objects waiting for a worker.",
@@ -310,6 +318,10 @@ class Metrics:
 
     def pod_deleted(self) -> None:
         self.pods_deleted.inc()
+
+    def count_objects(self, plugin: str, action: str, n: int = 1) -> None:
+        if n:
+            self.plugin_objects.labels(plugin, action).inc(n)
 
     def set_queue_depth(self, n: int) -> None:
         self.queue_depth.set(n)

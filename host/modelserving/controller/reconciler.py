@@ -12,7 +12,9 @@ Called by the controller's workers with a (namespace, name) key. A pass
    that ServingGroup;
 5. runs OnPodReady once per Pod (claimed by an annotation with a resourceVersion precondition,
    so neither a restart nor a second replica runs it twice);
-6. writes the status with Kthena's conditions and ``PluginsReady``.
+6. runs the ServingGroup hooks whose input changed and keeps their objects in step
+   (``controller.groups``);
+7. writes the status with Kthena's conditions and ``PluginsReady``.
 
 Nothing here keeps state that a restart would need: names are deterministic and creates that
 find the object already there count as done.
@@ -40,7 +42,9 @@ from modelserving.api.hook import POD_HOOKS, Hook
 from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain import CallRecord, Chain, ChainCache
+from modelserving.chain.objects import ObjectValidator
 from modelserving.controller import status as status_
+from modelserving.controller.groups import GroupHooks
 from modelserving.controller.kube import (
     CONFIG_MAPS,
     CONTROLLER_REVISIONS,
@@ -78,6 +82,9 @@ class Recorder:
     def pods(self, created: int, deleted: int) -> None:
         """Count Pods created and deleted."""
 
+    def objects(self, plugin: str, action: str, n: int) -> None:
+        """Count a ServingGroup hook's objects applied, deleted, refused or monitored."""
+
     def chain_built(self, failed: bool = False) -> None:
         """A chain was (re)built, or failed to (``failed``: a module was refused)."""
 
@@ -92,6 +99,7 @@ class ReconcilerSettings:
 
     plugin_namespaces: frozenset[str] = frozenset()
     max_module_bytes: int = 32 * 1024 * 1024
+    objects: ObjectValidator = field(default_factory=ObjectValidator)
 
 
 @dataclass
@@ -132,6 +140,7 @@ class Reconciler:
         self.config_map_users: dict[tuple[str, str], set[Key]] = {}
         self._users_lock = threading.Lock()
         self.seen_failed: dict[str, float] = {}
+        self.groups = GroupHooks(kube, self.recorder, self.settings.objects, clock)
 
     # --- entry point -----------------------------------------------------------------------
 
@@ -173,6 +182,7 @@ class Reconciler:
         self._update_pod_groups(work, plan)
         self._create(work, plan)
         self._ready_hooks(work, plan)
+        self._group_hooks(work, plan, pods)
         self._write_status(work, plan)
         self.recorder.pods(work.created, work.deleted)
         if work.api_errors:
@@ -185,6 +195,7 @@ class Reconciler:
 
     def forget(self, key: Key) -> None:
         self.chains.forget(*key)
+        self.groups.forget(*key)
         self._set_users(key, [])
 
     def users_of_config_map(self, namespace: str, name: str) -> set[Key]:
@@ -444,6 +455,18 @@ class Reconciler:
                 continue
             for failure in chain.on_pod_ready(desired, desired.pod, work.ms):
                 self.recorder.event(work.raw, "Warning", "PluginFailed", str(failure))
+
+    def _group_hooks(self, work: _Pass, plan: SyncPlan, pods: Iterable[Mapping[str, Any]]) -> None:
+        if work.chain is None:
+            return  # a broken plugin list: leave every owned object as it is
+        try:
+            done = self.groups.run(work.ms, work.raw, work.chain, pods, plan.groups)
+        except ApiError as exc:
+            work.api_errors.append(str(exc))
+            return
+        work.pod_failures.extend(done.failures)
+        work.api_errors.extend(done.api_errors)
+        work.look_again = work.look_again or done.look_again
 
     def _write_status(self, work: _Pass, plan: SyncPlan) -> None:
         assert plan.status is not None

@@ -3,7 +3,8 @@
 A ``PluginAdapter`` says which hooks it serves, its runtime, whether it needs a private copy of
 the Pod (a native plugin is handed Python objects it could keep or change; a WebAssembly
 plugin only serializes them) and, for a module, its digest. ``Reply`` is what one call came
-back with, as a value: the patch or the observations, what the sandbox recorded (fuel, time,
+back with, as a value: the patch, the observations or the owned objects, what the sandbox
+recorded (fuel, time,
 the guest's log lines), or why it failed (a failure class and a message; the chain's step,
 ``modelserving.chain.step.invoke``, names the plugin, the hook and the Pod). ``NativePlugin``
 adapts a built-in's instance; ``modelserving.plugins.wasm.WasmPlugin`` a compiled module.
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from modelserving.api.errors import FailureClass, PluginFailure
+from modelserving.api.group import GroupRequest, objects_shape_problem
 from modelserving.api.hook import SPEC, Hook, HookRequest
 from modelserving.api.validation import pydantic_errors
 from modelserving.plugins.base import HookError, Observation
@@ -26,13 +28,15 @@ from modelserving.sandbox import CallResult, LogRecord
 
 @dataclass(frozen=True)
 class Reply:
-    """One call's result: ``patch`` (a patching hook's raw operations, checked by the chain)
-    or ``observations``; ``call`` what the sandbox recorded of a WebAssembly call; ``logs``
-    the guest's lines as the sandbox kept them (also of a failed call); ``failure`` and
-    ``message`` when the call failed."""
+    """One call's result: ``patch`` (a patching hook's raw operations, checked by the chain),
+    ``observations``, or ``objects`` (a ServingGroup hook's owned objects, their shape checked,
+    the object policy still to apply); ``call`` what the sandbox recorded of a WebAssembly
+    call; ``logs`` the guest's lines as the sandbox kept them (also of a failed call);
+    ``failure`` and ``message`` when the call failed."""
 
     patch: Any = None
     observations: list[Observation] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)
     call: CallResult | None = None
     logs: Sequence[LogRecord] = ()
     failure: FailureClass | None = None
@@ -42,15 +46,21 @@ class Reply:
     def fuel(self) -> int | None:
         return self.call.fuel_consumed if self.call is not None else None
 
-    def failure_of(self, plugin: str, hook: Hook, pod: str | None) -> PluginFailure:
-        """The failure naming plugin, hook and Pod: the one place a failed call becomes a
-        ``PluginFailure``."""
+    def failure_of(
+        self, plugin: str, hook: Hook, pod: str | None, group: str | None = None
+    ) -> PluginFailure:
+        """The failure naming plugin, hook and Pod (or ServingGroup): the one place a failed
+        call becomes a ``PluginFailure``."""
         assert self.failure is not None
-        return PluginFailure(self.failure, plugin, hook, self.message, pod or None)
+        return PluginFailure(self.failure, plugin, hook, self.message, pod or None, group or None)
 
 
 def failed(failure: FailureClass, message: str, logs: Sequence[LogRecord] = ()) -> Reply:
     return Reply(failure=failure, message=message, logs=logs)
+
+
+Request = HookRequest | GroupRequest
+"""What a hook is called with: a Pod's context, or a ServingGroup's (OnServingGroupChange)."""
 
 
 class PluginAdapter(Protocol):
@@ -74,7 +84,7 @@ class PluginAdapter(Protocol):
     @property
     def digest(self) -> str | None: ...
 
-    def call(self, hook: Hook, request: HookRequest) -> Reply: ...
+    def call(self, hook: Hook, request: Request) -> Reply: ...
 
 
 class NativePlugin:
@@ -99,7 +109,7 @@ class NativePlugin:
         self._config_model = config_model
         self._config = config
 
-    def call(self, hook: Hook, request: HookRequest) -> Reply:
+    def call(self, hook: Hook, request: Request) -> Reply:
         spec = SPEC[hook]
         if not spec.method:  # ValidateConfig: the config model
             try:
@@ -115,6 +125,8 @@ class NativePlugin:
         returned = getattr(self.instance, spec.method)(request)
         if spec.patches:
             return Reply(patch=returned)
+        if spec.per_group:
+            return Reply(objects=owned_objects(spec.method, returned))
         return Reply(observations=observations(spec.method, returned))
 
 
@@ -128,3 +140,18 @@ def observations(method: str, returned: Any) -> list[Observation]:
     raise HookError(
         f"{method} returned {type(returned).__name__}, not None or a sequence of Observation"
     )
+
+
+def owned_objects(method: str, returned: Any) -> list[dict[str, Any]]:
+    """What a ServingGroup hook returned, as owned objects: None is none; anything but a list
+    or tuple of objects of the ABI's shape (v3, 15.4) is a HookError (a plugin bug)."""
+    if returned is None:
+        return []
+    if not isinstance(returned, list | tuple):
+        raise HookError(
+            f"{method} returned {type(returned).__name__}, not None or a list of objects"
+        )
+    problem = objects_shape_problem(list(returned))
+    if problem is not None:
+        raise HookError(f"{method} returned {problem}")
+    return list(returned)

@@ -21,7 +21,9 @@ On top of them, the edits the built-ins share (one container, by index in ``spec
 * ``add_volume`` appends a volume unless one of that name exists, then its mount unless a mount
   at that path exists (what the user wrote is kept);
 * ``add_shared_memory`` is ``add_volume`` of the ``dshm`` memory ``emptyDir`` at ``/dev/shm``;
-* ``add_env`` appends an env var unless the container has one of that name.
+* ``add_env`` appends an env var unless the container has one of that name;
+* ``add_config_map_files`` is ``add_volume`` of an optional ConfigMap volume that shows the
+  given keys as files (a ServingGroup hook's owned ConfigMap, which may not exist yet).
 
 A value of the wrong type on the way (a ``resources`` that is a string) raises ``HookError`` with
 a message naming the place: ``pod spec.containers[0].resources is a str, not a map``.
@@ -216,6 +218,20 @@ class PodEdit:
             var,
             lambda e: str_field(e, "name") == name,
         )
+
+    def add_config_map_files(
+        self,
+        container: int,
+        volume: str,
+        config_map: str,
+        files: Sequence[tuple[str, str]],
+        mount_path: str,
+    ) -> None:
+        """``add_volume`` of the optional ConfigMap ``config_map`` as the volume ``volume``,
+        each (key, file) of ``files`` shown as that file under ``mount_path``."""
+        items = [{"key": key, "path": path} for key, path in files]
+        source = {"name": config_map, "optional": True, "items": items}
+        self.add_volume(container, {"name": volume, "configMap": source}, mount_path)
 
     def _list(self, path: Path) -> list[Any] | None:
         current = self.get(path)

@@ -20,9 +20,10 @@ from typing import Any
 from modelserving.abi.codec import RequestEncoder, Response, decode_response
 from modelserving.abi.contract import ResponseError
 from modelserving.api.errors import FailureClass
+from modelserving.api.group import GroupRequest
 from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
 from modelserving.api.modelserving import ModelServing
-from modelserving.plugins.adapter import Reply, failed
+from modelserving.plugins.adapter import Reply, Request, failed
 from modelserving.plugins.base import Observation
 from modelserving.plugins.exports import export_name, module_hooks
 from modelserving.plugins.logs import OBSERVE_PREFIX, emit, parse_observation
@@ -94,8 +95,13 @@ class WasmPlugin:
         encoder = self.encoder_for(request.model_serving)
         return encoder.pod_hook(request.hook, request.place, request.pod)
 
-    def call(self, hook: Hook, request: HookRequest) -> Reply:
+    def encode_group(self, request: GroupRequest) -> bytes:
+        return self.encoder_for(request.model_serving).group_hook(request)
+
+    def call(self, hook: Hook, request: Request) -> Reply:
         """One hook on ``request`` (ValidateConfig: the plugin's config alone)."""
+        if isinstance(request, GroupRequest):
+            return self.call_bytes(hook, self.encode_group(request), request.serving_group)
         if not SPEC[hook].per_pod:
             return self.call_bytes(hook, self._encoder.validate_config())
         return self.call_bytes(hook, self.encode(request), request.pod_name)
@@ -107,7 +113,11 @@ class WasmPlugin:
             return result
         call = result.call
         return Reply(
-            patch=result.response.patch, observations=result.observations, call=call, logs=call.logs
+            patch=result.response.patch,
+            observations=result.observations,
+            objects=result.response.objects,
+            call=call,
+            logs=call.logs,
         )
 
     def run(self, hook: Hook, payload: bytes, pod: str | None = None) -> HookOutcome:
@@ -148,6 +158,12 @@ class WasmPlugin:
     def on_pod_ready(self, request: HookRequest) -> list[Observation]:
         """OnPodReady as a native plugin has it: the observations its guest logged."""
         return self.run(Hook.ON_POD_READY, self.encode(request), request.pod_name).observations
+
+    def on_serving_group_change(self, request: GroupRequest) -> list[dict[str, Any]]:
+        """OnServingGroupChange as a native plugin has it: the owned objects (their shape
+        checked; PluginFailure on failure)."""
+        payload = self.encode_group(request)
+        return self.run(request.hook, payload, request.serving_group).response.objects
 
     def _take_observations(
         self, hook: Hook, records: list[LogRecord]

@@ -41,11 +41,13 @@ FLAVOUR_EXTISM = "extism"
 class Entrypoint:
     """A function the host calls: its export in a core module (type ``(i32, i32) -> (i64)``)
     and in an Extism module (``() -> (i32)``); ``required``: a module must export at least one
-    of the required entry points."""
+    of the required entry points; ``since``: the lowest ABI version a module that exports it
+    may have."""
 
     core: str
     extism: str
     required: bool = False
+    since: int = 1
 
     def export(self, flavour: str) -> str:
         """The export in a module of ``flavour``."""
@@ -138,6 +140,12 @@ def check_module(
             raise invalid_module(f"missing required export '{ALLOC}' {SIGNATURES[ALLOC]}")
         found = tuple(e.core for e in entrypoints if e.core in exports)
         initialize = INITIALIZE in exports
+    for e in entrypoints:
+        if version < e.since and e.export(flavour) in found:
+            raise invalid_module(
+                f"export '{e.export(flavour)}' needs ABI v{e.since} (the module's highest marker "
+                f"is {MARKER_PREFIX}{version})"
+            )
     required = [e.export(flavour) for e in entrypoints if e.required]
     if required and not any(name in found for name in required):
         raise invalid_module(f"the module exports no hook: it needs {' or '.join(required)}")

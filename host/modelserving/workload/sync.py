@@ -105,6 +105,8 @@ class SyncPlan:
     update_pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Merge patches by PodGroup name, bringing existing PodGroups to Kthena's spec."""
     ready_hooks: list[DesiredPod] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    """The ServingGroups the ModelServing keeps after this pass (existing and new), by index."""
     requeue_after: float | None = None
     notes: list[str] = field(default_factory=list)
     status: SyncStatus | None = None
@@ -626,6 +628,7 @@ def sync(
     for index in fresh:
         s.create_missing(s.fresh_plan(index, previous), set())
     s.orphans({g.index for g in kept} | set(fresh))
+    s.out.groups = [group_name(ms.name, i) for i in sorted({g.index for g in kept} | set(fresh))]
     s.pod_group_updates(group_name(ms.name, i) for i in {g.index for g in kept} | set(fresh))
     s.ready_hooks()
     return s.out

@@ -136,7 +136,9 @@ def test_unknown_plugin_names_the_plugin_index_and_known_names(
 def test_the_default_registry_is_used_when_none_is_given(two_role_ms: MsFactory) -> None:
     with pytest.raises(PluginConfigError) as info:
         build_chain(two_role_ms([annotate("a")]))
-    assert "(known: accelerator, demo-pod-tweaks, inference-engine, " in str(info.value)
+    assert "(known: accelerator, demo-pod-tweaks, entry-address-file, hccl-ranktable, " in str(
+        info.value
+    )
     chain = build_chain(two_role_ms([plugin("demo-pod-tweaks")]))
     assert [e.name for e in chain.entries] == ["demo-pod-tweaks"]
 

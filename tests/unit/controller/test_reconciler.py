@@ -80,8 +80,8 @@ def _matches(obj: Obj, selector: str | None) -> bool:
         return True
     have = (obj.get("metadata") or {}).get("labels") or {}
     for term in selector.split(","):
-        k, _, v = term.partition("=")
-        if have.get(k) != v:
+        k, equals, v = term.partition("=")
+        if (have.get(k) != v) if equals else (k not in have):  # key=value, or key (exists)
             return False
     return True
 
@@ -191,6 +191,22 @@ class FakeKube(Kube):
             del self.objects[key]
             return True
 
+    def apply(self, res: Resource, namespace: str, body: Obj, field_manager: str) -> Obj:
+        """Server-side apply as this test needs it: the applied object replaces the stored one's
+        labels, annotations, owner references and data (one manager per object)."""
+        obj = copy.deepcopy(body)
+        meta = obj["metadata"]
+        key = (res.plural, namespace, meta["name"])
+        with self.lock:
+            self.writes.append(("apply", res.plural, meta["name"], None))
+            old = self.objects.get(key)
+            meta["namespace"] = namespace
+            meta["uid"] = old["metadata"]["uid"] if old else f"uid-{res.plural}-{next(self._uids)}"
+            meta["managedFields"] = [{"manager": field_manager, "operation": "Apply"}]
+            self._bump(obj)
+            self.objects[key] = obj
+            return copy.deepcopy(obj)
+
     def merge_patch(
         self, res: Resource, namespace: str, name: str, patch: Obj, sub: str | None = None
     ) -> Obj:
@@ -220,6 +236,12 @@ class Recording(Recorder):
         self.hooks: list[CallRecord] = []
         self.pod_counts: list[tuple[int, int]] = []
         self.builds: list[bool] = []
+        self.object_counts: dict[tuple[str, str], int] = {}
+
+    def objects(self, plugin: str, action: str, n: int) -> None:
+        with self.lock:
+            key = (plugin, action)
+            self.object_counts[key] = self.object_counts.get(key, 0) + n
 
     def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
         with self.lock:

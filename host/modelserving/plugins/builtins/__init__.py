@@ -4,6 +4,8 @@ from modelserving.plugins.base import Builtin
 from modelserving.plugins.builtins import (
     accelerator,
     demo_pod_tweaks,
+    entry_address_file,
+    hccl_ranktable,
     inference_engine,
     lws_standard_labels,
     rdma_network,
@@ -17,6 +19,8 @@ BUILTINS: tuple[Builtin, ...] = (
     inference_engine.BUILTIN,
     rdma_network.BUILTIN,
     accelerator.BUILTIN,
+    hccl_ranktable.BUILTIN,
+    entry_address_file.BUILTIN,
 )
 
 __all__ = ["BUILTINS"]

@@ -1,0 +1,347 @@
+"""The ServingGroup hooks of a reconcile pass, and the objects they own (ABI v3, section 15).
+
+For each ServingGroup the ModelServing keeps and each plugin with an OnServingGroupChange hook,
+``GroupHooks.run``
+1. builds the plugin's request from the group's Pods as listed in this pass (not terminating,
+   in its scope, in order: role, role replica, entry first);
+2. skips the call when its input digest is the one last handled (kept in memory, and on the
+   objects as the annotation ``modelserving.volcano.sh/group-input``, so a restart does not
+   call again), and defers it when the last call for this plugin and group was less than
+   ``DEBOUNCE_S`` ago (the pass looks again shortly);
+3. calls it (``Chain.on_serving_group_change``: the object policy has checked the objects), then
+   refuses a name another plugin owns, or that an object this controller does not own has;
+4. applies each object whose content changed (server-side apply, field manager
+   ``modelserving-plugin-<name>``), with the controller's labels, the input annotation and an
+   owner reference to the ModelServing, and deletes the plugin's objects of the group it no
+   longer lists.
+Objects of a ServingGroup the ModelServing no longer keeps, or of a plugin no longer in its
+chain, are deleted. A failure follows the plugin's failure policy: ``Fail`` is returned (the
+pass is retried with backoff and PluginsReady turns false), ``Ignore`` is reported and waits for
+the input to change. Each call is counted by the chain's observer, each object by the recorder.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from modelserving.api import labels
+from modelserving.api.errors import FailureClass, PluginFailure
+from modelserving.api.group import GroupPod, group_input_digest, group_pod
+from modelserving.api.hook import Hook
+from modelserving.api.modelserving import ModelServing
+from modelserving.api.place import PodPlace
+from modelserving.chain import Chain, ChainEntry
+from modelserving.chain.objects import ObjectValidator
+from modelserving.controller.kube import CONFIG_MAPS, ApiError, Kube
+from modelserving.workload.observed import observe_pod, owned_by
+from modelserving.workload.pods import owner_reference
+
+if TYPE_CHECKING:
+    from modelserving.controller.reconciler import Recorder
+
+PLUGIN_LABEL = labels.LABEL_PREFIX + "plugin"
+INPUT_ANNOTATION = labels.LABEL_PREFIX + "group-input"
+DEBOUNCE_S = 1.0
+HOOK = Hook.ON_SERVING_GROUP_CHANGE
+
+Owner = tuple[str, str]
+"""(ServingGroup, plugin) an owned object belongs to."""
+
+
+@dataclass
+class GroupsResult:
+    """What the ServingGroup hooks of one pass leave for the reconciler."""
+
+    failures: list[PluginFailure] = field(default_factory=list)
+    api_errors: list[str] = field(default_factory=list)
+    look_again: bool = False
+
+
+def field_manager(plugin: str) -> str:
+    return f"modelserving-plugin-{plugin}"
+
+
+def group_pods(ms: ModelServing, pods: Iterable[Mapping[str, Any]]) -> dict[str, list[GroupPod]]:
+    """The not terminating Pods of ``ms`` by ServingGroup, each group in the requests' order."""
+    order = {role.name: i for i, role in enumerate(ms.spec.template.roles)}
+    found: dict[str, list[tuple[tuple[int, int, int], GroupPod]]] = {}
+    for pod in pods:
+        seen = observe_pod(pod, ms.name)
+        if seen is None or seen.terminating:
+            continue
+        place = PodPlace(seen.group, seen.role, seen.role_id, seen.pod_index == 0)
+        key = (order.get(seen.role, len(order)), seen.role_index, seen.pod_index)
+        found.setdefault(seen.group, []).append((key, group_pod(pod, place)))
+    return {g: [p for _, p in sorted(items, key=lambda kp: kp[0])] for g, items in found.items()}
+
+
+def _content(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """What a write would change: data, and labels and annotations without the input digest."""
+    meta = obj.get("metadata") or {}
+    annotations = dict(meta.get("annotations") or {})
+    annotations.pop(INPUT_ANNOTATION, None)
+    return obj.get("data") or {}, meta.get("labels") or {}, annotations
+
+
+class GroupHooks:
+    """Runs ServingGroup hooks for the reconciler; safe for several workers on different
+    ModelServings."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        recorder: Recorder,
+        objects: ObjectValidator | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.recorder = recorder
+        self.objects = objects or ObjectValidator()
+        self.clock = clock
+        self._lock = threading.Lock()
+        # by (namespace, name): (uid, group, plugin) -> the input digest last handled
+        self._done: dict[tuple[str, str], dict[tuple[str, str, str], str]] = {}
+        # by (namespace, name): (uid, group, plugin) -> when it was last called
+        self._called: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._done.pop((namespace, name), None)
+            self._called.pop((namespace, name), None)
+
+    def run(
+        self,
+        ms: ModelServing,
+        raw: Mapping[str, Any],
+        chain: Chain,
+        pods: Iterable[Mapping[str, Any]],
+        groups: Iterable[str],
+    ) -> GroupsResult:
+        """One pass's ServingGroup hooks (see the module docstring)."""
+        result = GroupsResult()
+        entries = chain.group_entries()
+        keep_groups = set(groups)
+        owned = self._owned(ms) if entries or keep_groups else {}
+        names = {e.name for e in entries}
+        stale = [
+            (owner, name)
+            for owner, objs in owned.items()
+            if owner[0] not in keep_groups or owner[1] not in names
+            for name in objs
+        ]
+        self._delete(ms, stale, result)
+        if not entries:
+            return result
+        by_group = group_pods(ms, pods)
+        owners = {name: owner for owner, objs in owned.items() for name in objs}
+        for group in sorted(keep_groups):
+            members = by_group.get(group)
+            if not members:
+                continue
+            for entry in entries:
+                self._one(ms, raw, chain, entry, group, members, owned, owners, result)
+        return result
+
+    # --- one plugin, one group -----------------------------------------------------------
+
+    def _one(
+        self,
+        ms: ModelServing,
+        raw: Mapping[str, Any],
+        chain: Chain,
+        entry: ChainEntry,
+        group: str,
+        members: list[GroupPod],
+        owned: dict[Owner, dict[str, dict[str, Any]]],
+        owners: dict[str, Owner],
+        result: GroupsResult,
+    ) -> None:
+        request = chain.group_request(entry, group, members, ms)
+        if request is None:
+            return
+        ns = ms.namespace
+        uid = ms.metadata.uid or ""
+        digest = group_input_digest(entry.name, entry.spec.config, ms.metadata.generation, request)
+        key = (uid, group, entry.name)
+        existing = owned.get((group, entry.name), {})
+        with self._lock:
+            done = self._done.setdefault((ns, ms.name), {})
+            called = self._called.setdefault((ns, ms.name), {})
+            if done.get(key) == digest or (
+                existing
+                and all(
+                    (o["metadata"].get("annotations") or {}).get(INPUT_ANNOTATION) == digest
+                    for o in existing.values()
+                )
+            ):
+                done[key] = digest
+                return
+            now = self.clock()
+            if now - called.get(key, -DEBOUNCE_S) < DEBOUNCE_S:
+                result.look_again = True
+                return
+            called[key] = now
+        outcome = chain.on_serving_group_change(entry, request, self.objects)
+        failure = outcome.failure
+        if failure is None:
+            failure = self._write(ms, raw, entry, group, digest, outcome.objects, existing, owners)
+        if failure is not None:
+            if failure.failure_class is FailureClass.FORBIDDEN_OBJECT:
+                self.recorder.objects(entry.name, "refused", 1)
+            self._failed(raw, entry, failure, result)
+            if entry.spec.failure_policy == "Fail":
+                return
+        with self._lock:
+            self._done.setdefault((ns, ms.name), {})[key] = digest
+
+    def _failed(
+        self,
+        raw: Mapping[str, Any],
+        entry: ChainEntry,
+        failure: PluginFailure,
+        result: GroupsResult,
+    ) -> None:
+        if entry.spec.failure_policy == "Fail":
+            result.failures.append(failure)
+            self.recorder.event(raw, "Warning", "PluginFailed", f"{failure}; retrying with backoff")
+        else:
+            self.recorder.event(
+                raw,
+                "Warning",
+                "PluginIgnored",
+                f"{failure}; the ServingGroup's objects are left as they are (failure policy "
+                "Ignore)",
+            )
+
+    def _write(
+        self,
+        ms: ModelServing,
+        raw: Mapping[str, Any],
+        entry: ChainEntry,
+        group: str,
+        digest: str,
+        objects: list[dict[str, Any]],
+        existing: dict[str, dict[str, Any]],
+        owners: dict[str, Owner],
+    ) -> PluginFailure | None:
+        """Apply ``objects`` and delete the plugin's others of ``group``; the failure that
+        stopped it (a name it may not have, an API error), None when all is done."""
+        ns = ms.namespace
+        for i, obj in enumerate(objects):
+            name = obj["metadata"]["name"]
+            owner = owners.get(name)
+            why = None
+            if owner is not None and owner != (group, entry.name):
+                why = f"ConfigMap {name} is owned by plugin '{owner[1]}' (ServingGroup {owner[0]})"
+            elif owner is None:
+                try:
+                    if self.kube.get(CONFIG_MAPS, ns, name) is not None:
+                        why = f"ConfigMap {name} exists and is not owned by plugin '{entry.name}'"
+                except ApiError as exc:
+                    return self._failure(entry, group, FailureClass.PLUGIN_ERROR, str(exc))
+            if why is not None:
+                return self._failure(
+                    entry, group, FailureClass.FORBIDDEN_OBJECT, f"objects[{i}]: {why}"
+                )
+        applied: list[str] = []
+        try:
+            for obj in objects:
+                body = self._body(ms, entry, group, digest, obj)
+                name = obj["metadata"]["name"]
+                old = existing.get(name)
+                if old is not None and _content(old) == _content(body):
+                    continue
+                self.kube.apply(CONFIG_MAPS, ns, body, field_manager(entry.name))
+                applied.append(name)
+            listed = {o["metadata"]["name"] for o in objects}
+            gone = [n for n, old in existing.items() if n not in listed]
+            deleted = [n for n in gone if self._delete_one(ms, existing[n])]
+        except ApiError as exc:
+            return self._failure(
+                entry, group, FailureClass.PLUGIN_ERROR, f"writing its objects: {exc}"
+            )
+        self.recorder.objects(entry.name, "applied", len(applied))
+        self.recorder.objects(entry.name, "deleted", len(deleted))
+        if applied or gone:
+            parts = []
+            if applied:
+                parts.append("applied ConfigMap " + ", ".join(applied))
+            if gone:
+                parts.append("deleted ConfigMap " + ", ".join(gone))
+            self.recorder.event(
+                raw,
+                "Normal",
+                "PluginObjects",
+                f"plugin '{entry.name}' {HOOK} on ServingGroup {group}: {'; '.join(parts)}",
+            )
+        return None
+
+    def _failure(
+        self, entry: ChainEntry, group: str, failure_class: FailureClass, message: str
+    ) -> PluginFailure:
+        return PluginFailure(failure_class, entry.name, HOOK, message, group=group)
+
+    def _body(
+        self,
+        ms: ModelServing,
+        entry: ChainEntry,
+        group: str,
+        digest: str,
+        obj: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """The object as applied: the plugin's, plus the controller's labels, annotation,
+        namespace and owner reference."""
+        meta = obj["metadata"]
+        return {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "metadata": {
+                "name": meta["name"],
+                "namespace": ms.namespace,
+                "labels": {
+                    **meta.get("labels", {}),
+                    labels.NAME_LABEL: ms.name,
+                    labels.GROUP_NAME_LABEL: group,
+                    PLUGIN_LABEL: entry.name,
+                },
+                "annotations": {**meta.get("annotations", {}), INPUT_ANNOTATION: digest},
+                "ownerReferences": [owner_reference(ms)],
+            },
+            "data": obj.get("data") or {},
+        }
+
+    # --- reading and deleting --------------------------------------------------------------
+
+    def _owned(self, ms: ModelServing) -> dict[Owner, dict[str, dict[str, Any]]]:
+        """The ConfigMaps of ServingGroup hooks this ModelServing owns, by (group, plugin)."""
+        selector = f"{labels.NAME_LABEL}={ms.name},{PLUGIN_LABEL}"
+        out: dict[Owner, dict[str, dict[str, Any]]] = {}
+        for cm in self.kube.list(CONFIG_MAPS, ms.namespace, selector):
+            if not owned_by(cm, ms.metadata.uid or ""):
+                continue
+            meta = cm.get("metadata") or {}
+            lab = meta.get("labels") or {}
+            owner = (str(lab.get(labels.GROUP_NAME_LABEL, "")), str(lab.get(PLUGIN_LABEL, "")))
+            out.setdefault(owner, {})[str(meta.get("name", ""))] = cm
+        return out
+
+    def _delete(
+        self, ms: ModelServing, stale: list[tuple[Owner, str]], result: GroupsResult
+    ) -> None:
+        counts: dict[str, int] = {}
+        for (_, plugin), name in stale:
+            try:
+                if self.kube.delete(CONFIG_MAPS, ms.namespace, name):
+                    counts[plugin] = counts.get(plugin, 0) + 1
+            except ApiError as exc:
+                result.api_errors.append(str(exc))
+        for plugin, n in counts.items():
+            self.recorder.objects(plugin, "deleted", n)
+
+    def _delete_one(self, ms: ModelServing, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        return self.kube.delete(CONFIG_MAPS, ms.namespace, str(meta.get("name")), meta.get("uid"))

@@ -1,0 +1,252 @@
+"""The ServingGroup hook in the reconciler: when it is called, what it writes and deletes, what
+it refuses and how failures follow the failure policy (controller.groups, on a fake API)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from modelserving.api import labels
+from modelserving.api.errors import FailureClass
+from modelserving.controller.groups import INPUT_ANNOTATION, PLUGIN_LABEL, field_manager
+from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, PODS
+from modelserving.controller.reconciler import Reconciler, RetryLater
+from modelserving.plugins.builtins.hccl_ranktable import DEFAULT_ANNOTATION
+from tests.unit.conftest import manifest, role
+from tests.unit.controller.test_reconciler import (
+    KEY,
+    NS,
+    FakeKube,
+    Obj,
+    Recording,
+    plugins_ready,
+)
+
+# the fixtures of the reconciler's tests (kube, rec, recorder, make_reconciler and theirs)
+pytest_plugins = ["tests.unit.controller.test_reconciler"]
+
+RANKTABLE = {"name": "hccl-ranktable", "type": "BuiltIn"}
+ENTRY_FILE = {"name": "entry-address-file", "type": "BuiltIn"}
+
+
+def two_node(plugins: list[Obj], replicas: int = 1) -> Obj:
+    return manifest(roles=[role(workers=1)], replicas=replicas, plugins=plugins)
+
+
+def schedule(kube: FakeKube, name: str, n: int, devices: int = 2) -> None:
+    """The Pod is scheduled on node ``n``, has an IP and the device plugin's annotation."""
+
+    def change(pod: Obj) -> None:
+        pod["spec"]["nodeName"] = f"node-{n}"
+        pod["status"] = {"phase": "Running", "hostIP": f"10.0.0.{n}", "podIP": f"10.244.{n}.5"}
+        device_list = [
+            {"device_id": str(d), "device_ip": f"192.168.{n}.{d + 1}"} for d in range(devices)
+        ]
+        annotation = json.dumps({"pod_name": pod["metadata"]["name"], "devices": device_list})
+        pod["metadata"].setdefault("annotations", {})[DEFAULT_ANNOTATION] = annotation
+
+    kube.edit(PODS, name, change)
+
+
+def table(kube: FakeKube, group: str = "sample-0") -> dict[str, Any]:
+    cm = kube.stored(CONFIG_MAPS, f"{group}-ranktable")
+    assert cm is not None, sorted(kube.all(CONFIG_MAPS))
+    return json.loads(cm["data"]["hccl.json"])  # type: ignore[no-any-return]
+
+
+def applies(kube: FakeKube) -> int:
+    return kube.count("apply", CONFIG_MAPS)
+
+
+def test_the_rank_table_is_written_at_once_and_completed_when_every_pod_is_known(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)  # creates the Pods; the hook sees them on the next pass
+    rec.reconcile(KEY)
+    assert table(kube) == {
+        "status": "initializing",
+        "version": "1.0",
+        "server_count": "0",
+        "server_list": [],
+    }
+    schedule(kube, "sample-0-server-0-0", 1)
+    rec.reconcile(KEY)
+    assert table(kube)["status"] == "initializing"
+    assert table(kube)["server_count"] == "1"
+    schedule(kube, "sample-0-server-0-1", 2)
+    rec.reconcile(KEY)
+    done = table(kube)
+    assert done["status"] == "completed"
+    assert [s["server_id"] for s in done["server_list"]] == ["10.0.0.1", "10.0.0.2"]
+    ranks = [d["rank_id"] for s in done["server_list"] for d in s["device"]]
+    assert ranks == ["0", "1", "2", "3"]
+    cm = kube.stored(CONFIG_MAPS, "sample-0-ranktable")
+    assert cm is not None
+    meta = cm["metadata"]
+    assert meta["labels"][labels.NAME_LABEL] == "sample"
+    assert meta["labels"][labels.GROUP_NAME_LABEL] == "sample-0"
+    assert meta["labels"][PLUGIN_LABEL] == "hccl-ranktable"
+    assert meta["ownerReferences"][0]["uid"] == "uid-1"
+    assert meta["managedFields"][0]["manager"] == field_manager("hccl-ranktable")
+    assert len(meta["annotations"][INPUT_ANNOTATION]) == 64
+
+
+def test_the_same_input_calls_nothing_and_writes_nothing(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)
+    schedule(kube, "sample-0-server-0-0", 1)
+    schedule(kube, "sample-0-server-0-1", 2)
+    rec.reconcile(KEY)
+    calls = len([r for r in recorder.hooks if r.hook == "OnServingGroupChange"])
+    written = applies(kube)
+    for _ in range(3):
+        rec.reconcile(KEY)
+    assert len([r for r in recorder.hooks if r.hook == "OnServingGroupChange"]) == calls
+    assert applies(kube) == written
+
+
+def test_a_restarted_controller_reads_the_input_from_the_objects(
+    kube: FakeKube, make_reconciler: Any, recorder: Recording
+) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    first = make_reconciler()
+    first.reconcile(KEY)
+    schedule(kube, "sample-0-server-0-0", 1)
+    first.reconcile(KEY)
+    calls = len(recorder.hooks)
+    make_reconciler().reconcile(KEY)  # a new process: nothing in memory
+    assert [r.hook for r in recorder.hooks[calls:]] == []
+
+
+def test_a_recreated_pod_on_another_node_changes_the_table(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)
+    schedule(kube, "sample-0-server-0-0", 1)
+    schedule(kube, "sample-0-server-0-1", 2)
+    rec.reconcile(KEY)
+    kube.remove(PODS, "sample-0-server-0-1")
+    rec.reconcile(KEY)  # recreates it
+    assert table(kube)["status"] == "initializing"
+    schedule(kube, "sample-0-server-0-1", 3)
+    rec.reconcile(KEY)
+    assert table(kube)["status"] == "completed"
+    assert table(kube)["server_list"][1]["server_id"] == "10.0.0.3"
+
+
+def test_scaling_down_deletes_the_groups_objects(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE, ENTRY_FILE], replicas=2))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    assert sorted(kube.all(CONFIG_MAPS)) == [
+        "sample-0-entry-address",
+        "sample-0-ranktable",
+        "sample-1-entry-address",
+        "sample-1-ranktable",
+    ]
+
+    def one(ms: Obj) -> None:
+        ms["spec"]["replicas"] = 1
+        ms["metadata"]["generation"] = 2
+
+    kube.edit(MODEL_SERVINGS, "sample", one)
+    rec.reconcile(KEY)
+    assert sorted(kube.all(CONFIG_MAPS)) == ["sample-0-entry-address", "sample-0-ranktable"]
+
+
+def test_a_plugin_removed_from_the_list_loses_its_objects(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE, ENTRY_FILE]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+
+    def drop(ms: Obj) -> None:
+        ms["spec"]["plugins"] = [ENTRY_FILE]
+        ms["metadata"]["generation"] = 2
+
+    kube.edit(MODEL_SERVINGS, "sample", drop)
+    rec.reconcile(KEY)
+    assert sorted(kube.all(CONFIG_MAPS)) == ["sample-0-entry-address"]
+
+
+def test_a_config_map_the_controller_does_not_own_is_refused(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    theirs = {"metadata": {"name": "sample-0-ranktable"}, "data": {"hccl.json": "mine"}}
+    kube.put(CONFIG_MAPS, theirs)
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)
+    with pytest.raises(RetryLater, match="ForbiddenObject"):
+        rec.reconcile(KEY)
+    stored = kube.stored(CONFIG_MAPS, "sample-0-ranktable")
+    assert stored is not None and stored["data"] == {"hccl.json": "mine"}
+    (message,) = set(recorder.messages("PluginFailed"))
+    assert message.startswith(
+        "ForbiddenObject: plugin 'hccl-ranktable' OnServingGroupChange on ServingGroup sample-0: "
+        "objects[0]: ConfigMap sample-0-ranktable exists and is not owned by plugin "
+        "'hccl-ranktable'"
+    )
+    assert plugins_ready(kube)[0] == "False"
+    assert recorder.object_counts[("hccl-ranktable", "refused")] == 1
+
+
+def test_under_ignore_a_refusal_is_reported_and_not_retried(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    kube.put(CONFIG_MAPS, {"metadata": {"name": "sample-0-ranktable"}, "data": {}})
+    kube.put(MODEL_SERVINGS, two_node([{**RANKTABLE, "failurePolicy": "Ignore"}]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)  # no RetryLater
+    rec.reconcile(KEY)
+    assert len(recorder.messages("PluginIgnored")) == 1
+    assert FailureClass.FORBIDDEN_OBJECT in recorder.messages("PluginIgnored")[0]
+
+
+def test_calls_for_one_group_are_a_second_apart(
+    kube: FakeKube, make_reconciler: Any, recorder: Recording
+) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec = make_reconciler()
+    now = [1000.0]
+    rec.groups.clock = lambda: now[0]
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    calls = len(recorder.hooks)
+    schedule(kube, "sample-0-server-0-0", 1)
+    assert rec.reconcile(KEY) is not None  # deferred: looks again shortly
+    assert len(recorder.hooks) == calls
+    now[0] += 1.0
+    rec.reconcile(KEY)
+    assert len(recorder.hooks) == calls + 1
+    assert table(kube)["server_count"] == "1"
+
+
+def test_entry_address_files_follow_the_entry_pods_ip(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, two_node([ENTRY_FILE]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    cm = kube.stored(CONFIG_MAPS, "sample-0-entry-address")
+    assert cm is not None
+    dns = f"sample-0-server-0-0.{NS}"
+    assert cm["data"] == {
+        "server-0": dns,
+        "server-0.json": json.dumps({"dns": dns, "ip": ""}, separators=(",", ":")),
+    }
+    schedule(kube, "sample-0-server-0-0", 1)
+    rec.reconcile(KEY)
+    cm = kube.stored(CONFIG_MAPS, "sample-0-entry-address")
+    assert cm is not None and cm["data"]["server-0"] == "10.244.1.5"
+    pod = kube.stored(PODS, "sample-0-server-0-1")
+    assert pod is not None
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "entry-address")
+    assert volume["configMap"] == {
+        "name": "sample-0-entry-address",
+        "optional": True,
+        "items": [
+            {"key": "server-0", "path": "address"},
+            {"key": "server-0.json", "path": "address.json"},
+        ],
+    }
