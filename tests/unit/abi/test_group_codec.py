@@ -78,7 +78,7 @@ def test_a_group_request_needs_the_model_serving_and_the_pods() -> None:
 
 
 def test_a_pods_facts_come_from_its_spec_and_status() -> None:
-    raw = {
+    raw: dict[str, Any] = {
         "metadata": {"name": "x", "annotations": {"k": "v"}},
         "spec": {"nodeName": "n"},
         "status": {
@@ -99,7 +99,7 @@ def test_a_pods_facts_come_from_its_spec_and_status() -> None:
     assert group_pod(not_running, place).ready is False
 
 
-CM = {
+CM: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "ConfigMap",
     "metadata": {"name": "llama-0-x"},
