@@ -44,6 +44,7 @@ PluginType = Literal["BuiltIn", "Wasm"]
 PluginRuntime = Literal["Native", "Wasm"]
 PluginTarget = Literal["All", "Entry", "Worker"]
 FailurePolicy = Literal["Fail", "Ignore"]
+PluginMode = Literal["Enforce", "Monitor"]
 
 
 def cel(*rules: tuple[str, str]) -> ConfigDict:
@@ -337,7 +338,7 @@ class PluginLimits(ApiModel):
 
 
 class PluginSpec(ApiModel):
-    """An entry of ``spec.plugins``: Kthena's fields plus Wasm modules, limits, failure policy."""
+    """An entry of ``spec.plugins``: Kthena's fields plus modules, limits, failure policy, mode."""
 
     model_config = cel(
         (
@@ -366,6 +367,7 @@ class PluginSpec(ApiModel):
     module: ModuleSource | None = None
     limits: PluginLimits | None = None
     failure_policy: FailurePolicy = "Fail"
+    mode: PluginMode = "Enforce"
 
     @field_validator("name")
     @classmethod
@@ -389,6 +391,17 @@ class PluginSpec(ApiModel):
         elif self.module is not None:
             raise ValueError("module is only allowed when type is Wasm")
         return self
+
+    @property
+    def monitor(self) -> bool:
+        """Whether the plugin runs in Monitor mode (reports, changes nothing, never blocks)."""
+        return self.mode == "Monitor"
+
+    @property
+    def blocks(self) -> bool:
+        """Whether a failure of this plugin stops what it was called for (failure policy Fail,
+        not in Monitor mode)."""
+        return self.failure_policy == "Fail" and not self.monitor
 
     @property
     def effective_runtime(self) -> PluginRuntime:

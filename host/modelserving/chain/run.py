@@ -37,7 +37,13 @@ class CreateResult:
 
     @property
     def ignored(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.failure is not None]
+        """Failures the Pod was created without (failure policy Ignore)."""
+        return [o for o in self.outcomes if o.failure is not None and not o.monitored]
+
+    @property
+    def monitored(self) -> list[Outcome]:
+        """What the plugins in Monitor mode would have done (nothing of it applied)."""
+        return [o for o in self.outcomes if o.monitored]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,9 @@ class CallRecord:
     role: str = ""
     observations: tuple[Observation, ...] = ()
     namespace: str = ""
+    monitored: bool = False
+    """The plugin runs in Monitor mode (``changes``: what it would have changed)."""
+    changes: int = 0
 
 
 CallObserver = Callable[[CallRecord], None]
@@ -91,7 +100,9 @@ class Chain:
     ) -> tuple[dict[str, Any], list[Outcome]]:
         """``hook`` of every in-scope plugin in list order, each call reported to the observer;
         the Pod after the patches and each outcome. A patching hook runs on the Pod the previous
-        plugin produced, and a failure of a plugin with failure policy Fail is raised."""
+        plugin produced, and a failure of a plugin with failure policy Fail is raised. A plugin in
+        Monitor mode runs on the same Pod, but its patch is not carried on and its failure is
+        never raised."""
         patches = SPEC[hook].patches
         outcomes: list[Outcome] = []
         for entry in self.entries:
@@ -99,9 +110,9 @@ class Chain:
                 continue
             outcome = invoke(entry, self.request(hook, desired, pod, ms), self.validator)
             self._observe(outcome, desired.place.role_name)
-            if outcome.failure is not None and patches and entry.spec.failure_policy == "Fail":
+            if outcome.failure is not None and patches and entry.spec.blocks:
                 raise outcome.failure
-            if outcome.pod is not None:
+            if outcome.pod is not None and not outcome.monitored:
                 pod = outcome.pod
             outcomes.append(outcome)
         return pod, outcomes
@@ -115,7 +126,7 @@ class Chain:
         pod, outcomes = self.run(Hook.ON_POD_CREATE, desired, desired.pod, ms)
         if pod is desired.pod:
             pod = json_copy(pod)
-        applied = {o.index for o in outcomes if o.applied}
+        applied = {o.index for o in outcomes if o.applied and not o.monitored}
         pod = record_applied(pod, [e for e in self.entries if e.index in applied])
         return CreateResult(pod=pod, outcomes=outcomes)
 
@@ -184,6 +195,8 @@ class Chain:
                 role,
                 tuple(outcome.observations) if failure is None else (),
                 self.model_serving.namespace,
+                outcome.monitored,
+                outcome.changes,
             )
         )
 

@@ -78,6 +78,9 @@ class Outcome:
     pod: dict[str, Any] | None = None
     reply: Reply = field(default_factory=Reply)
     objects: list[dict[str, Any]] = field(default_factory=list)
+    monitored: bool = False
+    """The plugin runs in Monitor mode: this is what it would have done; nothing of it is
+    applied and a failure blocks nothing."""
 
     @property
     def applied(self) -> bool:
@@ -92,8 +95,16 @@ class Outcome:
         """The fuel a successful WebAssembly call used (None: native, or failed)."""
         return self.reply.fuel if self.failure is None else None
 
+    @property
+    def changes(self) -> int:
+        """How many changes the call made (or, in Monitor mode, would have made): patch
+        operations, or owned objects."""
+        return len(self.patch) + len(self.objects)
+
     def explain(self) -> dict[str, Any]:
         out: dict[str, Any] = {"plugin": self.plugin, "index": self.index, "runtime": self.runtime}
+        if self.monitored:
+            out["mode"] = "Monitor"
         if self.failure is None:
             out["patch"] = self.patch
         else:
@@ -111,7 +122,7 @@ def invoke(
     outcome, classified, naming plugin, hook and Pod or ServingGroup)."""
     hook = request.hook
     plugin = entry.plugin
-    outcome = Outcome(entry.name, entry.index, entry.runtime, hook)
+    outcome = Outcome(entry.name, entry.index, entry.runtime, hook, monitored=entry.spec.monitor)
     start = time.perf_counter()
     reply = _call(plugin, request)
     group = request.serving_group if isinstance(request, GroupRequest) else None

@@ -2,7 +2,8 @@
 
 Reads ModelServing manifests (ConfigMaps are accepted for the modules of Wasm plugins), builds
 each plugin chain, generates every Pod and runs OnPodCreate, then prints one YAML stream sorted
-by kind and name. ``--explain`` puts each plugin's validated patch above every Pod as comments.
+by kind and name. ``--explain`` puts each plugin's validated patch above every Pod as comments
+(a plugin in Monitor mode: the patch it would have made, not applied to the Pod).
 """
 
 from __future__ import annotations

@@ -36,9 +36,11 @@ def _explain(pod_name: str, outcomes: list[Outcome]) -> str:
         return f"Pod {pod_name}: no plugin in scope"
     lines = [f"Pod {pod_name}: plugins in order"]
     for o in outcomes:
-        head = f"  {o.plugin} (spec.plugins[{o.index}], {o.runtime})"
+        mode = ", mode Monitor: not applied" if o.monitored else ""
+        head = f"  {o.plugin} (spec.plugins[{o.index}], {o.runtime}{mode})"
         if o.failure is not None:
-            lines.append(f"{head}: ignored (failurePolicy Ignore): {o.failure}")
+            why = "would fail" if o.monitored else "ignored (failurePolicy Ignore)"
+            lines.append(f"{head}: {why}: {o.failure}")
             continue
         lines.append(f"{head}: {len(o.patch)} operation(s)")
         lines.extend(f"    {json.dumps(op, sort_keys=True)}" for op in o.patch)
@@ -91,7 +93,12 @@ def run(args: argparse.Namespace) -> int:
         for pod, pod_outcomes in rendered.outcomes.items():
             outcomes[f"{ms.namespace}/{pod}"] = pod_outcomes
             for o in pod_outcomes:
-                if o.failure is not None:
+                if o.failure is not None and o.monitored:
+                    print(
+                        f"note: {ms.ref}: {o.failure} (mode Monitor: nothing blocked)",
+                        file=sys.stderr,
+                    )
+                elif o.failure is not None:
                     print(
                         f"warning: {ms.ref}: {o.failure} (failurePolicy Ignore: Pod created "
                         "without this plugin's changes)",

@@ -22,6 +22,7 @@ the input to change. Each call is counted by the chain's observer, each object b
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -187,13 +188,15 @@ class GroupHooks:
             called[key] = now
         outcome = chain.on_serving_group_change(entry, request, self.objects)
         failure = outcome.failure
-        if failure is None:
+        if entry.spec.monitor:
+            self._monitor(raw, entry, group, outcome.objects, failure)
+        elif failure is None:
             failure = self._write(ms, raw, entry, group, digest, outcome.objects, existing, owners)
-        if failure is not None:
+        if failure is not None and not entry.spec.monitor:
             if failure.failure_class is FailureClass.FORBIDDEN_OBJECT:
                 self.recorder.objects(entry.name, "refused", 1)
             self._failed(raw, entry, failure, result)
-            if entry.spec.failure_policy == "Fail":
+            if entry.spec.blocks:
                 return
         with self._lock:
             self._done.setdefault((ns, ms.name), {})[key] = digest
@@ -205,7 +208,7 @@ class GroupHooks:
         failure: PluginFailure,
         result: GroupsResult,
     ) -> None:
-        if entry.spec.failure_policy == "Fail":
+        if entry.spec.blocks:
             result.failures.append(failure)
             self.recorder.event(raw, "Warning", "PluginFailed", f"{failure}; retrying with backoff")
         else:
@@ -216,6 +219,30 @@ class GroupHooks:
                 f"{failure}; the ServingGroup's objects are left as they are (failure policy "
                 "Ignore)",
             )
+
+    def _monitor(
+        self,
+        raw: Mapping[str, Any],
+        entry: ChainEntry,
+        group: str,
+        objects: list[dict[str, Any]],
+        failure: PluginFailure | None,
+    ) -> None:
+        """Report what a plugin in Monitor mode would have written (nothing is)."""
+        if failure is not None:
+            message = f"{failure} (mode Monitor: nothing blocked)"
+        else:
+            self.recorder.objects(entry.name, "monitored", len(objects))
+            listed = ", ".join(
+                f"{o['metadata']['name']} ({len(json.dumps(o.get('data') or {}))} bytes of data)"
+                for o in objects
+            )
+            message = (
+                f"plugin '{entry.name}' (mode Monitor) {HOOK} on ServingGroup {group}: would "
+                f"apply {len(objects)} ConfigMap(s){': ' + listed if listed else ''} "
+                "(nothing applied)"
+            )
+        self.recorder.event(raw, "Normal", "PluginMonitored", message)
 
     def _write(
         self,

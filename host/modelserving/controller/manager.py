@@ -65,6 +65,11 @@ class _Reports(Recorder):
             self.metrics.observe_plugin_value(
                 record.namespace, record.plugin, observation.name, record.role, observation.seconds
             )
+        if record.monitored:
+            would = "change" if record.changes else "no_change"
+            self.metrics.count_monitored(
+                record.plugin, record.hook, would if record.result == "ok" else record.result
+            )
 
     def pods(self, created: int, deleted: int) -> None:
         for _ in range(created):

@@ -189,6 +189,14 @@ class Metrics:
             namespace=PREFIX,
             registry=reg,
         )
+        self.plugin_monitored = Counter(
+            "plugin_monitored_calls",
+            "Calls of plugins in Monitor mode by plugin, hook and what they would have done: "
+            "change (a patch or objects), no_change, or the failure class (nothing applied).",
+            ["plugin", "hook", "result"],
+            namespace=PREFIX,
+            registry=reg,
+        )
         self.queue_depth = Gauge(
             "workqueue_depth",
             "ModelServing objects waiting for a worker.",
@@ -318,6 +326,9 @@ class Metrics:
 
     def pod_deleted(self) -> None:
         self.pods_deleted.inc()
+
+    def count_monitored(self, plugin: str, hook: str, result: str) -> None:
+        self.plugin_monitored.labels(plugin, hook, result).inc()
 
     def count_objects(self, plugin: str, action: str, n: int = 1) -> None:
         if n:

@@ -41,7 +41,7 @@ from modelserving.api.errors import (
 from modelserving.api.hook import POD_HOOKS, Hook
 from modelserving.api.modelserving import ModelServing, PluginSpec
 from modelserving.api.validation import parse_model_serving
-from modelserving.chain import CallRecord, Chain, ChainCache
+from modelserving.chain import CallRecord, Chain, ChainCache, Outcome
 from modelserving.chain.objects import ObjectValidator
 from modelserving.controller import status as status_
 from modelserving.controller.groups import GroupHooks
@@ -391,6 +391,7 @@ class Reconciler:
         Fail-policy plugin failed on one of its Pods (then nothing of it is created)."""
         assert work.chain is not None
         out: list[dict[str, Any]] = []
+        monitored: dict[str, list[tuple[str, Outcome]]] = {}
         for step in group.steps:
             if not isinstance(step, DesiredPod):
                 out.append(step)
@@ -415,7 +416,13 @@ class Reconciler:
                     f"{ignored.failure}; Pod created without this plugin's changes "
                     "(failure policy Ignore)",
                 )
+            for outcome in result.monitored:
+                monitored.setdefault(outcome.plugin, []).append((step.name, outcome))
             out.append(result.pod)
+        for plugin, outcomes in monitored.items():
+            self.recorder.event(
+                work.raw, "Normal", "PluginMonitored", monitor_report(plugin, group.name, outcomes)
+            )
         return out
 
     def _create_group(self, work: _Pass, group: GroupWork, steps: list[dict[str, Any]]) -> int:
@@ -453,8 +460,13 @@ class Reconciler:
                 elif not exc.not_found:
                     work.api_errors.append(str(exc))
                 continue
+            monitors = {e.name for e in chain.entries if e.spec.monitor}
             for failure in chain.on_pod_ready(desired, desired.pod, work.ms):
-                self.recorder.event(work.raw, "Warning", "PluginFailed", str(failure))
+                if failure.plugin in monitors:
+                    message = f"{failure} (mode Monitor: nothing blocked)"
+                    self.recorder.event(work.raw, "Normal", "PluginMonitored", message)
+                else:
+                    self.recorder.event(work.raw, "Warning", "PluginFailed", str(failure))
 
     def _group_hooks(self, work: _Pass, plan: SyncPlan, pods: Iterable[Mapping[str, Any]]) -> None:
         if work.chain is None:
@@ -500,6 +512,32 @@ def _history_roles(revision: Mapping[str, Any]) -> list[Any]:
 def _rev(obj: Mapping[str, Any]) -> str | None:
     value = (obj.get("metadata") or {}).get("labels", {}).get(labels.REVISION_LABEL)
     return str(value) if value else None
+
+
+MONITOR_QUOTE = 600
+"""Most characters of a monitored patch an event quotes."""
+
+
+def monitor_report(plugin: str, group: str, outcomes: list[tuple[str, Outcome]]) -> str:
+    """The event of a plugin in Monitor mode for one ServingGroup's new Pods: how many it would
+    have changed or failed on, and the first such Pod's patch or failure."""
+    changed = [(pod, o) for pod, o in outcomes if o.failure is None and o.patch]
+    failed = [(pod, o) for pod, o in outcomes if o.failure is not None]
+    parts = [
+        f"plugin '{plugin}' (mode Monitor) OnPodCreate on ServingGroup {group}: would change "
+        f"{len(changed)} of {len(outcomes)} Pods"
+    ]
+    if failed:
+        parts.append(
+            f"would fail on {len(failed)}, first on Pod {failed[0][0]}: {failed[0][1].failure}"
+        )
+    if changed:
+        pod, outcome = changed[0]
+        patch = json.dumps(outcome.patch, separators=(",", ":"), sort_keys=True)
+        if len(patch) > MONITOR_QUOTE:
+            patch = patch[:MONITOR_QUOTE] + "...[cut]"
+        parts.append(f"Pod {pod} would get {patch}")
+    return "; ".join(parts) + " (nothing applied)"
 
 
 def _ready_plugins(chain: Chain, desired: DesiredPod) -> str:

@@ -52,7 +52,7 @@ def test_full_plugin_spec_round_trips(make_manifest: ManifestFactory) -> None:
     plugin = ms.spec.plugins[0]  # type: ignore[index]
     assert plugin.effective_runtime == "Wasm"
     assert plugin.limits is not None and plugin.limits.memory_mib == 16
-    assert plugin.to_api() == spec
+    assert plugin.to_api() == {**spec, "mode": "Enforce"}  # defaults are filled in
 
 
 @pytest.mark.parametrize(

@@ -741,3 +741,38 @@ def test_requests_carry_the_current_model_serving(
     chain.on_pod_create(desired_pods(ms)["llm-0-prefill-0-0"], edited)
     chain.on_pod_create(desired_pods(ms)["llm-0-prefill-0-0"])
     assert seen == [{"tier": "gold"}, ms.metadata.labels]
+
+
+# --- Monitor mode ----------------------------------------------------------------------------
+
+
+def test_a_monitored_plugin_runs_but_its_patch_is_not_applied(
+    two_role_ms: MsFactory, registry: Registry, log: CallLog
+) -> None:
+    ms = two_role_ms([annotate("seen", mode="Monitor"), annotate("kept")])
+    desired = desired_pods(ms)[DECODE_ENTRY]
+    result = build_chain(ms, registry).on_pod_create(desired)
+    assert [c.tag for c in log] == ["seen", "kept"]
+    assert set(log[1].annotations) == set(desired.pod["metadata"].get("annotations") or {})
+    assert tags(result.pod) == {"kept"}  # the monitored patch never reaches the Pod
+    watched = result.outcomes[0]
+    assert watched.monitored and watched.failure is None
+    assert watched.patch and watched.changes == len(watched.patch)
+    assert result.monitored == [watched]
+    assert result.ignored == []
+    assert watched.explain()["mode"] == "Monitor"
+    assert applied(result.pod) == [{"name": "annotate", "runtime": "Native"}]
+
+
+@pytest.mark.parametrize("mode", list(FAILURES))
+def test_a_monitored_plugin_never_blocks_even_under_fail(
+    two_role_ms: MsFactory, registry: Registry, log: CallLog, mode: str
+) -> None:
+    ms = two_role_ms([plugin("fail", {"mode": mode}, mode="Monitor"), annotate("after")])
+    desired = desired_pods(ms)[PREFILL_WORKER]
+    result = build_chain(ms, registry).on_pod_create(desired)  # no PluginFailure
+    assert tags(result.pod) == {"after"}
+    (watched,) = result.monitored
+    assert watched.failure is not None
+    assert result.ignored == []
+    assert applied(result.pod) == [{"name": "annotate", "runtime": "Native"}]

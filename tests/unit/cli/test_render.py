@@ -79,6 +79,31 @@ def test_explain_shows_each_plugins_patch(capsys: pytest.CaptureFixture[str]) ->
     assert list(yaml.safe_load_all(out)) == plain
 
 
+def test_explain_shows_what_a_monitored_plugin_would_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugins = [
+        {"name": "entry-address-file", "mode": "Monitor"},
+        {"name": "hccl-ranktable", "mode": "Monitor", "config": {"container": "missing"}},
+    ]
+    path = write(tmp_path, manifest(plugins=plugins))
+    code, out, err = render(capsys, "-f", path, "--explain")
+    assert code == 0, err
+    assert (
+        "#   entry-address-file (spec.plugins[0], Native, mode Monitor: not applied): "
+        "2 operation(s)"
+    ) in out
+    assert (
+        "#   hccl-ranktable (spec.plugins[1], Native, mode Monitor: not applied): would fail: "
+        "PluginError: plugin 'hccl-ranktable' OnPodCreate on Pod sample-0-server-0-0: the Pod "
+        "has no container named 'missing'"
+    ) in out
+    assert "(mode Monitor: nothing blocked)" in err
+    (pod,) = [o for o in yaml.safe_load_all(out) if o["kind"] == "Pod"]
+    assert "volumes" not in pod["spec"]
+    assert "annotations" not in pod["metadata"]
+
+
 def test_multiple_files_and_default_namespace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -250,3 +250,49 @@ def test_entry_address_files_follow_the_entry_pods_ip(kube: FakeKube, rec: Recon
             {"key": "server-0.json", "path": "address.json"},
         ],
     }
+
+
+# --- Monitor mode ----------------------------------------------------------------------------
+
+
+def test_a_monitored_group_hook_writes_nothing_and_says_what_it_would_apply(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    kube.put(MODEL_SERVINGS, two_node([{**RANKTABLE, "mode": "Monitor"}]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    assert kube.all(CONFIG_MAPS) == {}
+    pod = kube.stored(PODS, "sample-0-server-0-0")
+    assert pod is not None and "volumes" not in pod["spec"]  # nor the OnPodCreate patch
+    messages = recorder.messages("PluginMonitored")
+    assert any(
+        m.startswith(
+            "plugin 'hccl-ranktable' (mode Monitor) OnPodCreate on ServingGroup sample-0: "
+            "would change 2 of 2 Pods; Pod sample-0-server-0-0 would get "
+        )
+        and m.endswith("(nothing applied)")
+        for m in messages
+    ), messages
+    assert any(
+        m.startswith(
+            "plugin 'hccl-ranktable' (mode Monitor) OnServingGroupChange on ServingGroup "
+            "sample-0: would apply 1 ConfigMap(s): sample-0-ranktable ("
+        )
+        for m in messages
+    ), messages
+    assert recorder.object_counts[("hccl-ranktable", "monitored")] == 1
+    assert ("hccl-ranktable", "applied") not in recorder.object_counts
+
+
+def test_a_failing_monitored_plugin_blocks_nothing(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    broken = {**ENTRY_FILE, "mode": "Monitor", "config": {"container": "missing"}}
+    kube.put(MODEL_SERVINGS, two_node([broken]))
+    rec.reconcile(KEY)  # failure policy Fail, yet no RetryLater
+    assert len(kube.all(PODS)) == 2
+    (message,) = [m for m in recorder.messages("PluginMonitored") if "OnPodCreate" in m]
+    assert "would fail on 2, first on Pod sample-0-server-0-0: PluginError: " in message
+    assert "the Pod has no container named 'missing'" in message
+    assert "PluginFailed" not in recorder.reasons()
+    assert plugins_ready(kube)[0] == "True"

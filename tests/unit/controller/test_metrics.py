@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import urllib.request
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from modelserving.chain import CallRecord
+from modelserving.controller.manager import _Reports
 from modelserving.controller.metrics import Metrics
 from modelserving.sandbox.cache import CacheStats
 
@@ -173,3 +176,22 @@ def test_serve_answers_http_get(metrics: Metrics) -> None:
     assert "modelserving_pods_deleted_total 1.0" in body
     assert not server.thread.is_alive()
     server.close()  # idempotent
+
+
+def test_monitored_calls_and_owned_objects_are_counted(metrics: Metrics) -> None:
+    reports = _Reports(cast(Any, None), metrics, cast(Any, None))
+    for result, changes in (("ok", 2), ("ok", 0), ("PluginError", 0)):
+        record = CallRecord(
+            "m", "OnPodCreate", "Native", result, 0.001, monitored=True, changes=changes
+        )
+        reports.hook(record)
+    reports.hook(CallRecord("e", "OnPodCreate", "Native", "ok", 0.001, changes=3))  # enforced
+    name = "modelserving_plugin_monitored_calls_total"
+    for result in ("change", "no_change", "PluginError"):
+        assert value(metrics, name, plugin="m", hook="OnPodCreate", result=result) == 1
+    assert value(metrics, name, plugin="e", hook="OnPodCreate", result="change") is None
+    reports.objects("p", "applied", 2)
+    reports.objects("p", "applied", 0)
+    reports.objects("p", "refused", 1)
+    assert value(metrics, "modelserving_plugin_objects_total", plugin="p", action="applied") == 2
+    assert value(metrics, "modelserving_plugin_objects_total", plugin="p", action="refused") == 1
