@@ -45,12 +45,18 @@ if TYPE_CHECKING:
     from modelserving.controller.reconciler import Recorder
 
 PLUGIN_LABEL = labels.LABEL_PREFIX + "plugin"
+PLUGIN_INDEX_ANNOTATION = labels.LABEL_PREFIX + "plugin-index"
+"""Which entry of ``spec.plugins`` owns the object (a plugin may be listed more than once)."""
 INPUT_ANNOTATION = labels.LABEL_PREFIX + "group-input"
 DEBOUNCE_S = 1.0
 HOOK = Hook.ON_SERVING_GROUP_CHANGE
 
-Owner = tuple[str, str]
-"""(ServingGroup, plugin) an owned object belongs to."""
+Owner = tuple[str, str, str]
+"""(ServingGroup, plugin name, its index in spec.plugins) an owned object belongs to."""
+
+
+def owner_of(group: str, entry: ChainEntry) -> Owner:
+    return group, entry.name, str(entry.index)
 
 
 @dataclass
@@ -127,11 +133,11 @@ class GroupHooks:
         entries = chain.group_entries()
         keep_groups = set(groups)
         owned = self._owned(ms) if entries or keep_groups else {}
-        names = {e.name for e in entries}
+        plugins = {(e.name, str(e.index)) for e in entries}
         stale = [
             (owner, name)
             for owner, objs in owned.items()
-            if owner[0] not in keep_groups or owner[1] not in names
+            if owner[0] not in keep_groups or owner[1:] not in plugins
             for name in objs
         ]
         self._delete(ms, stale, result)
@@ -167,8 +173,8 @@ class GroupHooks:
         ns = ms.namespace
         uid = ms.metadata.uid or ""
         digest = group_input_digest(entry.name, entry.spec.config, ms.metadata.generation, request)
-        key = (uid, group, entry.name)
-        existing = owned.get((group, entry.name), {})
+        key = (uid, group, f"{entry.index}/{entry.name}")
+        existing = owned.get(owner_of(group, entry), {})
         with self._lock:
             done = self._done.setdefault((ns, ms.name), {})
             called = self._called.setdefault((ns, ms.name), {})
@@ -262,7 +268,9 @@ class GroupHooks:
             name = obj["metadata"]["name"]
             owner = owners.get(name)
             why = None
-            if owner is not None and owner != (group, entry.name):
+            if owner is not None and owner[:2] != (group, entry.name):
+                # another plugin, or another ServingGroup; the same plugin listed at another
+                # index (the list was reordered) takes it over
                 why = f"ConfigMap {name} is owned by plugin '{owner[1]}' (ServingGroup {owner[0]})"
             elif owner is None:
                 try:
@@ -335,7 +343,11 @@ class GroupHooks:
                     labels.GROUP_NAME_LABEL: group,
                     PLUGIN_LABEL: entry.name,
                 },
-                "annotations": {**meta.get("annotations", {}), INPUT_ANNOTATION: digest},
+                "annotations": {
+                    **meta.get("annotations", {}),
+                    PLUGIN_INDEX_ANNOTATION: str(entry.index),
+                    INPUT_ANNOTATION: digest,
+                },
                 "ownerReferences": [owner_reference(ms)],
             },
             "data": obj.get("data") or {},
@@ -352,7 +364,12 @@ class GroupHooks:
                 continue
             meta = cm.get("metadata") or {}
             lab = meta.get("labels") or {}
-            owner = (str(lab.get(labels.GROUP_NAME_LABEL, "")), str(lab.get(PLUGIN_LABEL, "")))
+            notes = meta.get("annotations") or {}
+            owner = (
+                str(lab.get(labels.GROUP_NAME_LABEL, "")),
+                str(lab.get(PLUGIN_LABEL, "")),
+                str(notes.get(PLUGIN_INDEX_ANNOTATION, "")),
+            )
             out.setdefault(owner, {})[str(meta.get("name", ""))] = cm
         return out
 
@@ -360,7 +377,7 @@ class GroupHooks:
         self, ms: ModelServing, stale: list[tuple[Owner, str]], result: GroupsResult
     ) -> None:
         counts: dict[str, int] = {}
-        for (_, plugin), name in stale:
+        for (_, plugin, _), name in stale:
             try:
                 if self.kube.delete(CONFIG_MAPS, ms.namespace, name):
                     counts[plugin] = counts.get(plugin, 0) + 1

@@ -296,3 +296,21 @@ def test_a_failing_monitored_plugin_blocks_nothing(
     assert "the Pod has no container named 'missing'" in message
     assert "PluginFailed" not in recorder.reasons()
     assert plugins_ready(kube)[0] == "True"
+
+
+def test_a_plugin_listed_twice_owns_two_sets_of_objects(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    plugins = [
+        {**RANKTABLE, "scope": {"roles": ["prefill"]}, "config": {"configMapSuffix": "p-table"}},
+        {**RANKTABLE, "scope": {"roles": ["decode"]}, "config": {"configMapSuffix": "d-table"}},
+    ]
+    roles = [role("prefill", workers=1), role("decode", workers=1)]
+    kube.put(MODEL_SERVINGS, manifest(roles=roles, plugins=plugins))
+    for _ in range(4):
+        rec.reconcile(KEY)
+    assert sorted(kube.all(CONFIG_MAPS)) == ["sample-0-d-table", "sample-0-p-table"]
+    assert kube.count("delete", CONFIG_MAPS) == 0  # no flapping between the two entries
+    assert kube.count("apply", CONFIG_MAPS) == 2
+    prefill = json.loads(kube.all(CONFIG_MAPS)["sample-0-p-table"]["data"]["hccl.json"])
+    assert prefill["server_count"] == "0"  # and nothing of decode's
