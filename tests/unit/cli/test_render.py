@@ -104,6 +104,25 @@ def test_explain_shows_what_a_monitored_plugin_would_do(
     assert "annotations" not in pod["metadata"]
 
 
+def test_the_ascend_example_mounts_each_roles_rank_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = ROOT / "examples" / "ascend-pd-disaggregation.yaml"
+    code, out, err = render(capsys, "-f", str(example))
+    assert code == 0, err
+    pods = {o["metadata"]["name"]: o for o in yaml.safe_load_all(out) if o["kind"] == "Pod"}
+    assert len(pods) == 4
+    for name, pod in pods.items():
+        role = "prefill" if "-prefill-" in name else "decode"
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        table = volumes[f"{role}-ranktable"]["configMap"]
+        assert table["name"] == f"deepseek-pd-0-{role}-ranktable"
+        assert volumes["entry-address"]["configMap"]["items"][0]["key"] == f"{role}-0"
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert env["RANK_TABLE_FILE"] == "/user/serverid/devindex/config/hccl.json"
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["huawei.com/Ascend910"] == "8"
+
+
 def test_multiple_files_and_default_namespace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
