@@ -2,8 +2,9 @@ package plugin
 
 import "errors"
 
-// Plugin is a plugin's hooks: set the ones it implements (at least OnPodCreate or OnPodReady),
-// and export each of them from the main package (see the package documentation).
+// Plugin is a plugin's hooks: set the ones it implements (at least OnPodCreate, OnPodReady or
+// OnServingGroupChange), and export each of them from the main package (see the package
+// documentation).
 //
 // Errors become responses: a non-nil error is {"error": err.Error()} (class PluginError on the
 // host; for ValidateConfig, a refused config). OnPodCreate's operations become
@@ -12,7 +13,9 @@ import "errors"
 // OnPodReadyObserve's observations, checked by [ValidateObservations] (a broken one is answered
 // as an error), go in the response ({"observations": [...]}) when the request says abiVersion
 // 2, and become "observe <name> <seconds>" info lines ([ObserveLine]) when it says 1 (a host
-// that knows only ABI v1).
+// that knows only ABI v1). OnServingGroupChange's objects, checked by [ValidateObjects] (a
+// broken one is answered as an error), are {"objects": [...]}, or the empty response when there
+// are none.
 type Plugin struct {
 	// OnPodCreate returns the operations for the Pod about to be created; usually
 	// `return patch.Result()` of a [PodPatch].
@@ -25,6 +28,13 @@ type Plugin struct {
 	// ValidateConfig checks req.Config, once, when the chain is built. OnPodCreate gets the
 	// config again with every call (instances are not kept between calls): parse it there too.
 	ValidateConfig func(req *Request) error
+	// OnServingGroupChange (ABI v3) sees a whole ServingGroup (req.ServingGroup,
+	// req.ExpectedPods, req.Pods) and returns every object it wants for the group now: objects
+	// it returned before and leaves out are deleted, and none (nil) deletes them all. The host
+	// calls it when the group's Pods or their facts change. A plugin that sets it imports
+	// modelserving.dev/plugin/abiv3, whose marker makes the host send ABI v3 requests, and
+	// exports it as ms_on_serving_group_change.
+	OnServingGroupChange func(req *Request) ([]Object, error)
 }
 
 // Implements reports whether the plugin has a function for hook.
@@ -36,6 +46,8 @@ func (p *Plugin) Implements(hook Hook) bool {
 		return p.OnPodReady != nil || p.OnPodReadyObserve != nil
 	case ValidateConfig:
 		return p.ValidateConfig != nil
+	case OnServingGroupChange:
+		return p.OnServingGroupChange != nil
 	}
 	return false
 }
@@ -74,6 +86,9 @@ func (p *Plugin) run(hook Hook, request []byte) ([]byte, []Observation, error) {
 	if !p.Implements(hook) {
 		return nil, nil, errors.New("the plugin does not implement " + hook.String())
 	}
+	if hook.HasGroup() && v3 == nil {
+		return nil, nil, errors.New("the plugin implements " + hook.String() + ", which needs ABI v3: import _ \"modelserving.dev/plugin/abiv3\" in its main package (it exports the marker modelserving_abi_v3)")
+	}
 	req, err := DecodeRequest(request)
 	if err != nil {
 		return nil, nil, err
@@ -90,6 +105,9 @@ func (p *Plugin) run(hook Hook, request []byte) ([]byte, []Observation, error) {
 		return PatchResponse(ops), nil, nil
 	case OnPodReady:
 		return p.onPodReady(req)
+	case OnServingGroupChange:
+		out, err := v3.onServingGroupChange(p, req)
+		return out, nil, err
 	}
 	return nil, nil, p.ValidateConfig(req)
 }

@@ -24,6 +24,10 @@ func isLabelShape(s string) bool {
 	return true
 }
 
+// IsDNS1123Label: lower-case letters, digits and '-', starting and ending with a letter or
+// digit, at most 63 characters (e.g. a namespace, or a suffix of an object's name).
+func IsDNS1123Label(value string) bool { return len(value) <= 63 && isLabelShape(value) }
+
 // IsDNS1123Subdomain: lower-case DNS labels joined by dots, at most 253 characters (e.g. a
 // RuntimeClass name).
 func IsDNS1123Subdomain(value string) bool {

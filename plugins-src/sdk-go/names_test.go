@@ -5,6 +5,19 @@ import (
 	"testing"
 )
 
+func TestLabels(t *testing.T) {
+	for _, ok := range []string{"a", "0", "entry-address", "a-b-c9", strings.Repeat("a", 63)} {
+		if !IsDNS1123Label(ok) {
+			t.Error(ok)
+		}
+	}
+	for _, bad := range []string{"", "A", "-a", "a-", "a.b", "a_b", "é", strings.Repeat("a", 64), "a\n"} {
+		if IsDNS1123Label(bad) {
+			t.Error(bad)
+		}
+	}
+}
+
 func TestSubdomains(t *testing.T) {
 	for _, ok := range []string{"a", "gvisor", "kata-qemu", "a.b.c", "0", strings.Repeat("a", 253)} {
 		if !IsDNS1123Subdomain(ok) {

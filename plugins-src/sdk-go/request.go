@@ -2,13 +2,27 @@ package plugin
 
 import "strconv"
 
-// ABIVersion is the newest ABI version this SDK speaks. A plugin exports the markers of versions
-// 1 and 2 and answers requests of either (abiVersion): a v2 host sends 2 and takes observations
-// in the response, a host that knows only v1 sends 1 and gets them as observe log lines.
-const ABIVersion = 2
+// ABIVersion is the newest ABI version this SDK speaks. Every plugin exports the markers of
+// versions 1 and 2 and answers requests of either (abiVersion): a v2 host sends 2 and takes
+// observations in the response, a host that knows only v1 sends 1 and gets them as observe log
+// lines. A plugin that imports modelserving.dev/plugin/abiv3 also exports the v3 marker and
+// answers requests of version 3, the only ones with the hook OnServingGroupChange
+// ([ModuleABIVersion]).
+const ABIVersion = 3
 
 // ABIVersionMin is the oldest ABI version this SDK answers.
 const ABIVersionMin = 1
+
+// ModuleABIVersion is the newest ABI version this module speaks: 3 when it imports
+// modelserving.dev/plugin/abiv3 (which exports the marker modelserving_abi_v3), 2 otherwise.
+// [DecodeRequest] refuses requests of a newer version, and a [Request] built to be encoded says
+// this version when its ABIVersion is 0.
+func ModuleABIVersion() int {
+	if v3 != nil {
+		return 3
+	}
+	return 2
+}
 
 // Hook is a hook point.
 type Hook uint8
@@ -22,12 +36,16 @@ const (
 	// ValidateConfig: the host asks whether the plugin's config is valid, once, when the
 	// chain is built.
 	ValidateConfig
+	// OnServingGroupChange (ABI v3): a ServingGroup's Pods changed; the plugin may return the
+	// objects (ConfigMaps) it wants for the group.
+	OnServingGroupChange
 )
 
-var hookNames = [...]string{"OnPodCreate", "OnPodReady", "ValidateConfig"}
-var hookExports = [...]string{"ms_on_pod_create", "ms_on_pod_ready", "ms_validate_config"}
+var hookNames = [...]string{"OnPodCreate", "OnPodReady", "ValidateConfig", "OnServingGroupChange"}
+var hookExports = [...]string{"ms_on_pod_create", "ms_on_pod_ready", "ms_validate_config", "ms_on_serving_group_change"}
 
-// String is the hook's name on the wire: "OnPodCreate", "OnPodReady" or "ValidateConfig".
+// String is the hook's name on the wire: "OnPodCreate", "OnPodReady", "ValidateConfig" or
+// "OnServingGroupChange".
 func (h Hook) String() string {
 	if int(h) < len(hookNames) {
 		return hookNames[h]
@@ -44,7 +62,11 @@ func (h Hook) ExportName() string {
 }
 
 // HasPod reports whether the hook's request carries a Pod (OnPodCreate, OnPodReady).
-func (h Hook) HasPod() bool { return h != ValidateConfig }
+func (h Hook) HasPod() bool { return h == OnPodCreate || h == OnPodReady }
+
+// HasGroup reports whether the hook's request carries a ServingGroup's Pods
+// (OnServingGroupChange, ABI v3).
+func (h Hook) HasGroup() bool { return h == OnServingGroupChange }
 
 // HookNamed is the hook with this wire name.
 func HookNamed(name string) (Hook, bool) {
@@ -63,12 +85,15 @@ func HookNamed(name string) (Hook, bool) {
 // decoded into a [Value], and ModelServing and Pod stay undecoded [Raw] views: navigate them
 // with Get, Path, Items and Entries, or decode them with Value when the whole object is needed.
 //
-// For OnPodCreate and OnPodReady every field is set; for ValidateConfig only ABIVersion, Hook,
-// PluginName and Config are, the strings are empty, IsEntry is false and Pod and ModelServing are nil.
+// For OnPodCreate and OnPodReady every field but ExpectedPods and Pods is set; for
+// OnServingGroupChange (ABI v3) ABIVersion, Hook, PluginName, Config, ModelServing,
+// ServingGroup, ExpectedPods and Pods are; for ValidateConfig only ABIVersion, Hook, PluginName
+// and Config are. The others are empty: "", false, 0, nil Pods, and Pod and ModelServing nil.
 // Request keys this SDK does not know are ignored.
 type Request struct {
-	// ABIVersion is the request's abiVersion: 1 or 2 (in a Request built to be encoded, 0
-	// stands for [ABIVersion]).
+	// ABIVersion is the request's abiVersion: 1, 2 or, for a module that imports
+	// modelserving.dev/plugin/abiv3, 3 (in a Request built to be encoded, 0 stands for
+	// [ModuleABIVersion], and for 3 in an OnServingGroupChange request).
 	ABIVersion int
 	Hook       Hook
 	// PluginName is the plugin's name in the ModelServing's plugin list.
@@ -76,7 +101,7 @@ type Request struct {
 	// Config is the plugin's config exactly as written in the ModelServing (nil when absent),
 	// decoded with every check of [Decode].
 	Config       Value
-	ModelServing Raw // the ModelServing (a map), for the Pod hooks
+	ModelServing Raw // the ModelServing (a map), for the Pod and ServingGroup hooks
 	ServingGroup string
 	RoleName     string
 	RoleID       string
@@ -84,12 +109,20 @@ type Request struct {
 	// Pod is the Pod (a map; with status for OnPodReady), for the Pod hooks. A plugin never
 	// changes it: it returns a patch.
 	Pod Raw
+	// ExpectedPods is, for OnServingGroupChange, how many Pods in the plugin's scope the
+	// ServingGroup has when complete (from the ModelServing's spec).
+	ExpectedPods int
+	// Pods are, for OnServingGroupChange, the ServingGroup's existing Pods in the plugin's
+	// scope, in the host's order: by role (in spec order), role replica, the entry first, then
+	// the workers.
+	Pods []GroupPod
 }
 
-// requestFields are the request keys this SDK reads, in the order the host writes them.
+// requestFields are the request keys this SDK reads, in the order the host writes them (the
+// ServingGroup hook's expectedPods and pods follow servingGroup on the wire).
 var requestFields = [...]string{
 	"abiVersion", "hook", "plugin", "modelServing", "servingGroup", "roleName", "roleId",
-	"isEntry", "pod",
+	"isEntry", "pod", "expectedPods", "pods",
 }
 
 // DecodeRequest checks and reads a request; the error says what is wrong, e.g.
@@ -131,7 +164,8 @@ func DecodeRequest(b []byte) (*Request, error) {
 		return nil, wrong("abiVersion", "int", abi, ok)
 	}
 	v, isInt := abi.Int()
-	if !isInt || v < ABIVersionMin || v > ABIVersion {
+	newest := ModuleABIVersion()
+	if !isInt || v < ABIVersionMin || v > int64(newest) {
 		var text string
 		if isInt {
 			text = strconv.FormatInt(v, 10)
@@ -139,7 +173,7 @@ func DecodeRequest(b []byte) (*Request, error) {
 			u, _ := abi.Uint()
 			text = strconv.FormatUint(u, 10)
 		}
-		return nil, requestError("abiVersion " + text + " is not supported (this plugin speaks " + strconv.Itoa(ABIVersionMin) + " to " + strconv.Itoa(ABIVersion) + ")")
+		return nil, requestError("abiVersion " + text + " is not supported (this plugin speaks " + strconv.Itoa(ABIVersionMin) + " to " + strconv.Itoa(newest) + ")")
 	}
 	r.ABIVersion = int(v)
 	hook, ok := field(1)
@@ -152,6 +186,9 @@ func DecodeRequest(b []byte) (*Request, error) {
 	}
 	if r.Hook, ok = HookNamed(name); !ok {
 		return nil, requestError("unknown hook '" + name + "'")
+	}
+	if r.Hook.HasGroup() && r.ABIVersion < 3 {
+		return nil, requestError("hook " + name + " needs abiVersion 3, got " + strconv.Itoa(r.ABIVersion))
 	}
 	plugin, ok := field(2)
 	if !ok || plugin.Kind() != KindMap {
@@ -174,10 +211,14 @@ func DecodeRequest(b []byte) (*Request, error) {
 		}
 	}
 
-	required := r.Hook.HasPod()
+	// The Pod hooks need every key; the ServingGroup hook modelServing and servingGroup (and
+	// its own keys, read below). A key no hook needs is still checked when present.
+	needed := func(i int) bool {
+		return r.Hook.HasPod() || r.Hook.HasGroup() && (i == 3 || i == 4)
+	}
 	str := func(i int) (string, error) {
 		v, ok := field(i)
-		if !ok && !required {
+		if !ok && !needed(i) {
 			return "", nil
 		}
 		if !ok || v.Kind() != KindStr {
@@ -187,7 +228,7 @@ func DecodeRequest(b []byte) (*Request, error) {
 	}
 	mapField := func(i int) (Raw, error) {
 		v, ok := field(i)
-		if !ok && !required {
+		if !ok && !needed(i) {
 			return RawNil, nil
 		}
 		if !ok || v.Kind() != KindMap {
@@ -207,7 +248,7 @@ func DecodeRequest(b []byte) (*Request, error) {
 	if r.RoleID, err = str(6); err != nil {
 		return nil, err
 	}
-	if isEntry, ok := field(7); ok || required {
+	if isEntry, ok := field(7); ok || needed(7) {
 		b, isBool := isEntry.Bool()
 		if !ok || !isBool {
 			return nil, wrong("isEntry", "bool", isEntry, ok)
@@ -216,6 +257,11 @@ func DecodeRequest(b []byte) (*Request, error) {
 	}
 	if r.Pod, err = mapField(8); err != nil {
 		return nil, err
+	}
+	if r.Hook.HasGroup() { // abiVersion 3, accepted only when v3 is linked in
+		if err := v3.readGroup(r, b, fields[9], found[9], fields[10], found[10]); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -231,20 +277,29 @@ func (r *Request) PodName() string {
 }
 
 // Encode gives back the request bytes the host would send (to build test requests): abiVersion
-// is r.ABIVersion, [ABIVersion] when that is 0. Key order: abiVersion, hook, plugin {name, config}, then for the Pod hooks modelServing,
-// servingGroup, roleName, roleId, isEntry, pod. Pod and ModelServing are copied as they are.
+// is r.ABIVersion, [ModuleABIVersion] when that is 0 (3 for OnServingGroupChange). Key order:
+// abiVersion, hook, plugin {name, config}, then for the Pod hooks modelServing, servingGroup,
+// roleName, roleId, isEntry, pod, and for OnServingGroupChange modelServing, servingGroup,
+// expectedPods, pods (each Pod's keys in the order of [GroupPod]'s fields). Pod and
+// ModelServing are copied as they are.
 func (r *Request) Encode() []byte {
-	podHook := r.Hook.HasPod()
-	out := make([]byte, 0, 128+len(r.Pod.Bytes())+len(r.ModelServing.Bytes()))
-	if podHook {
+	podHook, groupHook := r.Hook.HasPod(), r.Hook.HasGroup()
+	out := make([]byte, 0, 128+len(r.Pod.Bytes())+len(r.ModelServing.Bytes())+128*len(r.Pods))
+	switch {
+	case podHook:
 		out = AppendMapHeader(out, 9)
-	} else {
+	case groupHook:
+		out = AppendMapHeader(out, 7)
+	default:
 		out = AppendMapHeader(out, 3)
 	}
 	out = AppendString(out, "abiVersion")
 	version := r.ABIVersion
 	if version == 0 {
-		version = ABIVersion
+		version = ModuleABIVersion()
+		if groupHook {
+			version = 3
+		}
 	}
 	out = AppendInt(out, int64(version))
 	out = AppendString(out, "hook")
@@ -266,6 +321,19 @@ func (r *Request) Encode() []byte {
 		out = AppendBool(out, r.IsEntry)
 		out = AppendString(out, "pod")
 		out = append(out, r.Pod.Bytes()...)
+	}
+	if groupHook {
+		out = AppendString(out, "modelServing")
+		out = append(out, r.ModelServing.Bytes()...)
+		out = AppendString(out, "servingGroup")
+		out = AppendString(out, r.ServingGroup)
+		out = AppendString(out, "expectedPods")
+		out = AppendInt(out, int64(r.ExpectedPods))
+		out = AppendString(out, "pods")
+		out = AppendArrayHeader(out, len(r.Pods))
+		for i := range r.Pods {
+			out = r.Pods[i].appendTo(out)
+		}
 	}
 	return out
 }

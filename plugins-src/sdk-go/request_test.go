@@ -57,10 +57,11 @@ func TestRequestsOfBothABIVersionsAreAnswered(t *testing.T) {
 			t.Errorf("abiVersion %d: Encode does not give the request back", version)
 		}
 	}
-	// A Request built by hand says the newest version.
+	// A Request built by hand says the newest version the module speaks: 2 without the v3
+	// marker (abiv3), though the SDK speaks 3.
 	r := &Request{Hook: ValidateConfig, PluginName: "p"}
 	back, err := DecodeRequest(r.Encode())
-	if err != nil || back.ABIVersion != ABIVersion || ABIVersion != 2 || ABIVersionMin != 1 {
+	if err != nil || back.ABIVersion != 2 || ModuleABIVersion() != 2 || ABIVersion != 3 || ABIVersionMin != 1 {
 		t.Error(err, back)
 	}
 }
@@ -162,13 +163,20 @@ func TestRequestErrorsSayWhatIsWrong(t *testing.T) {
 }
 
 func TestHookNames(t *testing.T) {
-	for _, h := range []Hook{OnPodCreate, OnPodReady, ValidateConfig} {
+	for _, h := range []Hook{OnPodCreate, OnPodReady, ValidateConfig, OnServingGroupChange} {
 		if got, ok := HookNamed(h.String()); !ok || got != h {
 			t.Error(h)
 		}
 	}
 	if OnPodReady.ExportName() != "ms_on_pod_ready" || ValidateConfig.HasPod() || !OnPodCreate.HasPod() {
 		t.Error("names")
+	}
+	if OnServingGroupChange.String() != "OnServingGroupChange" || OnServingGroupChange.ExportName() != "ms_on_serving_group_change" ||
+		OnServingGroupChange.HasPod() || !OnServingGroupChange.HasGroup() || OnPodCreate.HasGroup() || ValidateConfig.HasGroup() {
+		t.Error("the group hook")
+	}
+	if Hook(9).String() != "Hook(9)" || Hook(9).ExportName() != "" {
+		t.Error("unknown hook")
 	}
 	if _, ok := HookNamed("onPodCreate"); ok {
 		t.Error("case")

@@ -1,7 +1,7 @@
 package plugin
 
 // Hook responses: {"patch": [...]}, {"observations": [...]} (ABI v2, see observation.go),
-// {"error": "..."} or nothing at all.
+// {"objects": [...]} (ABI v3, see object.go), {"error": "..."} or nothing at all.
 
 import "strconv"
 
@@ -42,6 +42,7 @@ type Response struct {
 	Patch        []Value       // the operations as maps (empty when none)
 	Error        string        // "" when none
 	Observations []Observation // ABI v2 (empty when none)
+	Objects      []Object      // ABI v3 (empty when none)
 }
 
 // DecodeResponse decodes response bytes; empty bytes are the empty response.
@@ -68,6 +69,13 @@ func DecodeResponse(b []byte) (Response, error) {
 			if e.Key == "observations" {
 				var err error
 				if r.Observations, err = decodeObservations(x); err != nil {
+					return r, err
+				}
+				continue
+			}
+			if e.Key == "objects" {
+				var err error
+				if r.Objects, err = decodeObjects(x); err != nil {
 					return r, err
 				}
 				continue

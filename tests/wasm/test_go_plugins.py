@@ -144,7 +144,9 @@ def test_three_mib_are_enough(sandbox: Sandbox, demo: bytes) -> None:
     assert result.response == base64.b64decode(vector["expect"]["response"])
 
 
-@pytest.mark.parametrize("name", ["demo-pod-tweaks", "team-label-extism", "ready-timer"])
+@pytest.mark.parametrize(
+    "name", ["demo-pod-tweaks", "team-label-extism", "ready-timer", "entry-address"]
+)
 def test_a_go_module_needs_gzip_to_fit_a_configmap(name: str) -> None:
     """Standard Go modules are about 2 MB, a ConfigMap holds 1 MiB: gzip-compressed they fit."""
     module = go_module(name)
