@@ -1,5 +1,5 @@
-// Package plugin is the Go guest SDK for modelserving WebAssembly plugins (ABI v1 and v2, see
-// abi/README.md at the top of the repository).
+// Package plugin is the Go guest SDK for modelserving WebAssembly plugins (ABI v1, v2 and v3,
+// see abi/README.md at the top of the repository).
 //
 // A plugin is a main package built as a WASI reactor:
 //
@@ -28,13 +28,45 @@
 //		return []plugin.Observation{{Name: "my_step_seconds", Seconds: 1.5}}, nil
 //	}
 //
+// A plugin that writes files for a whole ServingGroup sets OnServingGroupChange (ABI v3): it gets
+// the group's Pods (req.Pods: each one's role, node, IPs, phase, readiness and annotations) and
+// returns the objects, ConfigMaps, the host should keep for the group; the SDK checks them by the
+// host's shape rules ([ValidateObjects]) and sends them. A plugin that sets it imports the
+// package modelserving.dev/plugin/abiv3, which exports the marker modelserving_abi_v3 and links
+// the v3 code in (a plugin that does not stays a v2 module, without it), and exports the hook
+// as ms_on_serving_group_change:
+//
+//	import _ "modelserving.dev/plugin/abiv3"
+//
+//	var addresses = plugin.Plugin{OnServingGroupChange: onGroup}
+//
+//	//go:wasmexport ms_on_serving_group_change
+//	func msOnServingGroupChange(ptr, size uint32) uint64 {
+//		return addresses.Export(plugin.OnServingGroupChange, ptr, size)
+//	}
+//
+//	func onGroup(req *plugin.Request) ([]plugin.Object, error) {
+//		data := plugin.Map{}
+//		for _, pod := range req.Pods {
+//			if pod.IsEntry {
+//				data.Set(pod.RoleID, pod.PodIP) // "" until the Pod has an IP
+//			}
+//		}
+//		return []plugin.Object{plugin.ConfigMap(req.ServingGroup+"-entries", data)}, nil
+//	}
+//
+// Objects it returned before and leaves out are deleted; the name must start with the
+// ServingGroup's name and "-". plugins-src/examples-go/entry-address is a complete example.
+//
 // What the package provides:
 //
 //   - [Value] and [Map]: JSON-shaped data, and a msgpack codec written out by hand ([Encode],
 //     [Decode], the Append functions) that gives byte for byte what the host's Python
 //     msgpack.packb(obj, use_bin_type=True) gives;
 //   - [Request]: one hook call's request, checked and read lazily: the Pod and the ModelServing
-//     stay undecoded [Raw] views of the request bytes;
+//     stay undecoded [Raw] views of the request bytes; a ServingGroup's Pods are decoded into
+//     [GroupPod] values;
+//   - [Object] and [ConfigMap]: what OnServingGroupChange returns, checked by [ValidateObjects];
 //   - [Raw]: a msgpack view to navigate (Get, Items, Entries, Str, ...) without decoding;
 //   - [PodPatch] and [Op]: JSON Patch operations with the semantics of the host's Python
 //     PodPatch and of the Rust SDK's, so the same calls give the same bytes in every runtime;
