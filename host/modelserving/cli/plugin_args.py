@@ -68,7 +68,8 @@ def _request_args(p: argparse.ArgumentParser, default_hook: str | None) -> None:
         required=True,
         metavar="FILE",
         help="YAML or JSON request fields: plugin {name, config}, modelServing, servingGroup, "
-        "roleName, roleId, isEntry, pod ('-' for stdin; see docs/plugin-cli.md)",
+        "roleName, roleId, isEntry, pod (on-serving-group-change: plugin, modelServing, "
+        "servingGroup, expectedPods, pods) ('-' for stdin; see docs/plugin-cli.md)",
     )
     p.add_argument(
         "--config",

@@ -25,6 +25,7 @@ from modelserving.api.errors import (
     PluginConfigError,
     PluginFailure,
 )
+from modelserving.api.group import GroupRequest
 from modelserving.api.hook import SPEC, Hook, HookRequest
 from modelserving.api.modelserving import PluginSpec
 from modelserving.api.names import is_dns1123_label
@@ -243,6 +244,8 @@ def run_cmd(args: argparse.Namespace) -> int:
         extra["observations"] = [
             {"name": o.name, "seconds": o.seconds} for o in outcome.observations
         ]
+    if spec.per_group:
+        extra["objects"] = outcome.objects
     _print_json(
         {
             "hook": hook.value,
@@ -255,7 +258,7 @@ def run_cmd(args: argparse.Namespace) -> int:
                 "timeoutMs": limits.timeout_ms,
             },
             "patch": outcome.patch,
-            "pod": outcome.pod if spec.patches else request.pod,
+            **({} if spec.per_group else {"pod": outcome.pod if spec.patches else request.pod}),
             "fuelConsumed": call.fuel_consumed,
             "durationUs": round(call.duration_us, 1),
             "logs": [r.to_json() for r in call.logs],
@@ -308,7 +311,7 @@ def wasm_step(
     sandbox = default_sandbox()
     compiled = load(sandbox, target, request.name)
     _check_exported(compiled, hook)
-    per_pod = SPEC[hook].per_pod
+    per_pod = SPEC[hook].target != "plugin"
     ms = request.parsed_model_serving() if per_pod else minimal_model_serving()
     plugin = WasmPlugin(request.name, request.config, compiled, sandbox, _limits(sandbox, args), ms)
     if per_pod:
@@ -329,14 +332,14 @@ def native_step(target: Target, hook: Hook, request: Request) -> Step:
         raise Failed(
             PluginFailure(FailureClass.PLUGIN_ERROR, request.name, Hook.VALIDATE_CONFIG, message)
         ) from None
-    per_pod = SPEC[hook].per_pod
+    per_pod = SPEC[hook].target != "plugin"
     if per_pod and hook not in plugin.hooks:
         raise UsageError(f"the built-in '{builtin.name}' has no {hook} hook")
     ms = request.parsed_model_serving() if per_pod else minimal_model_serving()
     return _step(_entry(request.name, request.config, plugin), request.hook_request(hook, ms))
 
 
-def _step(entry: ChainEntry, request: HookRequest) -> Step:
+def _step(entry: ChainEntry, request: HookRequest | GroupRequest) -> Step:
     """One call through the chain's step; a failure is raised (PluginFailure)."""
     validator = PatchValidator()
 

@@ -1,9 +1,10 @@
 """The request file of ``modelserving plugin run`` and ``bench``: read, checked, defaults filled in.
 
 ``read_request`` reads the YAML or JSON request fields (plugin name and config, modelServing,
-the Pod and its place) with the safe manifest reader; what is missing comes from the Pod's labels
-(as the controller sets them) or a minimal ModelServing. ``Request.hook_request`` is the
-``HookRequest`` the chain's step is given. Bad input is a ``UsageError``; a value no request can
+the Pod and its place; for OnServingGroupChange the ServingGroup and its Pods) with the safe
+manifest reader; what is missing comes from the Pod's labels (as the controller sets them) or a
+minimal ModelServing. ``Request.hook_request`` is the ``HookRequest`` (or ``GroupRequest``) the
+chain's step is given. Bad input is a ``UsageError``; a value no request can
 carry (an integer beyond 64 bits) an ``Unencodable``.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modelserving.api.errors import InvalidManifest
+from modelserving.api.group import GroupPod, GroupRequest
 from modelserving.api.hook import SPEC, Hook, HookRequest
 from modelserving.api.jsondata import find_wide_int, wide_int_reason
 from modelserving.api.labels import (
@@ -30,6 +32,21 @@ from modelserving.api.validation import format_loc, parse_model_serving
 from modelserving.cli.manifests import ManifestError, read_documents
 
 REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "roleName", "roleId", "isEntry", "pod")
+GROUP_REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "expectedPods", "pods")
+"""The fields of an OnServingGroupChange request file (the others take REQUEST_KEYS)."""
+GROUP_POD_TYPES: dict[str, type] = {
+    "name": str,
+    "roleName": str,
+    "roleId": str,
+    "isEntry": bool,
+    "node": str,
+    "hostIP": str,
+    "podIP": str,
+    "phase": str,
+    "ready": bool,
+    "annotations": dict,
+}
+"""The keys of an entry of ``pods`` (OnServingGroupChange) and their types."""
 IGNORED_KEYS = ("abiVersion", "hook")  # set by the host and --hook; tolerated in the file
 PLUGIN_KEYS = ("name", "config")
 MINIMAL_NAME = "plugin-test"
@@ -54,6 +71,8 @@ class Request:
     model_serving: dict[str, Any] | None  # as written (None: not given)
     where: PodPlace | None
     pod: dict[str, Any] | None
+    group: tuple[str, int, tuple[GroupPod, ...]] | None = None
+    """OnServingGroupChange: the ServingGroup, expectedPods and the Pods."""
 
     @property
     def pod_name(self) -> str | None:
@@ -63,8 +82,10 @@ class Request:
         name = meta.get("name") if isinstance(meta, dict) else None
         return name if isinstance(name, str) and name else None
 
-    def hook_request(self, hook: Hook, ms: ModelServing) -> HookRequest:
+    def hook_request(self, hook: Hook, ms: ModelServing) -> HookRequest | GroupRequest:
         """The request the chain's step is given (ValidateConfig: the plugin alone, no Pod)."""
+        if self.group is not None and SPEC[hook].per_group:
+            return GroupRequest(ms, *self.group)
         where, pod = self.where, self.pod
         if where is None or pod is None:
             return HookRequest(hook, ms, PodPlace("", "", "", False), {})
@@ -148,11 +169,11 @@ def read_request(
     path: str, hook: Hook, default_name: str, name: str | None, config_path: str | None
 ) -> Request:
     doc = read_map(path, "request")
-    unknown = sorted(set(doc) - set(REQUEST_KEYS) - set(IGNORED_KEYS))
+    known = GROUP_REQUEST_KEYS if SPEC[hook].per_group else REQUEST_KEYS
+    unknown = sorted(set(doc) - set(known) - set(IGNORED_KEYS))
     if unknown:
         raise UsageError(
-            f"{path}: unknown request field(s) {', '.join(unknown)} "
-            f"(known: {', '.join(REQUEST_KEYS)})"
+            f"{path}: unknown request field(s) {', '.join(unknown)} (known: {', '.join(known)})"
         )
     plugin = doc.get("plugin")
     if plugin is None:
@@ -176,8 +197,10 @@ def read_request(
         where=None,
         pod=None,
     )
-    if not SPEC[hook].per_pod:  # ValidateConfig: the plugin alone
+    if SPEC[hook].target == "plugin":  # ValidateConfig: the plugin alone
         return request
+    if SPEC[hook].per_group:
+        return _group_request(path, doc, request)
     pod = doc.get("pod")
     if pod is None:
         raise UsageError(f"{path}: pod is missing: {hook} needs the Pod")
@@ -192,6 +215,61 @@ def read_request(
     request.model_serving = ms
     request.where = _where(path, doc, pod, ms)
     return request
+
+
+def _group_request(path: str, doc: dict[str, Any], request: Request) -> Request:
+    """modelServing, servingGroup, expectedPods and pods of an OnServingGroupChange request;
+    servingGroup defaults to the ModelServing's first, expectedPods to the number of Pods."""
+    ms = doc.get("modelServing")
+    if ms is not None and not isinstance(ms, dict):
+        raise UsageError(f"{path}: modelServing must be a map (a ModelServing object)")
+    _refuse_wide_ints(path, "modelServing", ms)
+    raw = doc.get("pods")
+    if not isinstance(raw, list):
+        raise UsageError(f"{path}: pods is missing or not a list: OnServingGroupChange needs them")
+    ms_meta = (ms or {}).get("metadata")
+    ms_name = ms_meta.get("name") if isinstance(ms_meta, dict) else None
+    group = doc.get("servingGroup") or f"{ms_name or MINIMAL_NAME}-0"
+    if not isinstance(group, str):
+        raise UsageError(f"{path}: servingGroup must be a string")
+    pods = tuple(_group_pod(path, i, group, item) for i, item in enumerate(raw))
+    expected = doc.get("expectedPods", len(pods))
+    if isinstance(expected, bool) or not isinstance(expected, int) or expected < 0:
+        raise UsageError(f"{path}: expectedPods must be a whole number of Pods")
+    request.model_serving = ms
+    request.group = (group, expected, pods)
+    return request
+
+
+def _group_pod(path: str, i: int, group: str, item: Any) -> GroupPod:
+    where = f"{path}: pods[{i}]"
+    if not isinstance(item, dict):
+        raise UsageError(f"{where} must be a map")
+    unknown = sorted(set(item) - set(GROUP_POD_TYPES))
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(GROUP_POD_TYPES)})"
+        )
+    for key, kind in GROUP_POD_TYPES.items():
+        if key in item and not isinstance(item[key], kind):
+            raise UsageError(f"{where}.{key} must be a {kind.__name__}")
+    if not item.get("name"):
+        raise UsageError(f"{where} needs a name")
+    annotations = item.get("annotations") or {}
+    if not all(isinstance(v, str) for v in annotations.values()):
+        raise UsageError(f"{where}.annotations: every value must be a string")
+    role = item.get("roleName", MINIMAL_ROLE)
+    place = PodPlace(group, role, item.get("roleId", f"{role}-0"), item.get("isEntry", True))
+    return GroupPod(
+        item["name"],
+        place,
+        item.get("node", ""),
+        item.get("hostIP", ""),
+        item.get("podIP", ""),
+        item.get("phase", ""),
+        item.get("ready", False),
+        annotations,
+    )
 
 
 def _refuse_wide_ints(path: str, field: str, value: Any) -> None:

@@ -11,6 +11,7 @@ import msgpack
 import pytest
 import yaml
 
+from modelserving.api.group import GroupRequest
 from modelserving.api.hook import Hook
 from modelserving.api.labels import ENTRY_LABEL, GROUP_NAME_LABEL, ROLE_ID_LABEL, ROLE_LABEL
 from modelserving.api.place import PodPlace
@@ -552,3 +553,67 @@ def test_help_lists_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("run", "inspect", "bench"):
         assert name in out
+
+
+# --- the ServingGroup hook -----------------------------------------------------------------------
+
+GROUP_PODS = [
+    {"name": "llm-0-server-0-0", "roleName": "server", "roleId": "server-0", "isEntry": True},
+    {"name": "llm-0-server-0-1", "roleName": "server", "roleId": "server-0", "isEntry": False},
+]
+
+
+def group_guest(response: dict[str, Any]) -> bytes:
+    data = pack(response)
+    return guest(
+        f'(data (i32.const 1024) "{wat_bytes(data)}")',
+        '(func (export "modelserving_abi_v3"))',
+        hook(returns(1024, len(data)), "ms_on_serving_group_change"),
+        marker=False,
+    )
+
+
+def test_run_calls_the_group_hook_and_prints_the_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wanted = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "llm-0-t"}}
+    module = write_module(tmp_path, group_guest({"objects": [wanted]}))
+    request = write_request(tmp_path, {"servingGroup": "llm-0", "pods": GROUP_PODS})
+    out = run_ok(capsys, module, "--hook", "on-serving-group-change", "--request", request)
+    assert out["hook"] == "OnServingGroupChange"
+    assert out["objects"] == [
+        {**wanted, "metadata": {"name": "llm-0-t", "labels": {}, "annotations": {}}, "data": {}}
+    ]
+    assert "pod" not in out
+    assert out["fuelConsumed"] > 0
+
+
+def test_a_group_request_file_names_what_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = write_module(tmp_path, group_guest({}))
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "no pods": ({"servingGroup": "g"}, "pods is missing or not a list"),
+        "not a map": ({"pods": [1]}, "pods[0] must be a map"),
+        "unknown key": ({"pods": [{"name": "a", "ip": "x"}]}, "pods[0]: unknown field(s) ip"),
+        "wrong type": ({"pods": [{"name": "a", "ready": "yes"}]}, "pods[0].ready must be a bool"),
+        "no name": ({"pods": [{"roleName": "r"}]}, "pods[0] needs a name"),
+        "expectedPods": ({"pods": [], "expectedPods": -1}, "expectedPods must be a whole number"),
+    }
+    cases["a Pod hook's field"] = ({"pod": POD, "pods": []}, "unknown request field(s) pod")
+    for case, (doc, message) in cases.items():
+        request = write_request(tmp_path, doc, f"{case.replace(' ', '-')}.yaml")
+        code, _, err = cli(
+            capsys, "run", module, "--hook", "on-serving-group-change", "--request", request
+        )
+        assert code == 2, case
+        assert message in err, (case, err)
+
+
+def test_the_group_request_defaults(tmp_path: Path) -> None:
+    path = write_request(tmp_path, {"pods": [{"name": "x"}]})
+    request = read_request(path, Hook.ON_SERVING_GROUP_CHANGE, "p", None, None)
+    built = request.hook_request(Hook.ON_SERVING_GROUP_CHANGE, minimal_model_serving())
+    assert isinstance(built, GroupRequest)
+    assert (built.serving_group, built.expected_pods) == ("plugin-test-0", 1)
+    assert built.pods[0].place == PodPlace("plugin-test-0", "server", "server-0", True)
