@@ -3,10 +3,15 @@ the object policy is tests/unit/chain/test_objects.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 from modelserving.abi.codec import RequestEncoder, decode_response, encode_request
 from modelserving.abi.contract import ResponseError
@@ -177,3 +182,69 @@ def test_every_broken_shape_is_refused_naming_the_entry(case: str) -> None:
     value, message = BAD_OBJECTS[case]
     with pytest.raises(ResponseError, match=message):
         decode({"objects": value})
+
+
+# --- the v3 schemas agree with the codec ------------------------------------------------------
+
+SCHEMAS = Path(__file__).resolve().parents[3] / "abi" / "schema"
+
+
+def schema_validator(name: str) -> Draft202012Validator:
+    root = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    Draft202012Validator.check_schema(root)
+    return Draft202012Validator(root)
+
+
+def test_the_hosts_group_requests_validate() -> None:
+    encoded = encode_request(HOOK, "p", {"a": 1}, MODEL_SERVING, version=3, group=REQUEST)
+    assert list(schema_validator("group-request").iter_errors(msgpack.unpackb(encoded))) == []
+    wrong = {**msgpack.unpackb(encoded), "pod": {}}
+    assert list(schema_validator("group-request").iter_errors(wrong)) != []
+
+
+ints = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+names = st.sampled_from(["llama-0-x", "", "a"])
+strings = st.one_of(st.text(max_size=3), ints, st.none(), st.booleans())
+string_maps = st.one_of(st.none(), ints, st.dictionaries(st.text(max_size=2), strings, max_size=2))
+metadata = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.one_of(names, ints, st.none()),
+        "namespace": strings,
+        "labels": string_maps,
+        "annotations": string_maps,
+        "uid": st.just("x"),
+    },
+)
+objects_ = st.fixed_dictionaries(
+    {},
+    optional={
+        "apiVersion": st.one_of(st.just("v1"), ints),
+        "kind": st.one_of(st.just("ConfigMap"), st.none()),
+        "metadata": st.one_of(metadata, st.lists(ints, max_size=1)),
+        "data": string_maps,
+        "binaryData": st.just({}),
+    },
+)
+responses = st.fixed_dictionaries(
+    {},
+    optional={
+        "objects": st.one_of(st.none(), st.lists(objects_, max_size=3), ints),
+        "error": st.one_of(st.none(), st.just(""), st.just("no")),
+        "patch": st.one_of(st.none(), st.just([]), st.just([{"op": "remove", "path": "/a"}])),
+        "observations": st.one_of(st.none(), st.just([])),
+        "status": st.just(1),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(responses)
+def test_the_group_response_schema_and_the_decoder_agree(response: dict[str, Any]) -> None:
+    valid = not list(schema_validator("group-response").iter_errors(response))
+    try:
+        decode_response(pack(response), HOOK, 3)
+        decoded = True
+    except ResponseError:
+        decoded = False
+    assert valid == decoded, response
