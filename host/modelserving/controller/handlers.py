@@ -115,8 +115,7 @@ def registry_for(controller: Controller) -> kopf.OperatorRegistry:
 
     @kopf.on.event(labels.GROUP, labels.VERSION, labels.PLURAL, registry=registry)
     async def model_serving(event: Mapping[str, Any], **_: Any) -> None:
-        obj = event.get("object") or {}
-        controller.enqueue(_key(obj))
+        controller.model_serving_event(event.get("type"), event.get("object") or {})
 
     owned = {labels.NAME_LABEL: kopf.PRESENT}
 

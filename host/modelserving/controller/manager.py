@@ -183,6 +183,9 @@ class Controller:
             gang=_Volcano(self.kube),
         )
         self.known: set[Key] = set()
+        self._seen: dict[Key, tuple[Any, Any, Any]] = {}
+        """What the last event of each ModelServing showed of its spec and metadata."""
+        self._seen_lock = threading.Lock()
         self.passes: Counter[Key] = Counter()
         """Finished reconcile passes by key (for tests and debugging)."""
         self.leading = threading.Event()
@@ -190,14 +193,34 @@ class Controller:
 
     # --- queue feeding (called by kopf handlers) ---------------------------------------------
 
-    def enqueue(self, key: Key) -> None:
+    def enqueue(self, key: Key, change: bool = False) -> None:
+        """Queue ``key`` for a pass. ``change``: the user changed something (the
+        ModelServing's spec or metadata, a module's ConfigMap): its backoff starts over and
+        the pass runs now. Otherwise (events of its Pods and Services, its status) a key that
+        is backing off after a failure waits for its retry."""
         self.known.add(key)
-        self.queue.add(key)
+        if change:
+            self.queue.forget(key)
+        self.queue.add(key, respect_backoff=not change)
         self.metrics.set_queue_depth(len(self.queue))
+
+    def model_serving_event(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        """A watch event of a ModelServing: a change when it is new, deleted, or its
+        generation, labels or annotations moved (not a status write)."""
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        seen = (meta.get("generation"), meta.get("labels"), meta.get("annotations"))
+        with self._seen_lock:
+            changed = event_type == "DELETED" or self._seen.get(key) != seen
+            if event_type == "DELETED":
+                self._seen.pop(key, None)
+            else:
+                self._seen[key] = seen
+        self.enqueue(key, change=changed)
 
     def config_map_changed(self, namespace: str, name: str) -> None:
         for key in self.reconciler.users_of_config_map(namespace, name):
-            self.enqueue(key)
+            self.enqueue(key, change=True)
 
     # --- workers -----------------------------------------------------------------------------
 

@@ -6,6 +6,9 @@ Watch handlers ``add`` keys; reconcile workers ``get`` one, work on it and call 
   again for after ``done``.
 - ``add_after`` queues a key later (grace periods, waiting on terminating objects);
   ``add_rate_limited`` backs off exponentially per key (failures), ``forget`` resets that.
+- ``add(key, respect_backoff=True)`` (events about a ModelServing's own Pods and Services, or
+  its status) leaves a key that is backing off alone until its retry is due, so the delay a
+  failure logs is the delay it gets; a plain ``add`` (a change the user made) queues it now.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
+        self._backing_off: dict[K, float] = {}
+        """Keys whose rate-limited retry is pending, and when it is due."""
         self._seq = 0
         self._failures: dict[K, int] = {}
         self._base = base_delay
@@ -45,9 +50,14 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return len(self._queue) + len(self._delayed)
 
-    def add(self, key: K) -> None:
+    def add(self, key: K, respect_backoff: bool = False) -> None:
+        """Queue ``key`` now; with ``respect_backoff``, not while its retry after a failure is
+        pending (that retry comes when it is due)."""
         with self._cond:
             if self._shutdown or key in self._dirty:
+                return
+            due = self._backing_off.get(key)
+            if respect_backoff and due is not None and due > self._clock():
                 return
             self._dirty.add(key)
             if key not in self._processing:
@@ -70,13 +80,15 @@ class WorkQueue(Generic[K]):
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay: float = min(self._base * 2.0 ** min(failures, 64), self._max)
+            delay: float = min(self._base * 2.0 ** min(failures, 64), self._max)
+            self._backing_off[key] = self._clock() + delay
         self.add_after(key, delay)
         return delay
 
     def forget(self, key: K) -> None:
         with self._cond:
             self._failures.pop(key, None)
+            self._backing_off.pop(key, None)
 
     def failures(self, key: K) -> int:
         with self._cond:
@@ -86,7 +98,9 @@ class WorkQueue(Generic[K]):
         """Move due delayed keys into the queue; seconds until the next one (None: none)."""
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, key = heapq.heappop(self._delayed)
+            due, _, key = heapq.heappop(self._delayed)
+            if self._backing_off.get(key, due + 1) <= due:
+                del self._backing_off[key]
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:

@@ -141,6 +141,9 @@ class Reconciler:
         self._users_lock = threading.Lock()
         self.seen_failed: dict[str, float] = {}
         self.groups = GroupHooks(kube, self.recorder, self.settings.objects, clock)
+        self._broken: set[Key] = set()
+        """ModelServings whose plugin list failed to load on their last pass."""
+        self._broken_lock = threading.Lock()
 
     # --- entry point -----------------------------------------------------------------------
 
@@ -196,6 +199,8 @@ class Reconciler:
     def forget(self, key: Key) -> None:
         self.chains.forget(*key)
         self.groups.forget(*key)
+        with self._broken_lock:
+            self._broken.discard(key)
         self._set_users(key, [])
 
     def users_of_config_map(self, namespace: str, name: str) -> set[Key]:
@@ -264,11 +269,24 @@ class Reconciler:
             chain = self.chains.get(ms, tuple(versions), modules)
         except PluginConfigError as exc:
             work.plugin_error = exc
+            with self._broken_lock:
+                self._broken.add(key)
             self.recorder.chain_built(exc.failure_class is FailureClass.INVALID_MODULE)
             self.recorder.event(work.raw, "Warning", "PluginLoadFailed", str(exc))
             return
         chain.observer = self.recorder.hook
         work.chain = chain
+        with self._broken_lock:
+            recovered = key in self._broken
+            self._broken.discard(key)
+        if recovered:
+            self.recorder.event(
+                work.raw,
+                "Normal",
+                "PluginsLoaded",
+                f"the plugin list loads again ({len(chain)} plugin(s) ready); Pods are created "
+                "and recovered as before",
+            )
         if not chain.announced:  # a new chain (one worker per ModelServing at a time)
             chain.announced = True
             self.recorder.chain_built()

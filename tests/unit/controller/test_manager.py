@@ -1,10 +1,18 @@
-"""Stopping the controller's HTTP servers releases their listening sockets."""
+"""Stopping the controller's HTTP servers releases their listening sockets; which watch events
+wait for a failed ModelServing's backoff."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
+from typing import Any
 
+from kubernetes import client
+
+from modelserving.api.operator import OperatorConfig
 from modelserving.controller.manager import Controller, Health
+from modelserving.controller.queue import WorkQueue
+from modelserving.plugins.exports import set_default_sandbox
 
 
 def test_stopping_the_health_server_closes_its_socket() -> None:
@@ -13,3 +21,50 @@ def test_stopping_the_health_server_closes_its_socket() -> None:
     assert server.socket.fileno() != -1
     Controller._close([server])
     assert server.socket.fileno() == -1
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pending(queue: WorkQueue[tuple[str, str]]) -> list[tuple[str, str]]:
+    keys = []
+    while (key := queue.get(timeout=0)) is not None:
+        keys.append(key)
+        queue.done(key)
+    return keys
+
+
+def test_status_and_pod_events_wait_for_the_backoff_but_spec_changes_do_not(
+    tmp_path: Path,
+) -> None:
+    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
+    ctl = Controller(config, client.ApiClient(), serve_http=False)
+    try:
+        clock = _Clock()
+        ctl.queue = WorkQueue(clock=clock)
+        key = ("ns", "llm")
+        ms: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "llm", "generation": 1}}
+        ctl.model_serving_event("ADDED", ms)
+        assert _pending(ctl.queue) == [key]
+        assert ctl.queue.add_rate_limited(key) == 0.5  # the pass failed: "retry in 0.5s"
+        ctl.model_serving_event("MODIFIED", {**ms, "status": {"replicas": 1}})  # our status write
+        ctl.enqueue(key)  # a Pod event
+        assert _pending(ctl.queue) == []
+        clock.now += 0.5
+        assert _pending(ctl.queue) == [key]  # the retry, when it is due
+        assert ctl.queue.add_rate_limited(key) == 1.0
+        changed = {"metadata": {**ms["metadata"], "generation": 2}}
+        ctl.model_serving_event("MODIFIED", changed)  # the user fixed the spec: now, backoff reset
+        assert _pending(ctl.queue) == [key]
+        assert ctl.queue.failures(key) == 0
+        ctl.queue.add_rate_limited(key)
+        ctl.model_serving_event("DELETED", changed)
+        assert _pending(ctl.queue) == [key]
+    finally:
+        ctl.writes.shutdown()
+        set_default_sandbox(None)

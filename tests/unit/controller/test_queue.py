@@ -254,3 +254,37 @@ def test_after_shutdown_adds_are_ignored_and_queued_keys_drain(queue: WorkQueue[
     assert len(queue) == 1
     assert queue.get() == "a"  # no timeout: returns at once, then None once empty
     assert queue.get() is None
+
+
+# --- events during a backoff -----------------------------------------------------------------
+
+
+def test_events_wait_for_a_failed_keys_retry(queue: WorkQueue[str], clock: Clock) -> None:
+    assert queue.add_rate_limited("a") == 0.5
+    assert queue.add_rate_limited("a") == 1.0  # the log says "retry in 1.0s"
+    queue.add("a", respect_backoff=True)  # a Pod event of a, right away
+    assert drain(queue) == []
+    clock.advance(0.5)
+    queue.add("a", respect_backoff=True)
+    assert drain(queue) == ["a"]  # the first (0.5 s) entry is due; the backoff still holds
+    queue.done("a")
+    queue.add("a", respect_backoff=True)
+    assert drain(queue) == []
+    clock.advance(0.5)
+    assert drain(queue) == ["a"]  # the retry, on time
+    queue.done("a")
+    queue.add("a", respect_backoff=True)  # after the retry is due, events queue again
+    assert drain(queue) == ["a"]
+
+
+def test_a_change_or_a_success_ends_the_backoff(queue: WorkQueue[str], clock: Clock) -> None:
+    queue.add_rate_limited("a")
+    queue.add("a")  # a change the user made: now
+    assert drain(queue) == ["a"]
+    queue.done("a")
+    queue.add_rate_limited("b")
+    queue.forget("b")  # a pass succeeded
+    queue.add("b", respect_backoff=True)
+    assert drain(queue) == ["b"]
+    queue.add("c", respect_backoff=True)  # never failed
+    assert drain(queue) == ["c"]

@@ -636,6 +636,11 @@ def test_a_missing_module_config_map(kube: FakeKube, rec: Reconciler, recorder: 
     rec.reconcile(KEY)
     assert len(kube.all(PODS)) == 4
     assert plugins_ready(kube) == ("True", "PluginsLoaded")
+    assert recorder.messages("PluginsLoaded") == [
+        "the plugin list loads again (1 plugin(s) ready); Pods are created and recovered as before"
+    ]
+    rec.reconcile(KEY)
+    assert len(recorder.messages("PluginsLoaded")) == 1  # said once, on the recovery
 
 
 @pytest.mark.parametrize(
