@@ -2,9 +2,12 @@
 
 Each vector is a request (msgpack bytes) to a built-in plugin and the exact response the
 reference (native Python) implementation gives, plus the failure class the host ends with when
-the call fails. The Python host replays them through native and WebAssembly built-ins
-(tests/wasm/test_vectors.py) and the Go port (tests/wasm/test_go_plugins.py); the Rust and Go
-SDKs' tests replay them natively through the Rust built-ins and the Go examples.
+the call fails: ``demo-pod-tweaks`` for the Pod and config hooks (ABI v1), ``hccl-ranktable``
+and ``entry-address-file`` for the ServingGroup hook too (ABI v3, their files prefixed with the
+plugin's name). The Python host replays them through native and WebAssembly built-ins
+(tests/wasm/test_vectors.py) and the Go port (tests/wasm/test_go_plugins.py, demo-pod-tweaks'
+only); the Rust and Go SDKs' tests replay them natively through the Rust built-ins and the Go
+examples.
 
     .venv/bin/python -m tests.vectors write   # regenerate abi/vectors/*.json
     .venv/bin/python -m tests.vectors check   # exit 1 when a file is stale (make test runs it)
@@ -22,10 +25,13 @@ from typing import Any
 import msgpack
 
 from modelserving.abi.codec import encode_request
-from modelserving.api.errors import FailureClass, PatchRejected
+from modelserving.api.errors import FailureClass, ObjectRejected, PatchRejected
+from modelserving.api.group import GroupPod, GroupRequest
 from modelserving.api.hook import Hook, HookRequest
+from modelserving.api.modelserving import ModelServing
 from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
+from modelserving.chain.objects import ObjectValidator
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.base import HookError
 from modelserving.plugins.registry import default_registry
@@ -89,6 +95,175 @@ class Case:
     pod: dict[str, Any] | None = None
     failure: FailureClass | None = None
     notes: list[str] = field(default_factory=list)
+    plugin: str = PLUGIN
+    group: GroupRequest | None = None
+    version: int = 1
+
+
+# --- the ServingGroup hook's vectors (ABI v3) ---------------------------------------------------
+
+GROUP_MODEL_SERVING: dict[str, Any] = {
+    **MODEL_SERVING,
+    "spec": {
+        "replicas": 1,
+        "template": {
+            "roles": [
+                {
+                    "name": "prefill",
+                    "replicas": 2,
+                    "entryTemplate": {
+                        "spec": {"containers": [{"name": "engine", "image": "vllm:v0.10.0"}]}
+                    },
+                    "workerReplicas": 1,
+                    "workerTemplate": {
+                        "spec": {"containers": [{"name": "engine", "image": "vllm:v0.10.0"}]}
+                    },
+                }
+            ]
+        },
+    },
+}
+"""Two replicas of a role of an entry and a worker: ServingGroups of four Pods."""
+NPU_ANNOTATION = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
+
+
+def npus(*devices: tuple[str, str], server: str | None = None) -> str:
+    """A device annotation as the Ascend device plugin writes it."""
+    value: dict[str, Any] = {
+        "pod_name": "x",
+        "devices": [{"device_id": d, "device_ip": ip} for d, ip in devices],
+    }
+    if server is not None:
+        value["server_id"] = server
+    return json.dumps(value)
+
+
+def member(role_id: str, index: int, pod_ip: str = "", annotation: str | None = None) -> GroupPod:
+    """Pod ``index`` (0: the entry) of role replica ``role_id`` of ServingGroup llama-0, on
+    node-<index> (host IP 10.0.0.<index + 1>); running once it has a Pod IP."""
+    annotations = {"example.com/team": "llm"}
+    if annotation is not None:
+        annotations[NPU_ANNOTATION] = annotation
+    return GroupPod(
+        name=f"llama-0-{role_id}-{index}",
+        place=PodPlace("llama-0", "prefill", role_id, index == 0),
+        node=f"node-{index}",
+        host_ip=f"10.0.0.{index + 1}",
+        pod_ip=pod_ip,
+        phase="Running" if pod_ip else "Pending",
+        ready=bool(pod_ip),
+        annotations=annotations,
+    )
+
+
+def group(*pods: GroupPod, expected: int = 4) -> GroupRequest:
+    return GroupRequest(parse_model_serving(GROUP_MODEL_SERVING), "llama-0", expected, pods)
+
+
+GROUP_CASES = [
+    Case(
+        "hccl-ranktable-group-initializing",
+        "two of four Pods known (Pod IP and devices), one scheduled without an IP yet, one not "
+        "there: an initializing table of two servers",
+        Hook.ON_SERVING_GROUP_CHANGE,
+        None,
+        plugin="hccl-ranktable",
+        group=group(
+            member(
+                "prefill-0", 0, "10.244.1.7", npus(("0", "192.168.100.1"), ("1", "192.168.100.2"))
+            ),
+            member("prefill-0", 1, "10.244.2.9", npus(("0", "192.168.101.1"))),
+            member("prefill-1", 0, "", npus(("0", "192.168.102.1"))),
+        ),
+    ),
+    Case(
+        "hccl-ranktable-group-completed",
+        "every Pod known: devices by numeric id (10 after 8), a server_id from the annotation, "
+        "rank ids across servers; a custom file name and suffix",
+        Hook.ON_SERVING_GROUP_CHANGE,
+        {"fileName": "rank_table.json", "configMapSuffix": "hccl"},
+        plugin="hccl-ranktable",
+        group=group(
+            member(
+                "prefill-0",
+                0,
+                "10.244.1.7",
+                npus(("10", "192.168.100.3"), ("8", "192.168.100.1"), server="172.16.0.5"),
+            ),
+            member("prefill-0", 1, "10.244.2.9", npus(("0", "192.168.101.1"))),
+            member("prefill-1", 0, "10.244.3.4", npus(("3", "fe80::1"))),
+            member("prefill-1", 1, "10.244.4.2", npus(("0", "192.168.103.1"))),
+        ),
+    ),
+    Case(
+        "hccl-ranktable-group-invalid-annotation",
+        "annotations Python's json refuses (NaN, a key twice, a device id twice) or the rules "
+        "refuse (a 5-digit device id, a bad IP, no devices): those Pods are not known",
+        Hook.ON_SERVING_GROUP_CHANGE,
+        None,
+        plugin="hccl-ranktable",
+        group=group(
+            member(
+                "prefill-0",
+                0,
+                "10.244.1.7",
+                '{"devices": [{"device_id": "0", "device_ip": "192.168.100.1", "x": NaN}]}',
+            ),
+            member(
+                "prefill-0",
+                1,
+                "10.244.2.9",
+                '{"devices": [], "devices": [{"device_id": "0", "device_ip": "192.168.101.1"}]}',
+            ),
+            member(
+                "prefill-1", 0, "10.244.3.4", npus(("1", "192.168.102.1"), ("01", "192.168.102.2"))
+            ),
+            member("prefill-1", 1, "10.244.4.2", npus(("10000", "192.168.103.1"))),
+            member("prefill-2", 0, "10.244.5.1", npus(("0", "192.168.104.1/24"))),
+            member("prefill-2", 1, "10.244.6.1", '{"devices": []}'),
+            member("prefill-3", 0, "10.244.7.1", npus(("0", "192.168.105.1"))),
+        ),
+    ),
+    Case(
+        "hccl-ranktable-create",
+        "OnPodCreate: the optional ConfigMap volume, its mount and RANK_TABLE_FILE",
+        Hook.ON_POD_CREATE,
+        {"mountPath": "/etc/hccl/"},
+        pod(env=[{"name": "A", "value": "1"}]),
+        plugin="hccl-ranktable",
+        version=3,
+    ),
+    Case(
+        "hccl-ranktable-validate-bad-file-name",
+        "fileName must be a file name",
+        Hook.VALIDATE_CONFIG,
+        {"fileName": "../hccl.json"},
+        failure=FailureClass.PLUGIN_ERROR,
+        plugin="hccl-ranktable",
+        version=3,
+    ),
+    Case(
+        "entry-address-file-group",
+        "two role replicas: the entry's IP where it has one, its DNS name where not",
+        Hook.ON_SERVING_GROUP_CHANGE,
+        {"configMapSuffix": "leader"},
+        plugin="entry-address-file",
+        group=group(
+            member("prefill-0", 0, "10.244.1.7"),
+            member("prefill-0", 1, "10.244.2.9"),
+            member("prefill-1", 1, "10.244.4.2"),
+        ),
+    ),
+    Case(
+        "entry-address-file-create",
+        "OnPodCreate: the role replica's two keys as the files address and address.json",
+        Hook.ON_POD_CREATE,
+        None,
+        pod(),
+        plugin="entry-address-file",
+        version=3,
+    ),
+]
 
 
 FULL = {
@@ -204,10 +379,31 @@ CASES = [
 ]
 
 
+def group_request(fields: dict[str, Any]) -> GroupRequest:
+    """The GroupRequest of a decoded OnServingGroupChange request."""
+    serving_group = fields["servingGroup"]
+    pods = tuple(
+        GroupPod(
+            name=p["name"],
+            place=PodPlace(serving_group, p["roleName"], p["roleId"], p["isEntry"]),
+            node=p["node"],
+            host_ip=p["hostIP"],
+            pod_ip=p["podIP"],
+            phase=p["phase"],
+            ready=p["ready"],
+            annotations=p["annotations"],
+        )
+        for p in fields["pods"]
+    )
+    model_serving = parse_model_serving(fields["modelServing"])
+    return GroupRequest(model_serving, serving_group, fields["expectedPods"], pods)
+
+
 def native_response(request: bytes) -> bytes | None:
     """The native built-in's response to request bytes (the reference implementation); None
     when it refuses the config. Used to make the vectors, to replay them and for the
-    differential tests."""
+    differential tests. Objects (OnServingGroupChange) are encoded as a module does: none is the
+    empty response."""
     fields = msgpack.unpackb(request)
     name = fields["plugin"]["name"]
     builtin = default_registry().get(name)
@@ -219,6 +415,13 @@ def native_response(request: bytes) -> bytes | None:
     if fields["hook"] == Hook.VALIDATE_CONFIG:
         return b""
     plugin: Any = builtin.factory(name, config)
+    if fields["hook"] == Hook.ON_SERVING_GROUP_CHANGE:
+        try:
+            objects = list(plugin.on_serving_group_change(group_request(fields)))
+        except HookError as exc:
+            failed: bytes = msgpack.packb({"error": str(exc)}, use_bin_type=True)
+            return failed
+        return msgpack.packb({"objects": objects}, use_bin_type=True) if objects else b""
     hook_request = HookRequest(
         hook=Hook(fields["hook"]),
         model_serving=parse_model_serving(fields["modelServing"]),
@@ -246,6 +449,16 @@ def host_failure(case: Case, response: bytes | None) -> FailureClass | None:
     """The class the host ends with for the reference response (None: success)."""
     if response is None:
         return FailureClass.PLUGIN_ERROR
+    if case.group is not None and response:
+        model_serving: ModelServing = case.group.model_serving
+        try:
+            ObjectValidator().check(
+                msgpack.unpackb(response)["objects"],
+                case.group.serving_group,
+                model_serving.namespace,
+            )
+        except ObjectRejected:
+            return FailureClass.FORBIDDEN_OBJECT
     if case.hook is Hook.ON_POD_CREATE and response:
         assert case.pod is not None
         try:
@@ -256,13 +469,16 @@ def host_failure(case: Case, response: bytes | None) -> FailureClass | None:
 
 
 def vector(case: Case) -> dict[str, Any]:
+    model_serving = GROUP_MODEL_SERVING if case.group is not None else MODEL_SERVING
     request = encode_request(
         case.hook,
-        PLUGIN,
+        case.plugin,
         case.config,
-        MODEL_SERVING if case.pod is not None else None,
+        model_serving if case.pod is not None or case.group is not None else None,
         WHERE if case.pod is not None else None,
         case.pod,
+        version=3 if case.group is not None else case.version,
+        group=case.group,
     )
     response = native_response(request)
     failure = host_failure(case, response)
@@ -278,7 +494,7 @@ def vector(case: Case) -> dict[str, Any]:
     return {
         "name": case.name,
         "description": case.description,
-        "plugin": PLUGIN,
+        "plugin": case.plugin,
         "hook": str(case.hook),
         "config": case.config,
         "request": base64.b64encode(request).decode(),
@@ -287,7 +503,7 @@ def vector(case: Case) -> dict[str, Any]:
 
 
 def render_all() -> dict[str, str]:
-    return {f"{c.name}.json": json.dumps(vector(c), indent=2) + "\n" for c in CASES}
+    return {f"{c.name}.json": json.dumps(vector(c), indent=2) + "\n" for c in CASES + GROUP_CASES}
 
 
 def main(argv: list[str]) -> int:

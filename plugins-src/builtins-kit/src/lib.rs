@@ -1,6 +1,7 @@
 //! Shared helpers of the built-in plugins: [`PodEdit`] (changes to a working copy of a Pod, each
 //! recorded as its JSON Patch operation), [`is_quantity`], [`is_label_value`] and
-//! [`is_dns1123_label`].
+//! [`is_dns1123_label`]; [`group_files`], what the built-ins that write a ServingGroup's files
+//! share; [`json`], JSON read and written by Python's rules.
 //!
 //! The twin of the host's `modelserving.plugins.podedit` and of `modelserving.api.names`'
 //! predicates: the same operations in the same order, the same error texts, so a built-in's
@@ -15,6 +16,11 @@
 //! error such as `pod spec.containers[0].resources is a str, not a map`.
 
 use modelserving_plugin::{escape, Op, Request, Value};
+
+pub mod group_files;
+pub mod json;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// One step of a path: a map key or a list index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -862,67 +868,5 @@ mod tests {
         for bad in ["-a", "a-", "a b", "a/b", &"x".repeat(64)] {
             assert!(!is_label_value(bad), "{bad}");
         }
-    }
-}
-
-/// Requests as the host encodes them, for the built-ins' native tests of their exported glue
-/// (feature `testing`, which the built-ins enable for their tests only, so no module carries it).
-// Kept at the end of the file: panic locations (file:line) are compiled into the modules, so
-// lines added above the code they use change every built-in's bytes.
-#[cfg(feature = "testing")]
-pub mod testing {
-    use modelserving_plugin::Value;
-
-    /// Where a Pod hook's Pod sits, and the ModelServing it comes from.
-    #[derive(Clone, Debug)]
-    pub struct Place<'a> {
-        pub model_serving: Value,
-        pub serving_group: &'a str,
-        pub role_name: &'a str,
-        pub role_id: &'a str,
-        pub is_entry: bool,
-    }
-
-    impl Default for Place<'_> {
-        fn default() -> Self {
-            Place {
-                model_serving: Value::map([("kind", "ModelServing")]),
-                serving_group: "g",
-                role_name: "r",
-                role_id: "r-0",
-                is_entry: false,
-            }
-        }
-    }
-
-    /// The msgpack request of `hook` (`"OnPodCreate"`, `"OnPodReady"` or `"ValidateConfig"`)
-    /// to `plugin` with `config`; a Pod hook also carries `place` and `pod`, in the host's key
-    /// order.
-    pub fn request(
-        hook: &str,
-        plugin: &str,
-        config: Value,
-        place: &Place<'_>,
-        pod: Value,
-    ) -> Vec<u8> {
-        let mut m = vec![
-            ("abiVersion".to_owned(), Value::Int(1)),
-            ("hook".to_owned(), Value::from(hook)),
-            (
-                "plugin".to_owned(),
-                Value::map([("name", Value::from(plugin)), ("config", config)]),
-            ),
-        ];
-        if hook != "ValidateConfig" {
-            m.extend([
-                ("modelServing".to_owned(), place.model_serving.clone()),
-                ("servingGroup".to_owned(), Value::from(place.serving_group)),
-                ("roleName".to_owned(), Value::from(place.role_name)),
-                ("roleId".to_owned(), Value::from(place.role_id)),
-                ("isEntry".to_owned(), Value::Bool(place.is_entry)),
-                ("pod".to_owned(), pod),
-            ]);
-        }
-        Value::Map(m).to_msgpack()
     }
 }

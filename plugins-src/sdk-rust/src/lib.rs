@@ -1,4 +1,4 @@
-//! Guest SDK for modelserving WebAssembly plugins (ABI v1 and v2).
+//! Guest SDK for modelserving WebAssembly plugins (ABI v1, v2 and v3).
 //!
 //! A plugin is a `cdylib` crate built for `wasm32-unknown-unknown`. It writes ordinary Rust
 //! functions that take a [`Request`] and lets [`export_plugin!`] generate the module's
@@ -35,11 +35,14 @@
 //!
 //! An `on_pod_ready` function may return [`Observation`]s: a v2 host takes them from the
 //! response, a v1 host from `observe` log lines (the SDK writes whichever the request's
-//! `abiVersion` asks for).
+//! `abiVersion` asks for). An `on_serving_group_change` function ([`group`], ABI v3) is given a
+//! [`GroupRequest`] (a ServingGroup's Pods) and returns the [`Object`]s (ConfigMaps) the plugin
+//! owns in the group; a plugin with it exports the marker `modelserving_abi_v3` too.
 //!
-//! The ABI in short: the module exports `memory`, `modelserving_abi_v1`, `modelserving_abi_v2`,
-//! `ms_alloc`, `ms_free`
-//! and `ms_on_pod_create` / `ms_on_pod_ready` / `ms_validate_config` as implemented; it imports
+//! The ABI in short: the module exports `memory`, `modelserving_abi_v1`, `modelserving_abi_v2`
+//! (and `modelserving_abi_v3` with the ServingGroup hook), `ms_alloc`, `ms_free` and
+//! `ms_on_pod_create` / `ms_on_pod_ready` / `ms_validate_config` / `ms_on_serving_group_change`
+//! as implemented; it imports
 //! only `modelserving.log`. The host writes the msgpack request into memory from `ms_alloc`,
 //! calls the hook with `(ptr, len)` and gets `ptr << 32 | len` of the msgpack response back
 //! (length 0: no change / config valid). Every call runs in a fresh instance, so memory is
@@ -50,6 +53,7 @@ mod alloc;
 pub mod config;
 #[doc(hidden)]
 pub mod export;
+pub mod group;
 pub mod log;
 pub mod msgpack;
 pub mod names;
@@ -59,12 +63,19 @@ pub mod request;
 pub mod response;
 pub mod value;
 
-pub use export::IntoPatch;
+pub use export::{IntoObjects, IntoPatch};
+pub use group::{GroupPod, GroupRequest, Object};
 pub use patch::{escape, Op, OpKind, PodPatch};
 pub use raw::{Kind, RawValue};
 pub use export::IntoObservations;
-pub use request::{Hook, Request, ABI_VERSION, ABI_VERSION_MIN};
-pub use response::{error_response, observations_response, patch_response, Observation, Response};
+pub use request::{
+    Hook, Request, ABI_VERSION, ABI_VERSION_GROUP_HOOK, ABI_VERSION_MIN,
+    ABI_VERSION_WITHOUT_GROUP_HOOK,
+};
+pub use response::{
+    error_response, objects_response, observations_response, patch_response, Observation,
+    Response,
+};
 pub use value::Value;
 
 /// Glue for [`export_plugin!`]; not part of the API.

@@ -5,10 +5,18 @@ use std::fmt;
 use crate::raw::{Kind, RawValue};
 use crate::value::Value;
 
-/// The newest ABI version this SDK speaks. A plugin exports the markers of versions 1 and 2 and
-/// answers requests of either (`abiVersion`): a v2 host sends 2 and takes observations in the
+/// The newest ABI version this SDK speaks. A plugin with `on_serving_group_change` exports the
+/// markers of versions 1, 2 and 3 and answers requests of any of them (`abiVersion`); one
+/// without it exports the markers of 1 and 2 only and answers up to
+/// [`ABI_VERSION_WITHOUT_GROUP_HOOK`]: a v2 (or v3) host sends 2 and takes observations in the
 /// response, a host that knows only v1 sends 1 and gets them as `observe` log lines.
-pub const ABI_VERSION: i64 = 2;
+pub const ABI_VERSION: i64 = 3;
+
+/// The newest ABI version of a plugin without the ServingGroup hook (see [`ABI_VERSION`]).
+pub const ABI_VERSION_WITHOUT_GROUP_HOOK: i64 = 2;
+
+/// The first ABI version with the ServingGroup hook (OnServingGroupChange, owned objects).
+pub const ABI_VERSION_GROUP_HOOK: i64 = 3;
 
 /// The oldest ABI version this SDK answers.
 pub const ABI_VERSION_MIN: i64 = 1;
@@ -22,17 +30,26 @@ pub enum Hook {
     OnPodReady,
     /// The host asks whether the plugin's config is valid, once, when the chain is built.
     ValidateConfig,
+    /// A ServingGroup's Pods changed (ABI v3); the plugin may return the objects it owns for
+    /// the group. Its request is a [`crate::GroupRequest`], not a [`Request`].
+    OnServingGroupChange,
 }
 
 impl Hook {
-    pub const ALL: [Hook; 3] = [Hook::OnPodCreate, Hook::OnPodReady, Hook::ValidateConfig];
+    pub const ALL: [Hook; 4] = [
+        Hook::OnPodCreate,
+        Hook::OnPodReady,
+        Hook::ValidateConfig,
+        Hook::OnServingGroupChange,
+    ];
 
-    /// "OnPodCreate", "OnPodReady" or "ValidateConfig".
+    /// "OnPodCreate", "OnPodReady", "ValidateConfig" or "OnServingGroupChange".
     pub fn as_str(self) -> &'static str {
         match self {
             Hook::OnPodCreate => "OnPodCreate",
             Hook::OnPodReady => "OnPodReady",
             Hook::ValidateConfig => "ValidateConfig",
+            Hook::OnServingGroupChange => "OnServingGroupChange",
         }
     }
 
@@ -47,12 +64,19 @@ impl Hook {
             Hook::OnPodCreate => "ms_on_pod_create",
             Hook::OnPodReady => "ms_on_pod_ready",
             Hook::ValidateConfig => "ms_validate_config",
+            Hook::OnServingGroupChange => "ms_on_serving_group_change",
         }
     }
 
     /// Whether the request carries a Pod (OnPodCreate, OnPodReady).
     pub fn has_pod(self) -> bool {
-        !matches!(self, Hook::ValidateConfig)
+        matches!(self, Hook::OnPodCreate | Hook::OnPodReady)
+    }
+
+    /// Whether the request describes a ServingGroup (OnServingGroupChange: a
+    /// [`crate::GroupRequest`]).
+    pub fn has_group(self) -> bool {
+        matches!(self, Hook::OnServingGroupChange)
     }
 }
 
@@ -62,7 +86,8 @@ impl fmt::Display for Hook {
     }
 }
 
-/// One hook call's context, read lazily from the request bytes it borrows.
+/// One Pod or config hook call's context, read lazily from the request bytes it borrows (the
+/// ServingGroup hook has its own, [`crate::GroupRequest`]).
 ///
 /// [`Request::decode`] makes one pass over the request that checks its framing (see
 /// [`crate::raw`]) and indexes the top-level keys; the small fields are read from it, `config`
@@ -76,7 +101,8 @@ impl fmt::Display for Hook {
 /// Keys of the request map this SDK does not know are ignored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request<'a> {
-    /// The ABI version of the request (`abiVersion`): 1 or 2.
+    /// The ABI version of the request (`abiVersion`): 1 to 3 (3 only for a plugin with the
+    /// ServingGroup hook).
     pub abi_version: i64,
     pub hook: Hook,
     /// The plugin's name in the ModelServing's plugin list.
@@ -97,9 +123,15 @@ pub struct Request<'a> {
 }
 
 impl<'a> Request<'a> {
-    /// Check and index a request, borrowing `bytes`; the error says what is wrong, e.g.
-    /// `request: 'roleName' must be a str, got int`.
+    /// Check and index a request of any ABI version this SDK speaks, borrowing `bytes`; the
+    /// error says what is wrong, e.g. `request: 'roleName' must be a str, got int`.
     pub fn decode(bytes: &'a [u8]) -> Result<Request<'a>, String> {
+        Request::decode_up_to::<ABI_VERSION>(bytes)
+    }
+
+    /// [`Request::decode`] for a plugin that answers ABI versions 1 to `MAX` (what the exports
+    /// of `export_plugin!` run: a request of a version beyond the module's markers is an error).
+    pub fn decode_up_to<const MAX: i64>(bytes: &'a [u8]) -> Result<Request<'a>, String> {
         let mut fields: [Option<RawValue<'a>>; FIELDS.len()] = [None; FIELDS.len()];
         let root = crate::raw::check_root(bytes, |key, value| {
             let key = key.str_bytes().unwrap_or_default();
@@ -120,54 +152,23 @@ impl<'a> Request<'a> {
             v.as_str().ok_or_else(|| invalid_utf8(bytes, v))
         };
 
-        let abi_version = match abi {
-            Some(v) if matches!(v.as_i64(), Some(n) if (ABI_VERSION_MIN..=ABI_VERSION).contains(&n)) => {
-                v.as_i64().unwrap_or(ABI_VERSION_MIN)
-            }
-            Some(v) if v.kind() == Kind::Int => {
-                // Only integers are formatted (a RawValue's Display would pull in the float
-                // formatting code).
-                let v = match v.as_i64() {
-                    Some(i) => i.to_string(),
-                    None => v.as_u64().unwrap_or_default().to_string(),
-                };
-                return Err(format!(
-                    "request: abiVersion {v} is not supported (this plugin speaks {ABI_VERSION_MIN} to {ABI_VERSION})"
-                ));
-            }
-            other => return Err(wrong("abiVersion", "int", other)),
-        };
+        let abi_version = abi_version(abi, ABI_VERSION_MIN, MAX)?;
         let hook = match hook {
             Some(v) if v.kind() == Kind::Str => {
                 let name = text(v)?;
                 match Hook::from_name(name) {
+                    Some(Hook::OnServingGroupChange) => {
+                        return Err(format!(
+                            "request: hook {name} is not a Pod or config hook (its request is a GroupRequest)"
+                        ))
+                    }
                     Some(h) => h,
                     None => return Err(format!("request: unknown hook '{name}'")),
                 }
             }
             other => return Err(wrong("hook", "str", other)),
         };
-        let (plugin_name, config) = match plugin {
-            Some(p) if p.kind() == Kind::Map => {
-                let name = match p.get("name") {
-                    Some(v) if v.kind() == Kind::Str => text(v)?,
-                    other => return Err(wrong("plugin.name", "str", other)),
-                };
-                let config = match p.get("config") {
-                    // Nested in the request and the plugin map: the nesting limit counts from
-                    // the request, as when the whole request was decoded.
-                    Some(c) => {
-                        crate::msgpack::decode_nested(c.as_bytes(), 2).map_err(|mut e| {
-                            e.offset += offset_of(bytes, c);
-                            format!("request: {e}")
-                        })?
-                    }
-                    None => Value::Nil,
-                };
-                (name, config)
-            }
-            other => return Err(wrong("plugin", "map", other)),
-        };
+        let (plugin_name, config) = plugin_fields(bytes, plugin)?;
         let required = hook.has_pod();
         let str_field = |key: &str, v: Option<RawValue<'a>>| -> Result<&'a str, String> {
             match v {
@@ -314,12 +315,61 @@ fn field_index(key: &[u8]) -> Option<usize> {
     })
 }
 
+/// `abiVersion`, checked to be an integer from `min` to `max`.
+pub(crate) fn abi_version(v: Option<RawValue<'_>>, min: i64, max: i64) -> Result<i64, String> {
+    match v {
+        Some(v) if matches!(v.as_i64(), Some(n) if (min..=max).contains(&n)) => {
+            Ok(v.as_i64().unwrap_or(min))
+        }
+        Some(v) if v.kind() == Kind::Int => {
+            // Only integers are formatted (a RawValue's Display would pull in the float
+            // formatting code).
+            let v = match v.as_i64() {
+                Some(i) => i.to_string(),
+                None => v.as_u64().unwrap_or_default().to_string(),
+            };
+            Err(format!(
+                "request: abiVersion {v} is not supported (this plugin speaks {min} to {max})"
+            ))
+        }
+        other => Err(wrong("abiVersion", "int", other)),
+    }
+}
+
+/// The plugin's name and config (`plugin: {name, config}`), the config decoded whole.
+pub(crate) fn plugin_fields<'a>(
+    bytes: &'a [u8],
+    plugin: Option<RawValue<'a>>,
+) -> Result<(&'a str, Value), String> {
+    match plugin {
+        Some(p) if p.kind() == Kind::Map => {
+            let name = match p.get("name") {
+                Some(v) if v.kind() == Kind::Str => {
+                    v.as_str().ok_or_else(|| invalid_utf8(bytes, v))?
+                }
+                other => return Err(wrong("plugin.name", "str", other)),
+            };
+            let config = match p.get("config") {
+                // Nested in the request and the plugin map: the nesting limit counts from
+                // the request, as when the whole request was decoded.
+                Some(c) => crate::msgpack::decode_nested(c.as_bytes(), 2).map_err(|mut e| {
+                    e.offset += offset_of(bytes, c);
+                    format!("request: {e}")
+                })?,
+                None => Value::Nil,
+            };
+            Ok((name, config))
+        }
+        other => Err(wrong("plugin", "map", other)),
+    }
+}
+
 /// Where `v` starts in `bytes` (it is a sub-slice of them).
-fn offset_of(bytes: &[u8], v: RawValue<'_>) -> usize {
+pub(crate) fn offset_of(bytes: &[u8], v: RawValue<'_>) -> usize {
     (v.as_bytes().as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize)
 }
 
-fn invalid_utf8(bytes: &[u8], v: RawValue<'_>) -> String {
+pub(crate) fn invalid_utf8(bytes: &[u8], v: RawValue<'_>) -> String {
     format!(
         "request: {}",
         crate::msgpack::DecodeError {
@@ -329,7 +379,7 @@ fn invalid_utf8(bytes: &[u8], v: RawValue<'_>) -> String {
     )
 }
 
-fn wrong(key: &str, want: &str, got: Option<RawValue<'_>>) -> String {
+pub(crate) fn wrong(key: &str, want: &str, got: Option<RawValue<'_>>) -> String {
     match got {
         None => format!("request: '{key}' is missing"),
         Some(v) => format!("request: '{key}' must be a {want}, got {}", v.type_name()),
@@ -517,8 +567,8 @@ mod tests {
     fn explains_what_is_wrong() {
         let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
             (
-                Box::new(|v| v.set("abiVersion", 3)),
-                "abiVersion 3 is not supported (this plugin speaks 1 to 2)",
+                Box::new(|v| v.set("abiVersion", 4)),
+                "abiVersion 4 is not supported (this plugin speaks 1 to 3)",
             ),
             (
                 Box::new(|v| v.set("hook", "OnPodDelete")),

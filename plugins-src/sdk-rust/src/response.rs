@@ -1,6 +1,7 @@
 //! Hook responses: `{"patch": [...]}`, `{"observations": [...]}` (ABI v2),
-//! `{"error": "..."}` or nothing at all.
+//! `{"objects": [...]}` (ABI v3), `{"error": "..."}` or nothing at all.
 
+use crate::group::Object;
 use crate::msgpack::{encode_into, write_array_len, write_map_len, write_str};
 use crate::patch::Op;
 use crate::value::Value;
@@ -71,6 +72,22 @@ pub fn observations_response(observations: &[Observation], version: i64) -> Vec<
     out
 }
 
+/// The response to a successful OnServingGroupChange: empty when there are no objects (the
+/// host then deletes those the plugin owned in the group), otherwise `{"objects": [...]}`.
+pub fn objects_response(objects: &[Object]) -> Vec<u8> {
+    if objects.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(16 + 128 * objects.len());
+    write_map_len(1, &mut out);
+    write_str("objects", &mut out);
+    write_array_len(objects.len(), &mut out);
+    for object in objects {
+        object.encode_into(&mut out);
+    }
+    out
+}
+
 /// The response of a failed hook or an invalid config: `{"error": message}`.
 pub fn error_response(message: &str) -> Vec<u8> {
     let message = if message.is_empty() {
@@ -93,6 +110,8 @@ pub struct Response {
     pub error: Option<String>,
     /// The observations (ABI v2), as `(name, seconds)`.
     pub observations: Vec<(String, f64)>,
+    /// The owned objects (ABI v3) as maps (empty when none).
+    pub objects: Vec<Value>,
 }
 
 impl Response {
@@ -115,6 +134,7 @@ impl Response {
         for (k, v) in entries {
             match (k.as_str(), v) {
                 ("patch", Value::Array(ops)) => r.patch = ops,
+                ("objects", Value::Array(objects)) => r.objects = objects,
                 ("error", Value::Str(s)) => r.error = Some(s),
                 ("observations", Value::Array(items)) => {
                     for item in items {

@@ -118,8 +118,5 @@ def test_the_library_of_built_ins_is_registered_with_wasm_twins() -> None:
         "ready-reporter",
     }
     assert set(default_registry().names()) == names
-    # the ServingGroup hook's built-ins get their twins with the Rust SDK's ABI v3 (issue 18)
-    native_only = {"entry-address-file", "hccl-ranktable"}
     for builtin in default_registry():
-        expected = None if builtin.name in native_only else f"{builtin.name}.wasm"
-        assert builtin.wasm_module == expected
+        assert builtin.wasm_module == f"{builtin.name}.wasm"

@@ -105,4 +105,5 @@ BUILTIN = Builtin(
     factory=_make,
     summary="Writes each role replica's entry address (DNS name and IP) to a file in its Pods.",
     hooks=frozenset({"on_pod_create", "on_serving_group_change"}),
+    wasm_module="entry-address-file.wasm",
 )

@@ -220,4 +220,5 @@ BUILTIN = Builtin(
     factory=_make,
     summary="Writes each ServingGroup's HCCL rank table (Ascend NPUs) and mounts it in its Pods.",
     hooks=frozenset({"on_pod_create", "on_serving_group_change"}),
+    wasm_module="hccl-ranktable.wasm",
 )

@@ -1,0 +1,15 @@
+//! Replays the shared ABI vectors of this plugin (`abi/vectors/entry-address-file-*.json`, made from the
+//! native Python built-in by `tests/vectors.py`; or the directory in
+//! `MODELSERVING_ABI_VECTORS`) through exactly the code the module's exports run.
+
+#[test]
+fn abi_vectors() {
+    let replayed = builtins_kit::testing::replay_vectors(
+        entry_address_file::NAME,
+        entry_address_file::modelserving_call,
+    );
+    eprintln!(
+        "abi_vectors: {replayed} vectors of {} replayed",
+        entry_address_file::NAME
+    );
+}
