@@ -186,6 +186,9 @@ class Controller:
         self._seen: dict[Key, tuple[Any, Any, Any]] = {}
         """What the last event of each ModelServing showed of its spec and metadata."""
         self._seen_lock = threading.Lock()
+        self._deleting: set[Key] = set()
+        """ModelServings the watch saw deleted (or being deleted): their passes stop creating."""
+        self.reconciler.stopping = self._is_deleting
         self.passes: Counter[Key] = Counter()
         """Finished reconcile passes by key (for tests and debugging)."""
         self.leading = threading.Event()
@@ -210,13 +213,22 @@ class Controller:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         seen = (meta.get("generation"), meta.get("labels"), meta.get("annotations"))
+        gone = event_type == "DELETED" or bool(meta.get("deletionTimestamp"))
         with self._seen_lock:
-            changed = event_type == "DELETED" or self._seen.get(key) != seen
+            changed = gone or self._seen.get(key) != seen
             if event_type == "DELETED":
                 self._seen.pop(key, None)
             else:
                 self._seen[key] = seen
+            if gone:
+                self._deleting.add(key)
+            else:
+                self._deleting.discard(key)
         self.enqueue(key, change=changed)
+
+    def _is_deleting(self, key: Key) -> bool:
+        with self._seen_lock:
+            return key in self._deleting
 
     def config_map_changed(self, namespace: str, name: str) -> None:
         for key in self.reconciler.users_of_config_map(namespace, name):

@@ -106,6 +106,7 @@ class ReconcilerSettings:
 class _Pass:
     """The state of one pass."""
 
+    key: Key
     ms: ModelServing
     raw: dict[str, Any]
     chain: Chain | None = None
@@ -141,6 +142,9 @@ class Reconciler:
         self._users_lock = threading.Lock()
         self.seen_failed: dict[str, float] = {}
         self.groups = GroupHooks(kube, self.recorder, self.settings.objects, clock)
+        self.stopping: Callable[[Key], bool] = lambda key: False
+        """Whether the ModelServing of ``key`` has been deleted since its pass began (the
+        watch saw it): the pass then creates nothing more."""
         self._broken: set[Key] = set()
         """ModelServings whose plugin list failed to load on their last pass."""
         self._broken_lock = threading.Lock()
@@ -162,7 +166,7 @@ class Reconciler:
         except InvalidManifest as exc:
             self.recorder.event(raw, "Warning", "InvalidSpec", str(exc))
             return None
-        work = _Pass(ms, raw)
+        work = _Pass(key, ms, raw)
         self._load_chain(key, work)
         gang = as_api(self.gang())
         selector = f"{labels.NAME_LABEL}={ms.name}"
@@ -395,6 +399,8 @@ class Reconciler:
             return
         jobs: list[Future[int]] = []
         for group in plan.creates:
+            if self.stopping(work.key):
+                break
             steps = self._run_chain(work, group)
             if steps is not None:
                 jobs.append(self.writes.submit(self._create_group, work, group, steps))
@@ -446,10 +452,14 @@ class Reconciler:
     def _create_group(self, work: _Pass, group: GroupWork, steps: list[dict[str, Any]]) -> int:
         """Create in order: PodGroup, then each entry Pod, its Service and its workers."""
         ns = work.ms.namespace
+        if self.stopping(work.key):
+            return 0
         if group.pod_group is not None:
             self.kube.create(POD_GROUPS, ns, group.pod_group)
         created = 0
         for obj in steps:
+            if self.stopping(work.key):
+                break  # deleted meanwhile: what is in flight finishes, nothing more starts
             if obj.get("kind") == "Service":
                 self.kube.create(SERVICES, ns, obj)
             elif self.kube.create(PODS, ns, obj) is not None:

@@ -68,3 +68,22 @@ def test_status_and_pod_events_wait_for_the_backoff_but_spec_changes_do_not(
     finally:
         ctl.writes.shutdown()
         set_default_sandbox(None)
+
+
+def test_the_watch_tells_a_running_pass_that_its_model_serving_is_deleted(tmp_path: Path) -> None:
+    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
+    ctl = Controller(config, client.ApiClient(), serve_http=False)
+    try:
+        key = ("ns", "llm")
+        meta = {"namespace": "ns", "name": "llm", "generation": 1}
+        ctl.model_serving_event("ADDED", {"metadata": meta})
+        assert not ctl.reconciler.stopping(key)
+        ctl.model_serving_event("MODIFIED", {"metadata": {**meta, "deletionTimestamp": "now"}})
+        assert ctl.reconciler.stopping(key)
+        ctl.model_serving_event("DELETED", {"metadata": meta})
+        assert ctl.reconciler.stopping(key)
+        ctl.model_serving_event("ADDED", {"metadata": meta})  # made again under the same name
+        assert not ctl.reconciler.stopping(key)
+    finally:
+        ctl.writes.shutdown()
+        set_default_sandbox(None)

@@ -953,3 +953,24 @@ def test_a_build_for_another_model_serving_does_not_announce_this_chain_again(
     rec.reconcile(KEY)  # this ModelServing's chain comes from the cache
     assert chains.builds == 2  # the other one's was built meanwhile
     assert len(recorder.messages("PluginLoaded")) == 1
+
+
+def test_a_deleted_model_serving_stops_creating_within_one_write(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    kube.put(MODEL_SERVINGS, model_serving(replicas=3, workers=3))
+    deleted = threading.Event()
+    rec.stopping = lambda key: deleted.is_set()
+    create = kube.create
+
+    def create_then_delete(res: Resource, namespace: str, body: Obj) -> Obj | None:
+        made = create(res, namespace, body)
+        if res is PODS and len(kube.all(PODS)) == 2:
+            deleted.set()  # the watch sees the deletion while the pass is creating
+        return made
+
+    kube.create = create_then_delete  # type: ignore[method-assign]
+    rec.reconcile(KEY)
+    # 3 ServingGroups of 4 Pods were due; the writes in flight when it was deleted finish
+    # (one per write thread at most), nothing new starts
+    assert 2 <= len(kube.all(PODS)) <= 2 + 3
