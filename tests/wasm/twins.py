@@ -1,5 +1,6 @@
 """What the differential tests of the built-ins share: a built-in's compiled module, whether the
-native or the WebAssembly twin accepts a config, one call's response bytes, and decoding."""
+native or the WebAssembly twin accepts a config, one call's response bytes (OnPodCreate, and
+OnServingGroupChange of ABI v3), and decoding."""
 
 from __future__ import annotations
 
@@ -44,6 +45,12 @@ def wasm_accepts(sandbox: Sandbox, compiled: CompiledModule, name: str, config: 
 def on_pod_create(sandbox: Sandbox, compiled: CompiledModule, request: bytes) -> bytes:
     """The module's response bytes to an OnPodCreate request."""
     return sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits()).response
+
+
+def on_serving_group_change(sandbox: Sandbox, compiled: CompiledModule, request: bytes) -> bytes:
+    """The module's response bytes to an OnServingGroupChange request."""
+    call = sandbox.call(compiled, "ms_on_serving_group_change", request, sandbox.limits())
+    return call.response
 
 
 def decoded(response: bytes | None) -> dict[str, Any]:

@@ -20,9 +20,11 @@
 //! * nesting deeper than [`MAX_DEPTH`] containers is an error. Python has no such rule of its
 //!   own: its scanner recurses and fails with `RecursionError` when the interpreter's recursion
 //!   limit (1000 by default) is reached, counting the caller's frames, so where Python stops
-//!   depends on how deep the call is (993 levels from a script's top level, fewer in a
-//!   controller, more under a test runner that raises the limit). [`MAX_DEPTH`] is Python's
-//!   largest: every depth Python refuses from its shallowest caller is refused here too.
+//!   depends on how deep the call is: 994 containers when `hccl-ranktable`'s `parse_devices`
+//!   is called from a script's top level, fewer from a controller, more under a test runner
+//!   that raises the limit. [`MAX_DEPTH`] is that largest depth: what Python refuses whoever
+//!   calls it (995 and more) is refused here too, and the band below that it refuses only from
+//!   deeper callers is read here.
 //!
 //! The parser is iterative (no recursion: a module's stack is 64 KiB) and keeps what it reads
 //! in a [`Json`] tree. [`write_str`] writes a string as Python's `json.dumps` does with its
@@ -30,7 +32,7 @@
 
 /// Most containers nested in one another that [`parse`] accepts (see the module
 /// documentation).
-pub const MAX_DEPTH: usize = 993;
+pub const MAX_DEPTH: usize = 994;
 
 /// Most digits of an integer (Python's default `int` conversion limit).
 pub const MAX_INT_DIGITS: usize = 4300;
