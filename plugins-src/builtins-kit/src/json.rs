@@ -27,8 +27,10 @@
 //!   deeper callers is read here.
 //!
 //! The parser is iterative (no recursion: a module's stack is 64 KiB) and keeps what it reads
-//! in a [`Json`] tree. [`write_str`] writes a string as Python's `json.dumps` does with its
+//! in a [`Json`] tree, whose strings borrow from the text unless they hold escapes. [`write_str`] writes a string as Python's `json.dumps` does with its
 //! default `ensure_ascii=True`.
+
+use std::borrow::Cow;
 
 /// Most containers nested in one another that [`parse`] accepts (see the module
 /// documentation).
@@ -38,11 +40,12 @@ pub const MAX_DEPTH: usize = 994;
 pub const MAX_INT_DIGITS: usize = 4300;
 
 /// A string as code points in generalized UTF-8: UTF-8, except that a lone surrogate (only an
-/// escape can make one) is encoded like any other code point of three bytes.
+/// escape can make one) is encoded like any other code point of three bytes. Borrowed from the
+/// text when it has no escapes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct JsonStr(Vec<u8>);
+pub struct JsonStr<'a>(Cow<'a, [u8]>);
 
-impl JsonStr {
+impl JsonStr<'_> {
     /// The string, unless it holds a lone surrogate.
     pub fn as_str(&self) -> Option<&str> {
         std::str::from_utf8(&self.0).ok()
@@ -56,20 +59,20 @@ impl JsonStr {
 
 /// A parsed JSON value. Numbers are only checked, not kept (no built-in reads one).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Json {
+pub enum Json<'a> {
     Null,
     Bool(bool),
     Number,
-    Str(JsonStr),
-    Array(Vec<Json>),
+    Str(JsonStr<'a>),
+    Array(Vec<Json<'a>>),
     /// Entries in document order; keys are unique.
-    Object(Vec<(JsonStr, Json)>),
+    Object(Vec<(JsonStr<'a>, Json<'a>)>),
 }
 
-impl Json {
+impl<'a> Json<'a> {
     /// The value of `key` in an object (`None` for a missing key or a non-object), like
     /// Python's `dict.get`.
-    pub fn get(&self, key: &str) -> Option<&Json> {
+    pub fn get(&self, key: &str) -> Option<&Json<'a>> {
         match self {
             Json::Object(entries) => entries
                 .iter()
@@ -123,14 +126,27 @@ fn push_code_point(out: &mut Vec<u8>, c: u32) {
     }
 }
 
+/// The run of plain characters from `i`: up to the next quote, escape or control character.
+fn plain_run(b: &[u8], i: usize) -> usize {
+    b[i..]
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .unwrap_or(b.len() - i)
+}
+
 /// The string whose opening quote is at `i`, and the index after its closing quote.
-fn string(b: &[u8], i: usize) -> Option<(JsonStr, usize)> {
-    let mut out = Vec::new();
-    let mut i = i + 1;
+fn string(b: &[u8], i: usize) -> Option<(JsonStr<'_>, usize)> {
+    let start = i + 1;
+    let end = start + plain_run(b, start);
+    if b.get(end) == Some(&b'"') {
+        return Some((JsonStr(Cow::Borrowed(&b[start..end])), end + 1));
+    }
+    let mut out = b[start..end].to_vec();
+    let mut i = end;
     loop {
         let c = *b.get(i)?;
         match c {
-            b'"' => return Some((JsonStr(out), i + 1)),
+            b'"' => return Some((JsonStr(Cow::Owned(out)), i + 1)),
             b'\\' => {
                 let e = *b.get(i + 1)?;
                 i += 2;
@@ -162,8 +178,9 @@ fn string(b: &[u8], i: usize) -> Option<(JsonStr, usize)> {
             }
             0x00..=0x1f => return None,
             _ => {
-                out.push(c);
-                i += 1;
+                let run = plain_run(b, i);
+                out.extend_from_slice(&b[i..i + run]);
+                i += run;
             }
         }
     }
@@ -214,14 +231,14 @@ fn number(b: &[u8], mut i: usize) -> Option<usize> {
 }
 
 /// A container being read.
-enum Open {
-    Array(Vec<Json>),
+enum Open<'a> {
+    Array(Vec<Json<'a>>),
     /// The entries so far and the key of the value being read.
-    Object(Vec<(JsonStr, Json)>, JsonStr),
+    Object(Vec<(JsonStr<'a>, Json<'a>)>, JsonStr<'a>),
 }
 
 /// The key at `i` (a string, then `:`), and the index of its value.
-fn key(b: &[u8], i: usize) -> Option<(JsonStr, usize)> {
+fn key(b: &[u8], i: usize) -> Option<(JsonStr<'_>, usize)> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
@@ -233,15 +250,21 @@ fn key(b: &[u8], i: usize) -> Option<(JsonStr, usize)> {
     Some((k, skip_ws(b, i + 1)))
 }
 
-fn unique_keys(entries: &[(JsonStr, Json)]) -> bool {
-    let mut keys: Vec<&JsonStr> = entries.iter().map(|(k, _)| k).collect();
+fn unique_keys(entries: &[(JsonStr<'_>, Json<'_>)]) -> bool {
+    if entries.len() <= 16 {
+        return entries
+            .iter()
+            .enumerate()
+            .all(|(i, (k, _))| entries[..i].iter().all(|(seen, _)| seen != k));
+    }
+    let mut keys: Vec<&JsonStr<'_>> = entries.iter().map(|(k, _)| k).collect();
     keys.sort_unstable();
     keys.windows(2).all(|w| w[0] != w[1])
 }
 
 /// `text` as Python's `json.loads` with the refusing hooks reads it (the module
 /// documentation's rules); `None` where Python raises.
-pub fn parse(text: &str) -> Option<Json> {
+pub fn parse(text: &str) -> Option<Json<'_>> {
     let b = text.as_bytes();
     let mut stack: Vec<Open> = Vec::new();
     let mut i = skip_ws(b, 0);
@@ -317,7 +340,7 @@ pub fn parse(text: &str) -> Option<Json> {
                     }
                 }
                 Some(Open::Object(entries, k)) => {
-                    entries.push((std::mem::replace(k, JsonStr(Vec::new())), value));
+                    entries.push((std::mem::replace(k, JsonStr(Cow::Borrowed(&[]))), value));
                     match b.get(i)? {
                         b',' => {
                             let (next_key, next) = key(b, skip_ws(b, i + 1))?;
@@ -347,6 +370,16 @@ pub fn parse(text: &str) -> Option<Json> {
 /// every other character as `\uXXXX` (lower-case hex; a surrogate pair above U+FFFF).
 pub fn write_str(text: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
+    if text
+        .bytes()
+        .all(|c| matches!(c, b' '..=b'~') && c != b'"' && c != b'\\')
+    {
+        out.reserve(text.len() + 2);
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+        return;
+    }
     let unit = |out: &mut String, u: u32| {
         out.push_str("\\u");
         for shift in [12, 8, 4, 0] {
@@ -375,6 +408,24 @@ pub fn write_str(text: &str, out: &mut String) {
     out.push('"');
 }
 
+/// Append `n` as a JSON string of its decimal digits (Python's `json.dumps(str(n))`), without
+/// the formatting machinery.
+pub fn write_decimal_str(mut n: usize, out: &mut String) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push('"');
+    digits[at..].iter().for_each(|&d| out.push(char::from(d)));
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,7 +435,7 @@ mod tests {
     }
 
     fn s(text: &str) -> Json {
-        Json::Str(JsonStr(text.as_bytes().to_vec()))
+        Json::Str(JsonStr(Cow::Owned(text.as_bytes().to_vec())))
     }
 
     #[test]
@@ -398,8 +449,8 @@ mod tests {
             Some(Json::Array(vec![
                 Json::Number,
                 Json::Object(vec![
-                    (JsonStr(b"a".to_vec()), Json::Array(vec![])),
-                    (JsonStr(b"b".to_vec()), Json::Object(vec![])),
+                    (JsonStr(Cow::Borrowed(b"a")), Json::Array(vec![])),
+                    (JsonStr(Cow::Borrowed(b"b")), Json::Object(vec![])),
                 ]),
             ]))
         );
@@ -486,13 +537,13 @@ mod tests {
         assert_eq!(lone.as_str(), None);
         assert_eq!(
             lone,
-            Json::Str(JsonStr(vec![0xed, 0xa0, 0xbd])) // U+D83D in generalized UTF-8
+            Json::Str(JsonStr(Cow::Owned(vec![0xed, 0xa0, 0xbd]))) // U+D83D, generalized UTF-8
         );
         // A high surrogate followed by something else than a low one is not joined.
         let v = parse("\"\\ud83d\\u0041\\ud83d\\ud83d\\ude00\"").unwrap();
         let mut want = vec![0xed, 0xa0, 0xbd, b'A', 0xed, 0xa0, 0xbd];
         want.extend_from_slice("😀".as_bytes());
-        assert_eq!(v, Json::Str(JsonStr(want)));
+        assert_eq!(v, Json::Str(JsonStr(Cow::Owned(want))));
         assert_eq!(parse("\"\\ude00\"").unwrap().as_str(), None);
     }
 
@@ -541,5 +592,16 @@ mod tests {
         assert_eq!(dumped("\u{0}\u{1f}\u{7f}"), "\"\\u0000\\u001f\\u007f\"");
         assert_eq!(dumped("é€"), "\"\\u00e9\\u20ac\"");
         assert_eq!(dumped("😀"), "\"\\ud83d\\ude00\"");
+        assert_eq!(dumped("a\"b~é"), "\"a\\\"b~\\u00e9\"");
+        for (n, want) in [
+            (0, "\"0\""),
+            (7, "\"7\""),
+            (1207, "\"1207\""),
+            (usize::MAX, "\"18446744073709551615\""),
+        ] {
+            let mut out = String::new();
+            write_decimal_str(n, &mut out);
+            assert_eq!(out, want);
+        }
     }
 }

@@ -105,7 +105,7 @@ pub fn parse_devices(text: &str) -> Option<(Option<String>, Vec<(String, String)
         if !is_device_id(id) || !is_ip(ip) {
             return None;
         }
-        let number: u32 = id.parse().ok()?;
+        let number = id.bytes().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
         if found.iter().any(|(n, _, _)| *n == number) {
             return None;
         }
@@ -167,7 +167,7 @@ pub fn rank_table(req: &GroupRequest<'_>, annotation: &str) -> String {
             list.push_str(",\"device_ip\":");
             json::write_str(ip, &mut list);
             list.push_str(",\"rank_id\":");
-            json::write_str(&rank.to_string(), &mut list);
+            json::write_decimal_str(rank, &mut list);
             list.push('}');
             rank += 1;
         }
@@ -188,7 +188,7 @@ pub fn rank_table(req: &GroupRequest<'_>, annotation: &str) -> String {
     table.push_str(",\"version\":");
     json::write_str(TABLE_VERSION, &mut table);
     table.push_str(",\"server_count\":");
-    json::write_str(&servers.to_string(), &mut table);
+    json::write_decimal_str(servers, &mut table);
     table.push_str(",\"server_list\":[");
     table.push_str(&list);
     table.push_str("]}");
