@@ -27,12 +27,14 @@ from modelserving.api.modelserving import PluginSpec
 from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
 from modelserving.chain import ChainEntry, build_chain, invoke
+from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.builtins.hccl_ranktable import (
     DEFAULT_ANNOTATION,
     MAX_ANNOTATION_BYTES,
     NAME,
     parse_devices,
 )
+from modelserving.plugins.registry import default_registry
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from modelserving.sandbox.cache import CompiledModule
@@ -647,3 +649,15 @@ def test_the_module_speaks_abi_v3_and_names_the_field_it_refuses(
     assert (
         msgpack.unpackb(plugin.encode_group(GroupRequest(MS, "llama-0", 0, ())))["abiVersion"] == 3
     )
+
+
+def test_only_the_built_ins_with_the_group_hook_are_v3_modules(sandbox: Sandbox) -> None:
+    """The Rust SDK exports modelserving_abi_v3 for a plugin with on_serving_group_change only;
+    the others stay v2 modules (the host keeps sending them abiVersion 2)."""
+    for builtin in default_registry():
+        assert builtin.wasm_module is not None
+        info = sandbox.load(builtin_wasm(builtin.wasm_module)).info
+        group = "on_serving_group_change" in builtin.hooks
+        assert info.abi_version == (3 if group else 2), builtin.name
+        assert ("modelserving_abi_v3" in info.exports) is group, builtin.name
+        assert ("ms_on_serving_group_change" in info.exports) is group, builtin.name

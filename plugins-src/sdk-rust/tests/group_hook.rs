@@ -171,5 +171,13 @@ fn observations_go_in_a_v3_response_as_in_a_v2_one() {
         assert_eq!(observations, vec![("pod_ready_seconds".to_owned(), 2.5)]);
     }
     assert!(modelserving_plugin::log::take_logs().is_empty());
+    // A v1 request (a host that knows only v1) gets them as observe lines, as from a v2 plugin.
+    let response = modelserving_call(Hook::OnPodReady, &pod_request("OnPodReady", 1)).unwrap();
+    assert!(response.is_empty());
+    let lines: Vec<String> = modelserving_plugin::log::take_logs()
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect();
+    assert_eq!(lines, ["observe pod_ready_seconds 2.500"]);
     assert!(modelserving_call(Hook::ValidateConfig, &[]).is_none());
 }
