@@ -8,7 +8,6 @@ device twice, the size limit) and odd but valid JSON (escapes, surrogates, spaci
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Callable
 from random import Random
@@ -31,6 +30,7 @@ from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.builtins.hccl_ranktable import (
     DEFAULT_ANNOTATION,
     MAX_ANNOTATION_BYTES,
+    MAX_NESTING,
     NAME,
     parse_devices,
 )
@@ -48,9 +48,6 @@ DIFF = settings(
 )
 MS = parse_model_serving(GROUP_MODEL_SERVING)
 OTHER_ANNOTATION = "example.com/npus"
-MAX_NESTING = 994
-"""The deepest nesting parse_devices reads when a script calls it from its top level (Python's
-recursion limit, 1000), and the twin's bound (builtins_kit::json::MAX_DEPTH)."""
 
 
 # --- the two implementations ------------------------------------------------------------------
@@ -215,7 +212,7 @@ HOSTILE: dict[str, Callable[[str, Draw], str]] = {
     "leading space": lambda t, d: d(st.sampled_from(["\ufeff", " \t\r\n", "\xa0", "\x0c"])) + t,
     "a trailing comma": lambda t, d: t[:-1] + ",}",
     "single quotes": lambda t, d: t.replace('"', "'"),
-    "nesting": lambda t, d: t[:-1] + f', "n": {nested(d(st.integers(1, 300)))}}}',
+    "nesting": lambda t, d: t[:-1] + f', "n": {nested(d(st.integers(1, 2 * MAX_NESTING)))}}}',
     "truncated": lambda t, d: t[: d(st.integers(0, max(0, len(t) - 1)))],
     "over the size limit": lambda t, d: t[:-1] + f', "p": "{"x" * MAX_ANNOTATION_BYTES}"}}',
     "at the size limit": lambda t, d: (
@@ -520,7 +517,7 @@ def with_key(value: str) -> str:
         (with_key("1" * 4300), True),
         (with_key("-" + "1" * 4301), False),
         (with_key("1" * 4301 + ".0"), True),
-        (with_key(nested(500)), True),
+        (with_key(nested(MAX_NESTING - 1)), True),
         (with_key(nested(2000)), False),
         ("[" * 32_700 + "]" * 32_700, False),
         (VALID[:-1] + ', "p": "' + "x" * (MAX_ANNOTATION_BYTES - len(VALID) - 9) + '"}', True),
@@ -530,7 +527,7 @@ def with_key(value: str) -> str:
         "4300-digits",
         "4301-digits",
         "a-long-float",
-        "nested-500",
+        "nested-to-the-bound",
         "nested-2000",
         "nested-32700",
         "65536-bytes",
@@ -543,30 +540,24 @@ def test_limits(sandbox: Sandbox, compiled: CompiledModule, text: str, known: bo
     assert (table(wasm)["server_count"] == "1") is known
 
 
-def test_the_nesting_bound_is_pythons_from_a_script(
+def test_both_read_the_deepest_nesting_allowed_and_refuse_one_more(
     sandbox: Sandbox, compiled: CompiledModule
 ) -> None:
-    """Python's json has no nesting rule of its own: it stops where the interpreter's recursion
-    limit does, which depends on the caller's stack. From a script's top level (the shallowest
-    caller) that is 994 containers, the twin's bound: both read 994 and refuse 995."""
-    script = (
-        "import sys\n"
-        "from modelserving.plugins.builtins.hccl_ranktable import parse_devices\n"
-        "for text in sys.stdin.read().split('\\n'):\n"
-        "    print(parse_devices(text) is not None)\n"
-    )
-    texts = [with_key(nested(MAX_NESTING - 1)), with_key(nested(MAX_NESTING))]
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        input="\n".join(texts),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout.split() == ["True", "False"]
-    for text, known in zip(texts, (True, False), strict=True):
-        (_, wasm) = one_pod_table(sandbox, compiled, text)
+    """The bound is explicit on both sides, so it does not depend on the caller's stack (as
+    Python's recursion limit would): both read MAX_NESTING containers and refuse one more,
+    also from a deep call."""
+    for depth, known in ((MAX_NESTING - 1, True), (MAX_NESTING, False)):
+        text = with_key(nested(depth))  # the annotation's object adds one level
+        native_, wasm = one_pod_table(sandbox, compiled, text)
+        assert wasm == native_
         assert (table(wasm)["server_count"] == "1") is known
+
+    def deep(n: int) -> bool:
+        if n:
+            return deep(n - 1)
+        return parse_devices(with_key(nested(MAX_NESTING - 1))) is not None
+
+    assert deep(sys.getrecursionlimit() - 100)
 
 
 def test_the_wasm_twin_in_the_chain_writes_what_the_native_one_writes(sandbox: Sandbox) -> None:

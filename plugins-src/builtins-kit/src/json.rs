@@ -17,24 +17,20 @@
 //!   `None` for it);
 //! * a key repeated in one object is an error (the refusing `object_pairs_hook`; keys compare
 //!   as code points, so `"\u00e9"` and `"é"` are the same key);
-//! * nesting deeper than [`MAX_DEPTH`] containers is an error. Python has no such rule of its
-//!   own: its scanner recurses and fails with `RecursionError` when the interpreter's recursion
-//!   limit (1000 by default) is reached, counting the caller's frames, so where Python stops
-//!   depends on how deep the call is: 994 containers when `hccl-ranktable`'s `parse_devices`
-//!   is called from a script's top level, fewer from a controller, more under a test runner
-//!   that raises the limit. [`MAX_DEPTH`] is that largest depth: what Python refuses whoever
-//!   calls it (995 and more) is refused here too, and the band below that it refuses only from
-//!   deeper callers is read here.
+//! * nesting deeper than [`MAX_DEPTH`] containers is an error, the bound
+//!   `hccl_ranktable.MAX_NESTING` puts on the Python side before `json.loads` (whose own only
+//!   limit, the interpreter's recursion limit, depends on the caller's stack).
 //!
 //! The parser is iterative (no recursion: a module's stack is 64 KiB) and keeps what it reads
-//! in a [`Json`] tree, whose strings borrow from the text unless they hold escapes. [`write_str`] writes a string as Python's `json.dumps` does with its
-//! default `ensure_ascii=True`.
+//! in a [`Json`] tree, whose strings borrow from the text unless they hold escapes.
+//! [`write_str`] writes a string as Python's `json.dumps` does with its default
+//! `ensure_ascii=True`.
 
 use std::borrow::Cow;
 
 /// Most containers nested in one another that [`parse`] accepts (see the module
 /// documentation).
-pub const MAX_DEPTH: usize = 994;
+pub const MAX_DEPTH: usize = 32;
 
 /// Most digits of an integer (Python's default `int` conversion limit).
 pub const MAX_INT_DIGITS: usize = 4300;

@@ -27,11 +27,11 @@ every listed device from 0 in the table's order. Only known Pods are listed; ``s
 ``completed`` when every Pod the group should have in scope (``expectedPods``) is known, else
 ``initializing``; ``server_count`` is the number of Pods listed.
 
-The annotation is read as strict JSON: NaN and infinities, a key twice in one object and more
-than 65,536 bytes make it invalid, as do a ``device_id`` that is not 1 to 4 digits, an IP that
-is not 2 to 45 of ``0-9 a-f A-F . :``, and two devices with the same ``device_id``. The Rust twin
-(``plugins-src/builtins/hccl-ranktable``) reads it by the same rules, so both write the same
-bytes.
+The annotation is read as strict JSON: NaN and infinities, a key twice in one object, more than
+65,536 bytes and arrays or objects nested more than 32 deep make it invalid, as do a
+``device_id`` that is not 1 to 4 digits, an IP that is not 2 to 45 of ``0-9 a-f A-F . :``, and
+two devices with the same ``device_id``. The Rust twin (``plugins-src/builtins/hccl-ranktable``)
+reads it by the same rules, so both write the same bytes.
 
 Config (camelCase, unknown fields refused):
   mountPath         the folder the table appears in; default ``/user/serverid/devindex/config``
@@ -68,6 +68,9 @@ NAME = "hccl-ranktable"
 DEFAULT_ANNOTATION = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
 RANK_TABLE_ENV = "RANK_TABLE_FILE"
 MAX_ANNOTATION_BYTES = 65_536
+MAX_NESTING = 32
+"""Most arrays and objects nested in one another the annotation may have (the device plugin's
+is 3 deep); Python's json has no bound of its own but the interpreter's recursion limit."""
 TABLE_VERSION = "1.0"
 
 _DEVICE_ID = re.compile(r"[0-9]{1,4}", re.ASCII)
@@ -108,10 +111,33 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def nesting(text: str) -> int:
+    """The deepest nesting of arrays and objects in ``text``, read as JSON (brackets inside
+    strings do not count; what follows an unterminated string is inside it)."""
+    deepest = depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_devices(text: str) -> tuple[str | None, list[tuple[str, str]]] | None:
     """The annotation's (server_id or None, [(device_id, device_ip)] ordered by device id);
     None when it is not a valid device annotation (the module docstring's rules)."""
-    if len(text.encode("utf-8")) > MAX_ANNOTATION_BYTES:
+    if len(text.encode("utf-8")) > MAX_ANNOTATION_BYTES or nesting(text) > MAX_NESTING:
         return None
     try:
         value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
