@@ -114,11 +114,14 @@ class GroupHooks:
         self._done: dict[tuple[str, str], dict[tuple[str, str, str], str]] = {}
         # by (namespace, name): (uid, group, plugin) -> when it was last called
         self._called: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
+        # ModelServings without ServingGroup hooks known to own no object: not listed again
+        self._owns_nothing: set[tuple[str, str]] = set()
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
             self._done.pop((namespace, name), None)
             self._called.pop((namespace, name), None)
+            self._owns_nothing.discard((namespace, name))
 
     def run(
         self,
@@ -132,7 +135,13 @@ class GroupHooks:
         result = GroupsResult()
         entries = chain.group_entries()
         keep_groups = set(groups)
-        owned = self._owned(ms) if entries or keep_groups else {}
+        key = (ms.namespace, ms.name)
+        with self._lock:
+            if entries:
+                self._owns_nothing.discard(key)
+            elif key in self._owns_nothing:
+                return result  # no hook, nothing owned: no list on every pass
+        owned = self._owned(ms)
         plugins = {(e.name, str(e.index)) for e in entries}
         stale = [
             (owner, name)
@@ -142,6 +151,9 @@ class GroupHooks:
         ]
         self._delete(ms, stale, result)
         if not entries:
+            if not result.api_errors:
+                with self._lock:
+                    self._owns_nothing.add(key)
             return result
         by_group = group_pods(ms, pods)
         owners = {name: owner for owner, objs in owned.items() for name in objs}

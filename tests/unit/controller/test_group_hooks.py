@@ -314,3 +314,41 @@ def test_a_plugin_listed_twice_owns_two_sets_of_objects(
     assert kube.count("apply", CONFIG_MAPS) == 2
     prefill = json.loads(kube.all(CONFIG_MAPS)["sample-0-p-table"]["data"]["hccl.json"])
     assert prefill["server_count"] == "0"  # and nothing of decode's
+
+
+def test_without_group_hooks_the_config_maps_are_listed_once(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    lists: list[str | None] = []
+    list_ = kube.list
+
+    def counting(res: Any, namespace: str | None, selector: str | None = None) -> list[Obj]:
+        if res is CONFIG_MAPS:
+            lists.append(selector)
+        return list_(res, namespace, selector)
+
+    kube.list = counting  # type: ignore[method-assign]
+    kube.put(MODEL_SERVINGS, two_node([{"name": "demo-pod-tweaks"}]))
+    for _ in range(3):
+        rec.reconcile(KEY)
+    assert len(lists) == 1  # the first pass learns it owns nothing
+
+    def add_group_plugin(ms: Obj) -> None:
+        ms["spec"]["plugins"] = [RANKTABLE]
+        ms["metadata"]["generation"] = 2
+
+    kube.edit(MODEL_SERVINGS, "sample", add_group_plugin)
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    assert len(lists) == 3  # with a ServingGroup hook, every pass reads what it owns
+    assert "sample-0-ranktable" in kube.all(CONFIG_MAPS)
+
+    def drop(ms: Obj) -> None:
+        ms["spec"]["plugins"] = []
+        ms["metadata"]["generation"] = 3
+
+    kube.edit(MODEL_SERVINGS, "sample", drop)
+    rec.reconcile(KEY)
+    assert kube.all(CONFIG_MAPS) == {}  # deleted once the plugin is gone
+    rec.reconcile(KEY)
+    assert len(lists) == 4
