@@ -1,8 +1,9 @@
 """ServingGroup hooks on a real control plane: hccl-ranktable writes a rank table that completes
 once both Pods of a two-node group have IPs and devices (kwok gives the IPs, the test writes the
 device plugin's annotation), follows a Pod recreated on the other node, and goes with the
-ModelServing (garbage collection of its owner reference); a WebAssembly plugin that answers
-with a forbidden object is refused with an event naming plugin, ServingGroup and rule."""
+ModelServing (garbage collection of its owner reference); the built-ins' WebAssembly twins
+write the same; a WebAssembly plugin that answers with a forbidden object is refused with an
+event naming plugin, ServingGroup and rule."""
 
 from __future__ import annotations
 
@@ -148,6 +149,35 @@ def test_a_two_node_group_gets_its_rank_table(objs: Objects) -> None:
     objs.delete("npu")
     gone = lambda: config_map(objs, "npu-0-ranktable") is None  # noqa: E731
     wait_for("garbage collection of the rank table", gone, timeout=90)
+
+
+def test_the_webassembly_twins_write_the_same_objects(objs: Objects) -> None:
+    plugins = [
+        {"name": "hccl-ranktable", "runtime": "Wasm"},
+        {"name": "entry-address-file", "runtime": "Wasm"},
+    ]
+    objs.create(model_serving("twin", replicas=1, workers=1, plugins=plugins))
+    pods = with_ips(objs, "twin", 2)
+    for n, pod in enumerate(pods):
+        give_devices(objs, pod, n)
+    ips = [p["status"]["podIP"] for p in pods]
+    done = completed(objs, "twin-0", ips, ["192.168.0.1", "192.168.1.1"])
+    assert [s["server_id"] for s in done["server_list"]] == [p["status"]["hostIP"] for p in pods]
+
+    def addresses() -> dict[str, Any] | None:
+        cm = config_map(objs, "twin-0-entry-address")
+        return cm if cm is not None and cm["data"].get("server-0") == ips[0] else None
+
+    cm: dict[str, Any] = wait_for("the entry address file with the entry Pod's IP", addresses)
+    dns = f"twin-0-server-0-0.{objs.namespace}"
+    assert json.loads(cm["data"]["server-0.json"]) == {"dns": dns, "ip": ips[0]}
+    applied = json.loads(
+        pods[0]["metadata"]["annotations"]["modelserving.volcano.sh/plugins-applied"]
+    )
+    assert [(a["name"], a["runtime"]) for a in applied] == [
+        ("hccl-ranktable", "Wasm"),
+        ("entry-address-file", "Wasm"),
+    ]
 
 
 def group_guest(objects: list[dict[str, Any]]) -> bytes:

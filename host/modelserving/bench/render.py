@@ -3,8 +3,9 @@
 First the CLI start-up figure (``bench.startup``: ``--version`` and ``render --help`` against the
 0.3 s target).
 
-Render of a 1,000-Pod ModelServing (125 ServingGroups x 1 role x (1 entry + 7 workers)) with a
-demo-pod-tweaks plugin: parse + chain build + generation + OnPodCreate, YAML output, reading the
+Render of a 1,000-Pod ModelServing (125 ServingGroups x 1 role x (1 entry + 7 workers)) with
+three native plugins (demo-pod-tweaks, lws-standard-labels, inference-engine): parse + chain
+build + generation + OnPodCreate, YAML output, reading the
 rendered 1,000-Pod stream back (all the input checks), the whole ``modelserving render`` command
 in-process, and then as a user runs it: a new process (Python start-up, imports, render), with the
 start-up and import cost alone (``modelserving --version``) beside it. Each figure is the median
@@ -61,7 +62,9 @@ def thousand_pod_manifest() -> dict[str, Any]:
                         "annotations": {"example.com/a": "b"},
                         "env": [{"name": "VAR_3", "value": "y"}, {"name": "NEW", "value": "z"}],
                     },
-                }
+                },
+                {"name": "lws-standard-labels"},
+                {"name": "inference-engine", "config": {"engine": "vllm"}},
             ],
             "template": {
                 "roles": [
@@ -106,7 +109,10 @@ def main() -> None:
 
     out = objects()
     pods = sum(1 for o in out if o["kind"] == "Pod")
-    print(f"render benchmark: {pods} Pods, {len(out) - pods} Services, 1 plugin, {RUNS} runs")
+    plugins = len(doc["spec"]["plugins"])
+    print(
+        f"render benchmark: {pods} Pods, {len(out) - pods} Services, {plugins} plugins, {RUNS} runs"
+    )
     line("generate + plugins (parse, chain, OnPodCreate):", median_ms(objects))
     line("YAML output:", median_ms(lambda: dump_stream(out)))
     script = Path(sys.executable).with_name("modelserving")

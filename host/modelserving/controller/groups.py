@@ -10,7 +10,8 @@ For each ServingGroup the ModelServing keeps and each plugin with an OnServingGr
    ``DEBOUNCE_S`` ago (the pass looks again shortly);
 3. calls it (``Chain.on_serving_group_change``: the object policy has checked the objects), then
    refuses a name another plugin owns, or that an object this controller does not own has;
-4. applies each object whose content changed (server-side apply, field manager
+4. creates each new object (a create, so an object someone else made meanwhile is never taken
+   over) and applies each of its own whose content changed (server-side apply, field manager
    ``modelserving-plugin-<name>``), with the controller's labels, the input annotation and an
    owner reference to the ModelServing, and deletes the plugin's objects of the group it no
    longer lists.
@@ -302,7 +303,13 @@ class GroupHooks:
                 old = existing.get(name)
                 if old is not None and _content(old) == _content(body):
                     continue
-                self.kube.apply(CONFIG_MAPS, ns, body, field_manager(entry.name))
+                if name in owners:  # ours: server-side apply
+                    self.kube.apply(CONFIG_MAPS, ns, body, field_manager(entry.name))
+                elif self.kube.create(CONFIG_MAPS, ns, body, field_manager(entry.name)) is None:
+                    # made by someone else since the check above: never taken over
+                    why = f"objects[{objects.index(obj)}]: ConfigMap {name} exists and is not "
+                    why += f"owned by plugin '{entry.name}'"
+                    return self._failure(entry, group, FailureClass.FORBIDDEN_OBJECT, why)
                 applied.append(name)
             listed = {o["metadata"]["name"] for o in objects}
             gone = [n for n, old in existing.items() if n not in listed]

@@ -155,10 +155,17 @@ class Kube:
                 return items
             query["continue"] = token
 
-    def create(self, res: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    def create(
+        self,
+        res: Resource,
+        namespace: str,
+        body: dict[str, Any],
+        field_manager: str | None = None,
+    ) -> dict[str, Any] | None:
         """The created object, or None when one of that name already exists."""
+        query = {"fieldManager": field_manager} if field_manager else None
         try:
-            got: dict[str, Any] = self.request("POST", res.path(namespace), body)
+            got: dict[str, Any] = self.request("POST", res.path(namespace), body, query)
         except ApiError as exc:
             if exc.conflict:
                 return None

@@ -57,7 +57,8 @@ def table(kube: FakeKube, group: str = "sample-0") -> dict[str, Any]:
 
 
 def applies(kube: FakeKube) -> int:
-    return kube.count("apply", CONFIG_MAPS)
+    """Writes of ConfigMaps: creates of new ones and applies to the controller's own."""
+    return kube.count("apply", CONFIG_MAPS) + kube.count("create", CONFIG_MAPS)
 
 
 def test_the_rank_table_is_written_at_once_and_completed_when_every_pod_is_known(
@@ -311,7 +312,7 @@ def test_a_plugin_listed_twice_owns_two_sets_of_objects(
         rec.reconcile(KEY)
     assert sorted(kube.all(CONFIG_MAPS)) == ["sample-0-d-table", "sample-0-p-table"]
     assert kube.count("delete", CONFIG_MAPS) == 0  # no flapping between the two entries
-    assert kube.count("apply", CONFIG_MAPS) == 2
+    assert kube.count("create", CONFIG_MAPS) == 2  # made once each, never rewritten
     prefill = json.loads(kube.all(CONFIG_MAPS)["sample-0-p-table"]["data"]["hccl.json"])
     assert prefill["server_count"] == "0"  # and nothing of decode's
 
@@ -352,3 +353,24 @@ def test_without_group_hooks_the_config_maps_are_listed_once(
     assert kube.all(CONFIG_MAPS) == {}  # deleted once the plugin is gone
     rec.reconcile(KEY)
     assert len(lists) == 4
+
+
+def test_a_config_map_made_meanwhile_by_someone_else_is_not_taken_over(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)
+    get = kube.get
+
+    def get_then_race(res: Any, namespace: str | None, name: str) -> Obj | None:
+        got = get(res, namespace, name)
+        if res is CONFIG_MAPS and name == "sample-0-ranktable":
+            kube.put(CONFIG_MAPS, {"metadata": {"name": name}, "data": {"theirs": "1"}})
+        return got  # None: the check saw no ConfigMap
+
+    kube.get = get_then_race  # type: ignore[method-assign]
+    with pytest.raises(RetryLater, match="ForbiddenObject"):
+        rec.reconcile(KEY)
+    stored = kube.stored(CONFIG_MAPS, "sample-0-ranktable")
+    assert stored is not None and stored["data"] == {"theirs": "1"}
+    assert kube.count("apply", CONFIG_MAPS) == 0

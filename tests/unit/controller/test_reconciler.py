@@ -166,9 +166,13 @@ class FakeKube(Kube):
                         self._bump(obj)  # e.g. the kubelet updated the status since the list
             return found
 
-    def create(self, res: Resource, namespace: str, body: Obj) -> Obj | None:
+    def create(
+        self, res: Resource, namespace: str, body: Obj, field_manager: str | None = None
+    ) -> Obj | None:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
+        if field_manager:
+            meta["managedFields"] = [{"manager": field_manager, "operation": "Update"}]
         key = (res.plural, namespace, meta["name"])
         with self.lock:
             self.writes.append(("create", res.plural, meta["name"], None))
@@ -963,8 +967,10 @@ def test_a_deleted_model_serving_stops_creating_within_one_write(
     rec.stopping = lambda key: deleted.is_set()
     create = kube.create
 
-    def create_then_delete(res: Resource, namespace: str, body: Obj) -> Obj | None:
-        made = create(res, namespace, body)
+    def create_then_delete(
+        res: Resource, namespace: str, body: Obj, field_manager: str | None = None
+    ) -> Obj | None:
+        made = create(res, namespace, body, field_manager)
         if res is PODS and len(kube.all(PODS)) == 2:
             deleted.set()  # the watch sees the deletion while the pass is creating
         return made
