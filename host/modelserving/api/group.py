@@ -100,10 +100,15 @@ class GroupRequest:
 
 
 def group_input_digest(
-    plugin: str, config: Any, generation: int | None, request: GroupRequest
+    plugin: str,
+    config: Any,
+    generation: int | None,
+    request: GroupRequest,
+    context: Mapping[str, Any] | None = None,
 ) -> str:
     """The SHA-256 (hex) of what a call for ``request`` depends on: the plugin and its config,
-    the ModelServing's generation, the ServingGroup, ``expectedPods`` and the Pods' facts."""
+    the ModelServing's generation, the ServingGroup, ``expectedPods``, the Pods' facts, and
+    ``context`` (the ModelServing's labels and annotations, the module's digest)."""
     body = {
         "plugin": plugin,
         "config": config,
@@ -111,6 +116,7 @@ def group_input_digest(
         "servingGroup": request.serving_group,
         "expectedPods": request.expected_pods,
         "pods": request.wire_pods(),
+        "context": dict(context or {}),
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -49,6 +49,9 @@ PLUGIN_LABEL = labels.LABEL_PREFIX + "plugin"
 PLUGIN_INDEX_ANNOTATION = labels.LABEL_PREFIX + "plugin-index"
 """Which entry of ``spec.plugins`` owns the object (a plugin may be listed more than once)."""
 INPUT_ANNOTATION = labels.LABEL_PREFIX + "group-input"
+OBJECTS_ANNOTATION = labels.LABEL_PREFIX + "group-objects"
+"""The names of all the objects the call wrote (sorted, comma-separated): one that is missing
+(deleted by hand, or a write that failed) is made again even though the input is the same."""
 DEBOUNCE_S = 1.0
 HOOK = Hook.ON_SERVING_GROUP_CHANGE
 
@@ -95,6 +98,10 @@ def _content(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return obj.get("data") or {}, meta.get("labels") or {}, annotations
 
 
+def _names(names: Iterable[str]) -> str:
+    return ",".join(sorted(names))
+
+
 class GroupHooks:
     """Runs ServingGroup hooks for the reconciler; safe for several workers on different
     ModelServings."""
@@ -111,8 +118,10 @@ class GroupHooks:
         self.objects = objects or ObjectValidator()
         self.clock = clock
         self._lock = threading.Lock()
-        # by (namespace, name): (uid, group, plugin) -> the input digest last handled
-        self._done: dict[tuple[str, str], dict[tuple[str, str, str], str]] = {}
+        # by (namespace, name): (uid, group, plugin) -> the input digest last handled and the
+        # names of the objects it left
+        self._done: dict[tuple[str, str], dict[tuple[str, str, str], tuple[str, frozenset[str]]]]
+        self._done = {}
         # by (namespace, name): (uid, group, plugin) -> when it was last called
         self._called: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
         # ModelServings without ServingGroup hooks known to own no object: not listed again
@@ -131,8 +140,10 @@ class GroupHooks:
         chain: Chain,
         pods: Iterable[Mapping[str, Any]],
         groups: Iterable[str],
+        stopping: Callable[[], bool] = lambda: False,
     ) -> GroupsResult:
-        """One pass's ServingGroup hooks (see the module docstring)."""
+        """One pass's ServingGroup hooks (see the module docstring). ``stopping``: the
+        ModelServing was deleted meanwhile, so nothing more is written."""
         result = GroupsResult()
         entries = chain.group_entries()
         keep_groups = set(groups)
@@ -143,12 +154,13 @@ class GroupHooks:
             elif key in self._owns_nothing:
                 return result  # no hook, nothing owned: no list on every pass
         owned = self._owned(ms)
-        plugins = {(e.name, str(e.index)) for e in entries}
+        active = {(e.name, str(e.index)) for e in entries}
+        names = {e.name for e in entries}
         stale = [
-            (owner, name)
+            (owner, obj)
             for owner, objs in owned.items()
-            if owner[0] not in keep_groups or owner[1:] not in plugins
-            for name in objs
+            if owner[0] not in keep_groups or owner[1] not in names
+            for obj in objs.values()
         ]
         self._delete(ms, stale, result)
         if not entries:
@@ -157,13 +169,44 @@ class GroupHooks:
                     self._owns_nothing.add(key)
             return result
         by_group = group_pods(ms, pods)
+        everything = {name: obj for objs in owned.values() for name, obj in objs.items()}
         owners = {name: owner for owner, objs in owned.items() for name in objs}
+        taken: set[str] = set()
         for group in sorted(keep_groups):
             members = by_group.get(group)
             if not members:
                 continue
             for entry in entries:
-                self._one(ms, raw, chain, entry, group, members, owned, owners, result)
+                if stopping():
+                    return result
+                try:
+                    self._one(
+                        ms,
+                        raw,
+                        chain,
+                        entry,
+                        group,
+                        members,
+                        owned,
+                        owners,
+                        everything,
+                        active,
+                        taken,
+                        result,
+                    )
+                except ApiError as exc:  # not the plugin's doing: the pass is retried
+                    result.api_errors.append(str(exc))
+        # Objects of a plugin entry no longer listed at its index (the list was reordered)
+        # that no entry took over: deleted once every call of this pass went through.
+        if not (result.failures or result.api_errors or result.look_again):
+            leftovers = [
+                (owner, obj)
+                for owner, objs in owned.items()
+                if owner[0] in keep_groups and owner[1] in names and owner[1:] not in active
+                for name, obj in objs.items()
+                if name not in taken
+            ]
+            self._delete(ms, leftovers, result)
         return result
 
     # --- one plugin, one group -----------------------------------------------------------
@@ -178,6 +221,9 @@ class GroupHooks:
         members: list[GroupPod],
         owned: dict[Owner, dict[str, dict[str, Any]]],
         owners: dict[str, Owner],
+        everything: dict[str, dict[str, Any]],
+        active: set[tuple[str, str]],
+        taken: set[str],
         result: GroupsResult,
     ) -> None:
         request = chain.group_request(entry, group, members, ms)
@@ -185,20 +231,29 @@ class GroupHooks:
             return
         ns = ms.namespace
         uid = ms.metadata.uid or ""
-        digest = group_input_digest(entry.name, entry.spec.config, ms.metadata.generation, request)
+        context = {
+            "labels": ms.metadata.labels or {},
+            "annotations": ms.metadata.annotations or {},
+            "module": entry.digest,
+        }
+        generation = ms.metadata.generation
+        digest = group_input_digest(entry.name, entry.spec.config, generation, request, context)
         key = (uid, group, f"{entry.index}/{entry.name}")
         existing = owned.get(owner_of(group, entry), {})
         with self._lock:
             done = self._done.setdefault((ns, ms.name), {})
             called = self._called.setdefault((ns, ms.name), {})
-            if done.get(key) == digest or (
+            if done.get(key) == (digest, frozenset(existing)) or (
                 existing
                 and all(
                     (o["metadata"].get("annotations") or {}).get(INPUT_ANNOTATION) == digest
+                    and (o["metadata"].get("annotations") or {}).get(OBJECTS_ANNOTATION)
+                    == _names(existing)
                     for o in existing.values()
                 )
             ):
-                done[key] = digest
+                done[key] = (digest, frozenset(existing))
+                taken.update(existing)
                 return
             now = self.clock()
             if now - called.get(key, -DEBOUNCE_S) < DEBOUNCE_S:
@@ -207,18 +262,34 @@ class GroupHooks:
             called[key] = now
         outcome = chain.on_serving_group_change(entry, request, self.objects)
         failure = outcome.failure
+        kept = frozenset(existing)
         if entry.spec.monitor:
             self._monitor(raw, entry, group, outcome.objects, failure)
         elif failure is None:
-            failure = self._write(ms, raw, entry, group, digest, outcome.objects, existing, owners)
+            failure = self._write(
+                ms,
+                raw,
+                entry,
+                group,
+                digest,
+                outcome.objects,
+                existing,
+                owners,
+                everything,
+                active,
+            )
+            if failure is None:
+                kept = frozenset(o["metadata"]["name"] for o in outcome.objects)
+                taken.update(kept)
         if failure is not None and not entry.spec.monitor:
+            taken.update(existing)
             if failure.failure_class is FailureClass.FORBIDDEN_OBJECT:
                 self.recorder.objects(entry.name, "refused", 1)
             self._failed(raw, entry, failure, result)
             if entry.spec.blocks:
                 return
         with self._lock:
-            self._done.setdefault((ns, ms.name), {})[key] = digest
+            self._done.setdefault((ns, ms.name), {})[key] = (digest, kept)
 
     def _failed(
         self,
@@ -273,57 +344,61 @@ class GroupHooks:
         objects: list[dict[str, Any]],
         existing: dict[str, dict[str, Any]],
         owners: dict[str, Owner],
+        everything: dict[str, dict[str, Any]],
+        active: set[tuple[str, str]],
     ) -> PluginFailure | None:
-        """Apply ``objects`` and delete the plugin's others of ``group``; the failure that
-        stopped it (a name it may not have, an API error), None when all is done."""
+        """Write ``objects`` and delete the plugin's others of ``group``; the failure that
+        stopped it (a name it may not have), None when all is done. An API error is raised."""
         ns = ms.namespace
+        mine = owner_of(group, entry)
         for i, obj in enumerate(objects):
             name = obj["metadata"]["name"]
             owner = owners.get(name)
             why = None
-            if owner is not None and owner[:2] != (group, entry.name):
-                # another plugin, or another ServingGroup; the same plugin listed at another
-                # index (the list was reordered) takes it over
-                why = f"ConfigMap {name} is owned by plugin '{owner[1]}' (ServingGroup {owner[0]})"
-            elif owner is None:
-                try:
-                    if self.kube.get(CONFIG_MAPS, ns, name) is not None:
-                        why = f"ConfigMap {name} exists and is not owned by plugin '{entry.name}'"
-                except ApiError as exc:
-                    return self._failure(entry, group, FailureClass.PLUGIN_ERROR, str(exc))
+            if owner is not None and owner != mine:
+                if owner[:2] != (group, entry.name) or owner[1:] in active:
+                    # another plugin, another ServingGroup, or another entry of this plugin
+                    # still listed; only one that left its index (a reordered list) is taken
+                    # over
+                    why = (
+                        f"ConfigMap {name} is owned by plugin '{owner[1]}' "
+                        f"(spec.plugins[{owner[2]}], ServingGroup {owner[0]})"
+                    )
+            elif owner is None and self.kube.get(CONFIG_MAPS, ns, name) is not None:
+                why = f"ConfigMap {name} exists and is not owned by plugin '{entry.name}'"
             if why is not None:
                 return self._failure(
                     entry, group, FailureClass.FORBIDDEN_OBJECT, f"objects[{i}]: {why}"
                 )
-        applied: list[str] = []
-        try:
-            for obj in objects:
-                body = self._body(ms, entry, group, digest, obj)
-                name = obj["metadata"]["name"]
-                old = existing.get(name)
-                if old is not None and _content(old) == _content(body):
+        listing = _names(o["metadata"]["name"] for o in objects)
+        written: list[str] = []
+        for i, obj in enumerate(objects):
+            body = self._body(ms, entry, group, digest, listing, obj)
+            name = obj["metadata"]["name"]
+            old = everything.get(name)
+            if old is not None:
+                if old is existing.get(name) and _content(old) == _content(body):
                     continue
-                if name in owners:  # ours: server-side apply
-                    self.kube.apply(CONFIG_MAPS, ns, body, field_manager(entry.name))
-                elif self.kube.create(CONFIG_MAPS, ns, body, field_manager(entry.name)) is None:
-                    # made by someone else since the check above: never taken over
-                    why = f"objects[{objects.index(obj)}]: ConfigMap {name} exists and is not "
-                    why += f"owned by plugin '{entry.name}'"
-                    return self._failure(entry, group, FailureClass.FORBIDDEN_OBJECT, why)
-                applied.append(name)
-            listed = {o["metadata"]["name"] for o in objects}
-            gone = [n for n, old in existing.items() if n not in listed]
-            deleted = [n for n in gone if self._delete_one(ms, existing[n])]
-        except ApiError as exc:
-            return self._failure(
-                entry, group, FailureClass.PLUGIN_ERROR, f"writing its objects: {exc}"
-            )
-        self.recorder.objects(entry.name, "applied", len(applied))
+                # the controller's own: replaced whole (keys the plugin dropped go), with its
+                # resourceVersion as a precondition
+                body["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
+                self.kube.replace(CONFIG_MAPS, ns, body)
+            elif self.kube.create(CONFIG_MAPS, ns, body, field_manager(entry.name)) is None:
+                # made by someone else since the check above: never taken over
+                why = f"objects[{i}]: ConfigMap {name} exists and is not owned by plugin "
+                why += f"'{entry.name}'"
+                return self._failure(entry, group, FailureClass.FORBIDDEN_OBJECT, why)
+            written.append(name)
+            owners[name] = mine  # later calls of this pass see it taken
+        listed = {o["metadata"]["name"] for o in objects}
+        gone = [n for n in existing if n not in listed]
+        deleted = [n for n in gone if self._delete_one(ms, existing[n])]
+        self.recorder.objects(entry.name, "applied", len(written))
         self.recorder.objects(entry.name, "deleted", len(deleted))
-        if applied or gone:
+        if written or gone:
             parts = []
-            if applied:
-                parts.append("applied ConfigMap " + ", ".join(applied))
+            if written:
+                parts.append("wrote ConfigMap " + ", ".join(written))
             if gone:
                 parts.append("deleted ConfigMap " + ", ".join(gone))
             self.recorder.event(
@@ -345,6 +420,7 @@ class GroupHooks:
         entry: ChainEntry,
         group: str,
         digest: str,
+        listing: str,
         obj: Mapping[str, Any],
     ) -> dict[str, Any]:
         """The object as applied: the plugin's, plus the controller's labels, annotation,
@@ -366,6 +442,7 @@ class GroupHooks:
                     **meta.get("annotations", {}),
                     PLUGIN_INDEX_ANNOTATION: str(entry.index),
                     INPUT_ANNOTATION: digest,
+                    OBJECTS_ANNOTATION: listing,
                 },
                 "ownerReferences": [owner_reference(ms)],
             },
@@ -393,12 +470,15 @@ class GroupHooks:
         return out
 
     def _delete(
-        self, ms: ModelServing, stale: list[tuple[Owner, str]], result: GroupsResult
+        self,
+        ms: ModelServing,
+        stale: list[tuple[Owner, dict[str, Any]]],
+        result: GroupsResult,
     ) -> None:
         counts: dict[str, int] = {}
-        for (_, plugin, _), name in stale:
+        for (_, plugin, _), obj in stale:
             try:
-                if self.kube.delete(CONFIG_MAPS, ms.namespace, name):
+                if self._delete_one(ms, obj):
                     counts[plugin] = counts.get(plugin, 0) + 1
             except ApiError as exc:
                 result.api_errors.append(str(exc))

@@ -20,7 +20,6 @@ from modelserving.api import labels
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
 REQUEST_TIMEOUT_S = 30.0
 
 
@@ -198,17 +197,11 @@ class Kube:
         )
         return got
 
-    def apply(
-        self, res: Resource, namespace: str, body: dict[str, Any], field_manager: str
-    ) -> dict[str, Any]:
-        """Server-side apply of ``body`` (its ``metadata.name``) as ``field_manager``, taking
-        over fields other managers set (``force``)."""
+    def replace(self, res: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Replace the object ``body`` names with ``body`` (its ``metadata.resourceVersion``,
+        when set, is a precondition: a conflict is an ApiError 409)."""
         name = body["metadata"]["name"]
-        query = {"fieldManager": field_manager, "force": "true"}
-        text = json.dumps(body, separators=(",", ":"))  # JSON is YAML
-        got: dict[str, Any] = self.request(
-            "PATCH", res.path(namespace, name), text, query=query, content_type=APPLY_PATCH
-        )
+        got: dict[str, Any] = self.request("PUT", res.path(namespace, name), body)
         return got
 
     def has_resource(self, res: Resource) -> bool:

@@ -274,7 +274,7 @@ class Controller:
     def _resync(self, stop: threading.Event) -> None:
         while not stop.wait(self.config.resync_seconds):
             for key in list(self.known):
-                self.queue.add(key)
+                self.queue.add(key, respect_backoff=True)
 
     # --- lifecycle ---------------------------------------------------------------------------
 

@@ -130,6 +130,7 @@ class Reconciler:
         recorder: Recorder | None = None,
         gang: Callable[[], bool | VolcanoApi] = lambda: False,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube
         self.chains = chains
@@ -141,7 +142,7 @@ class Reconciler:
         self.config_map_users: dict[tuple[str, str], set[Key]] = {}
         self._users_lock = threading.Lock()
         self.seen_failed: dict[str, float] = {}
-        self.groups = GroupHooks(kube, self.recorder, self.settings.objects, clock)
+        self.groups = GroupHooks(kube, self.recorder, self.settings.objects, monotonic)
         self.stopping: Callable[[Key], bool] = lambda key: False
         """Whether the ModelServing of ``key`` has been deleted since its pass began (the
         watch saw it): the pass then creates nothing more."""
@@ -500,7 +501,9 @@ class Reconciler:
         if work.chain is None:
             return  # a broken plugin list: leave every owned object as it is
         try:
-            done = self.groups.run(work.ms, work.raw, work.chain, pods, plan.groups)
+            done = self.groups.run(
+                work.ms, work.raw, work.chain, pods, plan.groups, lambda: self.stopping(work.key)
+            )
         except ApiError as exc:
             work.api_errors.append(str(exc))
             return

@@ -58,7 +58,7 @@ def table(kube: FakeKube, group: str = "sample-0") -> dict[str, Any]:
 
 def applies(kube: FakeKube) -> int:
     """Writes of ConfigMaps: creates of new ones and applies to the controller's own."""
-    return kube.count("apply", CONFIG_MAPS) + kube.count("create", CONFIG_MAPS)
+    return kube.count("replace", CONFIG_MAPS) + kube.count("create", CONFIG_MAPS)
 
 
 def test_the_rank_table_is_written_at_once_and_completed_when_every_pod_is_known(
@@ -91,7 +91,7 @@ def test_the_rank_table_is_written_at_once_and_completed_when_every_pod_is_known
     assert meta["labels"][labels.GROUP_NAME_LABEL] == "sample-0"
     assert meta["labels"][PLUGIN_LABEL] == "hccl-ranktable"
     assert meta["ownerReferences"][0]["uid"] == "uid-1"
-    assert meta["managedFields"][0]["manager"] == field_manager("hccl-ranktable")
+    assert meta["managedFields"][0]["manager"] == field_manager("hccl-ranktable")  # created
     assert len(meta["annotations"][INPUT_ANNOTATION]) == 64
 
 
@@ -373,4 +373,57 @@ def test_a_config_map_made_meanwhile_by_someone_else_is_not_taken_over(
         rec.reconcile(KEY)
     stored = kube.stored(CONFIG_MAPS, "sample-0-ranktable")
     assert stored is not None and stored["data"] == {"theirs": "1"}
-    assert kube.count("apply", CONFIG_MAPS) == 0
+    assert kube.count("replace", CONFIG_MAPS) == 0
+
+
+def test_an_object_deleted_by_hand_is_made_again(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    kube.remove(CONFIG_MAPS, "sample-0-ranktable")
+    rec.reconcile(KEY)  # same input, but an object it wrote is missing
+    assert "sample-0-ranktable" in kube.all(CONFIG_MAPS)
+
+
+def test_a_key_the_plugin_drops_goes_from_the_config_map(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+
+    def rename(ms: Obj) -> None:
+        ms["spec"]["plugins"] = [{**RANKTABLE, "config": {"fileName": "rank.json"}}]
+        ms["metadata"]["generation"] = 2
+
+    kube.edit(MODEL_SERVINGS, "sample", rename)
+    rec.reconcile(KEY)
+    assert set(kube.all(CONFIG_MAPS)["sample-0-ranktable"]["data"]) == {"rank.json"}
+
+
+def test_reordering_the_plugin_list_keeps_the_objects(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE, ENTRY_FILE]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    uids = {n: o["metadata"]["uid"] for n, o in kube.all(CONFIG_MAPS).items()}
+
+    def swap(ms: Obj) -> None:
+        ms["spec"]["plugins"] = [ENTRY_FILE, RANKTABLE]
+        ms["metadata"]["generation"] = 2
+
+    kube.edit(MODEL_SERVINGS, "sample", swap)
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    assert {n: o["metadata"]["uid"] for n, o in kube.all(CONFIG_MAPS).items()} == uids
+    assert kube.count("delete", CONFIG_MAPS) == 0
+
+
+def test_two_entries_of_one_plugin_may_not_share_a_name(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE, {**RANKTABLE, "failurePolicy": "Ignore"}]))
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    cm = kube.all(CONFIG_MAPS)["sample-0-ranktable"]
+    assert cm["metadata"]["annotations"]["modelserving.volcano.sh/plugin-index"] == "0"
+    (message,) = set(recorder.messages("PluginIgnored"))
+    assert "is owned by plugin 'hccl-ranktable' (spec.plugins[0]" in message

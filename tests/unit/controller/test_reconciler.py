@@ -195,18 +195,23 @@ class FakeKube(Kube):
             del self.objects[key]
             return True
 
-    def apply(self, res: Resource, namespace: str, body: Obj, field_manager: str) -> Obj:
-        """Server-side apply as this test needs it: the applied object replaces the stored one's
-        labels, annotations, owner references and data (one manager per object)."""
+    def replace(self, res: Resource, namespace: str, body: Obj) -> Obj:
         obj = copy.deepcopy(body)
         meta = obj["metadata"]
         key = (res.plural, namespace, meta["name"])
+        path = res.path(namespace, meta["name"])
         with self.lock:
-            self.writes.append(("apply", res.plural, meta["name"], None))
+            self.writes.append(("replace", res.plural, meta["name"], None))
             old = self.objects.get(key)
+            if old is None:
+                raise ApiError(404, "PUT", path, "not found")
+            wanted = meta.get("resourceVersion")
+            if wanted is not None and wanted != old["metadata"].get("resourceVersion"):
+                raise ApiError(409, "PUT", path, "the object has been modified")
             meta["namespace"] = namespace
-            meta["uid"] = old["metadata"]["uid"] if old else f"uid-{res.plural}-{next(self._uids)}"
-            meta["managedFields"] = [{"manager": field_manager, "operation": "Apply"}]
+            meta["uid"] = old["metadata"]["uid"]
+            if "managedFields" in old["metadata"]:
+                meta["managedFields"] = old["metadata"]["managedFields"]
             self._bump(obj)
             self.objects[key] = obj
             return copy.deepcopy(obj)
@@ -318,6 +323,7 @@ def make_reconciler(
             ReconcilerSettings(plugin_namespaces=plugin_namespaces),
             recorder,
             clock=Clock(),
+            monotonic=Clock(),
         )
 
     return make
