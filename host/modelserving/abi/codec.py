@@ -30,7 +30,7 @@ from modelserving.abi.contract import (
     RESPONSE_KEYS,
     ResponseError,
 )
-from modelserving.api.group import GroupRequest, objects_shape_problem
+from modelserving.api.group import GroupRequest, kind_of, objects_shape_problem
 from modelserving.api.hook import HOOK_SPECS, SPEC, Hook, PatchOperation
 from modelserving.api.jsondata import json_problem
 from modelserving.api.observation import (
@@ -193,7 +193,7 @@ def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Resp
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise ResponseError(f"not a msgpack value: {detail}") from None
     if not isinstance(value, dict):
-        raise ResponseError(f"the response must be a msgpack map, not {_kind(value)}")
+        raise ResponseError(f"the response must be a msgpack map, not {kind_of(value)}")
     problem = json_problem(value, MAX_RESPONSE_DEPTH)
     if problem is not None:
         raise ResponseError(f"the response {problem}")
@@ -206,7 +206,7 @@ def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Resp
         )
     error = value.get("error")
     if error is not None and not isinstance(error, str):
-        raise ResponseError(f"error must be a string, not {_kind(error)}")
+        raise ResponseError(f"error must be a string, not {kind_of(error)}")
     patch = _patch(value.get("patch"), hook)
     observations = _observations(value.get("observations"), hook)
     objects = _objects(value.get("objects"), hook)
@@ -221,7 +221,7 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise ResponseError(f"patch must be an array, not {_kind(raw)}")
+        raise ResponseError(f"patch must be an array, not {kind_of(raw)}")
     if len(raw) > MAX_PATCH_OPS:
         raise ResponseError(f"the patch has {len(raw)} operations; the limit is {MAX_PATCH_OPS}")
     if raw and not SPEC[hook].patches:
@@ -230,7 +230,7 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
     ops: list[PatchOperation] = []
     for i, op in enumerate(raw):
         if not isinstance(op, dict):
-            raise ResponseError(f"patch[{i}] must be a map, not {_kind(op)}")
+            raise ResponseError(f"patch[{i}] must be a map, not {kind_of(op)}")
         unknown = sorted(set(op) - OP_KEYS)
         if unknown:
             raise ResponseError(f"patch[{i}] has unknown key(s) {', '.join(map(repr, unknown))}")
@@ -241,7 +241,7 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
             )
         path = op.get("path")
         if not isinstance(path, str):
-            raise ResponseError(f"patch[{i}].path must be a string, not {_kind(path)}")
+            raise ResponseError(f"patch[{i}].path must be a string, not {kind_of(path)}")
         if name in OPS_WITH_VALUE and "value" not in op:
             raise ResponseError(f"patch[{i}] ({name}) needs a value")
         if name == "remove" and "value" in op:
@@ -256,7 +256,7 @@ def _observations(raw: Any, hook: Hook) -> list[Observation]:
     if raw is None:
         return []
     if not isinstance(raw, list):
-        raise ResponseError(f"observations must be an array, not {_kind(raw)}")
+        raise ResponseError(f"observations must be an array, not {kind_of(raw)}")
     if raw and not SPEC[hook].observes:
         observing = " and ".join(spec.hook for spec in HOOK_SPECS if spec.observes)
         raise ResponseError(f"{hook} responses may not carry observations (only {observing} may)")
@@ -284,7 +284,7 @@ def _objects(raw: Any, hook: Hook) -> list[dict[str, Any]]:
 def _observation(i: int, entry: Any) -> Observation:
     where = f"observations[{i}]"
     if not isinstance(entry, dict):
-        raise ResponseError(f"{where} must be a map, not {_kind(entry)}")
+        raise ResponseError(f"{where} must be a map, not {kind_of(entry)}")
     unknown = sorted(set(entry) - set(OBSERVATION_KEYS))
     if unknown:
         raise ResponseError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))}")
@@ -293,29 +293,15 @@ def _observation(i: int, entry: Any) -> Observation:
             raise ResponseError(f"{where} needs a {key}")
     name, seconds = entry["name"], entry["seconds"]
     if not isinstance(name, str):
-        raise ResponseError(f"{where}.name must be a string, not {_kind(name)}")
+        raise ResponseError(f"{where}.name must be a string, not {kind_of(name)}")
     problem = observation_name_problem(name)
     if problem is not None:
         raise ResponseError(f"{where}.name: {problem}")
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise ResponseError(f"{where}.seconds must be a number, not {_kind(seconds)}")
+        raise ResponseError(f"{where}.seconds must be a number, not {kind_of(seconds)}")
     if not 0 <= seconds <= MAX_OBSERVATION_SECONDS:  # finite: json_problem refused nan and inf
         raise ResponseError(
             f"{where}.seconds must be between 0 and {MAX_OBSERVATION_SECONDS} (7 days), "
             f"not {seconds}"
         )
     return Observation(name, float(seconds))
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nil"
-    return {
-        dict: "a map",
-        list: "an array",
-        str: "a string",
-        bytes: "binary data",
-        bool: "a bool",
-        int: "an integer",
-        float: "a float",
-    }.get(type(value), type(value).__name__)

@@ -122,7 +122,8 @@ def group_input_digest(
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What a decoded msgpack value is, as messages say it ("a map", "nil", ...)."""
     if value is None:
         return "nil"
     return {
@@ -138,12 +139,12 @@ def _kind(value: Any) -> str:
 
 def _string_map_problem(where: str, value: Any) -> str | None:
     if not isinstance(value, dict):
-        return f"{where} must be a map, not {_kind(value)}"
+        return f"{where} must be a map, not {kind_of(value)}"
     for key, item in value.items():
         if not isinstance(key, str):
-            return f"{where} has a key that is {_kind(key)}, not a string"
+            return f"{where} has a key that is {kind_of(key)}, not a string"
         if not isinstance(item, str):
-            return f"{where}.{key} must be a string, not {_kind(item)}"
+            return f"{where}.{key} must be a string, not {kind_of(item)}"
     return None
 
 
@@ -151,7 +152,7 @@ def objects_shape_problem(raw: Any) -> str | None:
     """Why ``raw`` is not a list of owned objects as ABI v3 states it (None when it is): the
     first broken rule of 15.4's shape, naming the entry."""
     if not isinstance(raw, list):
-        return f"objects must be an array, not {_kind(raw)}"
+        return f"objects must be an array, not {kind_of(raw)}"
     if len(raw) > MAX_OBJECTS:
         return f"the response has {len(raw)} objects; the limit is {MAX_OBJECTS}"
     for i, obj in enumerate(raw):
@@ -164,22 +165,22 @@ def objects_shape_problem(raw: Any) -> str | None:
 def object_shape_problem(where: str, obj: Any) -> str | None:
     """Why ``obj`` is not one owned object's shape (apiVersion, kind, metadata, data)."""
     if not isinstance(obj, dict):
-        return f"{where} must be a map, not {_kind(obj)}"
+        return f"{where} must be a map, not {kind_of(obj)}"
     unknown = sorted(str(k) for k in set(obj) - set(OBJECT_KEYS))
     if unknown:
         return f"{where} has unknown key(s) {', '.join(map(repr, unknown))}"
     for key in ("apiVersion", "kind"):
         if not isinstance(obj.get(key), str):
-            return f"{where}.{key} must be a string, not {_kind(obj.get(key))}"
+            return f"{where}.{key} must be a string, not {kind_of(obj.get(key))}"
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
-        return f"{where}.metadata must be a map, not {_kind(meta)}"
+        return f"{where}.metadata must be a map, not {kind_of(meta)}"
     unknown = sorted(str(k) for k in set(meta) - set(METADATA_KEYS))
     if unknown:
         return f"{where}.metadata has unknown key(s) {', '.join(map(repr, unknown))}"
     for key in ("name", "namespace"):
         if key in meta and not isinstance(meta[key], str):
-            return f"{where}.metadata.{key} must be a string, not {_kind(meta[key])}"
+            return f"{where}.metadata.{key} must be a string, not {kind_of(meta[key])}"
     if "name" not in meta:
         return f"{where}.metadata needs a name"
     for key in ("labels", "annotations"):
