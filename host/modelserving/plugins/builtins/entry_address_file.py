@@ -33,7 +33,7 @@ from typing import Any
 from modelserving.api.group import GroupRequest
 from modelserving.api.hook import HookRequest, PatchOperation
 from modelserving.plugins.base import Builtin
-from modelserving.plugins.builtins.group_files import GroupFileConfig, config_map, is_ip
+from modelserving.plugins.builtins.group_files import GroupFileConfig, GroupFilePlugin, is_ip
 from modelserving.plugins.podedit import PodEdit
 
 NAME = "entry-address-file"
@@ -67,32 +67,18 @@ def entry_addresses(request: GroupRequest) -> dict[str, str]:
     return data
 
 
-class EntryAddressFile:
+class EntryAddressFile(GroupFilePlugin):
     """The plugin instance for one PluginSpec entry."""
 
-    def __init__(self, name: str, config: EntryAddressFileConfig) -> None:
-        self.name = name
-        self.config = config
-
-    def config_map_name(self, serving_group: str) -> str:
-        return f"{serving_group}-{self.config.config_map_suffix}"
-
     def on_pod_create(self, request: HookRequest) -> Sequence[PatchOperation]:
-        config = self.config
         edit = PodEdit(request.pod)
         role_id = request.role_id
-        edit.add_config_map_files(
-            edit.container(config.container),
-            config.config_map_suffix,
-            self.config_map_name(request.serving_group),
-            [(role_id, ADDRESS_FILE), (role_id + ".json", JSON_FILE)],
-            config.mount_path,
-        )
+        files = [(role_id, ADDRESS_FILE), (role_id + ".json", JSON_FILE)]
+        self.mount(edit, request.serving_group, files)
         return edit.ops
 
     def on_serving_group_change(self, request: GroupRequest) -> list[dict[str, Any]]:
-        name = self.config_map_name(request.serving_group)
-        return [config_map(name, entry_addresses(request))]
+        return self.owned(request.serving_group, entry_addresses(request))
 
 
 def _make(name: str, config: Any) -> EntryAddressFile:

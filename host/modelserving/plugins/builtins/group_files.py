@@ -6,12 +6,14 @@ a file name and of an IP as they read one, and the ConfigMap a ServingGroup hook
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import field_validator
 
 from modelserving.api.names import is_dns1123_label
 from modelserving.plugins.base import PluginConfig
+from modelserving.plugins.podedit import PodEdit
 
 _IP = re.compile(r"[0-9a-fA-F.:]{2,45}", re.ASCII)
 _FILE_NAME = re.compile(r"[-._a-zA-Z0-9]{1,253}", re.ASCII)
@@ -65,3 +67,30 @@ class GroupFileConfig(PluginConfig):
 def config_map(name: str, data: dict[str, str]) -> dict[str, Any]:
     """An owned ConfigMap as a ServingGroup hook returns it."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+class GroupFilePlugin:
+    """A plugin instance that writes one ConfigMap per ServingGroup and mounts files of it:
+    ``mount`` is its OnPodCreate part, ``owned`` the object its ServingGroup hook returns."""
+
+    def __init__(self, name: str, config: GroupFileConfig) -> None:
+        self.name = name
+        self.config = config
+
+    def config_map_name(self, serving_group: str) -> str:
+        return f"{serving_group}-{self.config.config_map_suffix}"
+
+    def mount(self, edit: PodEdit, serving_group: str, files: Sequence[tuple[str, str]]) -> int:
+        """Mount the ServingGroup's ConfigMap, ``files`` (key, file) of it, in the configured
+        container; that container's index."""
+        config = self.config
+        container = edit.container(config.container)
+        name = self.config_map_name(serving_group)
+        edit.add_config_map_files(
+            container, config.config_map_suffix, name, files, config.mount_path
+        )
+        return container
+
+    def owned(self, serving_group: str, data: dict[str, str]) -> list[dict[str, Any]]:
+        """The ServingGroup hook's answer: its ConfigMap holding ``data``."""
+        return [config_map(self.config_map_name(serving_group), data)]

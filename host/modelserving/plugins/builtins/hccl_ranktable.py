@@ -58,7 +58,7 @@ from modelserving.api.names import is_qualified_name
 from modelserving.plugins.base import Builtin
 from modelserving.plugins.builtins.group_files import (
     GroupFileConfig,
-    config_map,
+    GroupFilePlugin,
     file_name_problem,
     is_ip,
 )
@@ -205,35 +205,23 @@ def rank_table(request: GroupRequest, annotation: str = DEFAULT_ANNOTATION) -> s
     return json.dumps(table, separators=(",", ":"))
 
 
-class HcclRanktable:
+class HcclRanktable(GroupFilePlugin):
     """The plugin instance for one PluginSpec entry."""
 
-    def __init__(self, name: str, config: HcclRanktableConfig) -> None:
-        self.name = name
-        self.config = config
-
-    def config_map_name(self, serving_group: str) -> str:
-        return f"{serving_group}-{self.config.config_map_suffix}"
+    config: HcclRanktableConfig
 
     def on_pod_create(self, request: HookRequest) -> Sequence[PatchOperation]:
         config = self.config
         edit = PodEdit(request.pod)
-        container = edit.container(config.container)
-        edit.add_config_map_files(
-            container,
-            config.config_map_suffix,
-            self.config_map_name(request.serving_group),
-            [(config.file_name, config.file_name)],
-            config.mount_path,
-        )
+        files = [(config.file_name, config.file_name)]
+        container = self.mount(edit, request.serving_group, files)
         path = config.mount_path.rstrip("/") + "/" + config.file_name
         edit.add_env(container, {"name": RANK_TABLE_ENV, "value": path})
         return edit.ops
 
     def on_serving_group_change(self, request: GroupRequest) -> list[dict[str, Any]]:
         table = rank_table(request, self.config.device_annotation)
-        name = self.config_map_name(request.serving_group)
-        return [config_map(name, {self.config.file_name: table})]
+        return self.owned(request.serving_group, {self.config.file_name: table})
 
 
 def _make(name: str, config: Any) -> HcclRanktable:
