@@ -151,6 +151,33 @@ def test_a_two_node_group_gets_its_rank_table(objs: Objects) -> None:
     wait_for("garbage collection of the rank table", gone, timeout=90)
 
 
+def test_the_objects_are_server_side_applied(objs: Objects) -> None:
+    """A key the plugin stops returning goes; a key someone else added stays; every field the
+    controller wrote is its field manager's, applied."""
+    objs.create(model_serving("ssa", replicas=1, workers=1, plugins=[{"name": "hccl-ranktable"}]))
+    objs.wait_pods("ssa", 2)
+    wait_for("the rank table", lambda: config_map(objs, "ssa-0-ranktable"), 60)
+    note = {"data": {"note": "kept"}}
+    objs.core.patch_namespaced_config_map(
+        "ssa-0-ranktable", objs.namespace, note, field_manager="someone"
+    )
+    plugins = [{"name": "hccl-ranktable", "config": {"fileName": "rank.json"}}]
+    objs.patch("ssa", {"spec": {"plugins": plugins}})
+
+    def renamed() -> dict[str, Any] | None:
+        cm = config_map(objs, "ssa-0-ranktable")
+        return cm if cm is not None and "hccl.json" not in cm["data"] else None
+
+    cm: dict[str, Any] = wait_for("the rank table under its new key", renamed, 60)
+    assert set(cm["data"]) == {"rank.json", "note"}
+    ours = [
+        (m["operation"], m.get("subresource"))
+        for m in cm["metadata"]["managedFields"]
+        if m["manager"] == "modelserving-plugin-hccl-ranktable"
+    ]
+    assert ours == [("Apply", None)]
+
+
 def test_the_webassembly_twins_write_the_same_objects(objs: Objects) -> None:
     plugins = [
         {"name": "hccl-ranktable", "runtime": "Wasm"},

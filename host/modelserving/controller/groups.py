@@ -10,11 +10,13 @@ For each ServingGroup the ModelServing keeps and each plugin with an OnServingGr
    ``DEBOUNCE_S`` ago (the pass looks again shortly);
 3. calls it (``Chain.on_serving_group_change``: the object policy has checked the objects), then
    refuses a name another plugin owns, or that an object this controller does not own has;
-4. creates each new object (a create, so an object someone else made meanwhile is never taken
-   over) and applies each of its own whose content changed (server-side apply, field manager
-   ``modelserving-plugin-<name>``), with the controller's labels, the input annotation and an
-   owner reference to the ModelServing, and deletes the plugin's objects of the group it no
-   longer lists.
+4. writes each object by server-side apply as field manager ``modelserving-plugin-<name>``,
+   with the controller's labels, the input annotation and an owner reference to the
+   ModelServing: a new one is created first (so an object someone else made meanwhile is never
+   taken over) and the fields of that create made the manager's applied fields; one of its own
+   whose content changed is applied with its resourceVersion as a precondition, so keys the
+   plugin no longer returns go. The plugin's objects of the group it no longer lists are
+   deleted.
 Objects of a ServingGroup the ModelServing no longer keeps, or of a plugin no longer in its
 chain, are deleted. A failure follows the plugin's failure policy: ``Fail`` is returned (the
 pass is retried with backoff and PluginsReady turns false), ``Ignore`` is reported and waits for
@@ -96,6 +98,21 @@ def _content(obj: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     annotations = dict(meta.get("annotations") or {})
     annotations.pop(INPUT_ANNOTATION, None)
     return obj.get("data") or {}, meta.get("labels") or {}, annotations
+
+
+def _held_by(obj: Mapping[str, Any]) -> str:
+    """Whose the object is, when another ModelServing's ServingGroup hook wrote it: its name
+    begins with both ServingGroups' names (e.g. ServingGroup ``a-1`` of ModelServing ``a`` and
+    ServingGroup ``a-1-x-0`` of ModelServing ``a-1-x``)."""
+    lab = (obj.get("metadata") or {}).get("labels") or {}
+    if PLUGIN_LABEL not in lab:
+        return ""
+    return (
+        f" (plugin '{lab[PLUGIN_LABEL]}' of ModelServing {lab.get(labels.NAME_LABEL)}, "
+        f"ServingGroup {lab.get(labels.GROUP_NAME_LABEL)}, wrote it: the name fits both "
+        "ServingGroups' prefixes; a name with no number between dashes after the ServingGroup's "
+        "name cannot)"
+    )
 
 
 def _names(names: Iterable[str]) -> str:
@@ -364,8 +381,11 @@ class GroupHooks:
                         f"ConfigMap {name} is owned by plugin '{owner[1]}' "
                         f"(spec.plugins[{owner[2]}], ServingGroup {owner[0]})"
                     )
-            elif owner is None and self.kube.get(CONFIG_MAPS, ns, name) is not None:
-                why = f"ConfigMap {name} exists and is not owned by plugin '{entry.name}'"
+            elif owner is None:
+                found = self.kube.get(CONFIG_MAPS, ns, name)
+                if found is not None:
+                    why = f"ConfigMap {name} exists and is not owned by plugin '{entry.name}'"
+                    why += _held_by(found)
             if why is not None:
                 return self._failure(
                     entry, group, FailureClass.FORBIDDEN_OBJECT, f"objects[{i}]: {why}"
@@ -376,18 +396,24 @@ class GroupHooks:
             body = self._body(ms, entry, group, digest, listing, obj)
             name = obj["metadata"]["name"]
             old = everything.get(name)
+            manager = field_manager(entry.name)
             if old is not None:
                 if old is existing.get(name) and _content(old) == _content(body):
                     continue
-                # the controller's own: replaced whole (keys the plugin dropped go), with its
+                # the controller's own: applied (keys the plugin dropped go), with its
                 # resourceVersion as a precondition
+                old = self.kube.adopt_updates(CONFIG_MAPS, old, manager)
                 body["metadata"]["resourceVersion"] = old["metadata"].get("resourceVersion")
-                self.kube.replace(CONFIG_MAPS, ns, body)
-            elif self.kube.create(CONFIG_MAPS, ns, body, field_manager(entry.name)) is None:
-                # made by someone else since the check above: never taken over
-                why = f"objects[{i}]: ConfigMap {name} exists and is not owned by plugin "
-                why += f"'{entry.name}'"
-                return self._failure(entry, group, FailureClass.FORBIDDEN_OBJECT, why)
+                self.kube.apply(CONFIG_MAPS, ns, body, manager)
+            else:
+                made = self.kube.create(CONFIG_MAPS, ns, body, manager)
+                if made is None:
+                    # made by someone else since the check above: never taken over
+                    why = f"objects[{i}]: ConfigMap {name} exists and is not owned by plugin "
+                    why += f"'{entry.name}'"
+                    return self._failure(entry, group, FailureClass.FORBIDDEN_OBJECT, why)
+                # what the create wrote becomes the manager's applied fields
+                self.kube.adopt_updates(CONFIG_MAPS, made, manager)
             written.append(name)
             owners[name] = mine  # later calls of this pass see it taken
         listed = {o["metadata"]["name"] for o in objects}

@@ -20,6 +20,8 @@ from modelserving.api import labels
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
 REQUEST_TIMEOUT_S = 30.0
 
 
@@ -197,11 +199,36 @@ class Kube:
         )
         return got
 
-    def replace(self, res: Resource, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Replace the object ``body`` names with ``body`` (its ``metadata.resourceVersion``,
-        when set, is a precondition: a conflict is an ApiError 409)."""
+    def apply(
+        self, res: Resource, namespace: str, body: dict[str, Any], field_manager: str
+    ) -> dict[str, Any]:
+        """Server-side apply of ``body`` as ``field_manager``, forcing conflicts (the fields
+        it applied before and leaves out are removed). Its ``metadata.resourceVersion``, when
+        set, is a precondition: a conflict is an ApiError 409."""
         name = body["metadata"]["name"]
-        got: dict[str, Any] = self.request("PUT", res.path(namespace, name), body)
+        query = {"fieldManager": field_manager, "force": "true"}
+        got: dict[str, Any] = self.request(
+            "PATCH", res.path(namespace, name), body, query, content_type=APPLY_PATCH
+        )
+        return got
+
+    def adopt_updates(
+        self, res: Resource, obj: dict[str, Any], field_manager: str
+    ) -> dict[str, Any]:
+        """Turn the fields ``field_manager`` wrote by create or update into fields it applied
+        (its ``Update`` entry of ``metadata.managedFields`` merged into its ``Apply`` entry), so
+        that its next apply may remove them; ``obj`` unchanged when there is nothing to turn.
+        The object's resourceVersion is a precondition (409 when it moved on)."""
+        meta = obj["metadata"]
+        entries = adopted_fields(meta.get("managedFields") or [], field_manager)
+        if entries is None:
+            return obj
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/managedFields", "value": entries},
+        ]
+        path = res.path(meta.get("namespace"), meta["name"])
+        got: dict[str, Any] = self.request("PATCH", path, patch, content_type=JSON_PATCH)
         return got
 
     def has_resource(self, res: Resource) -> bool:
@@ -214,6 +241,40 @@ class Kube:
                 return False
             raise
         return any(r.get("name") == res.plural for r in found.get("resources") or [])
+
+
+def adopted_fields(entries: list[dict[str, Any]], manager: str) -> list[dict[str, Any]] | None:
+    """``entries`` (managedFields) with ``manager``'s main-resource ``Update`` entry made part of
+    its ``Apply`` entry; None when it has no such entry."""
+    updates = [
+        e
+        for e in entries
+        if e.get("manager") == manager
+        and e.get("operation") == "Update"
+        and not e.get("subresource")
+    ]
+    if not updates:
+        return None
+    applied = next(
+        (e for e in entries if e.get("manager") == manager and e.get("operation") == "Apply"),
+        None,
+    )
+    merged = dict(updates[0] if applied is None else applied)
+    merged["operation"] = "Apply"
+    fields = merged.get("fieldsV1") or {}
+    for e in updates:
+        fields = _union(fields, e.get("fieldsV1") or {})
+    merged["fieldsV1"] = fields
+    out = [e for e in entries if e is not applied and not any(e is u for u in updates)]
+    return [*out, merged]
+
+
+def _union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The union of two FieldsV1 sets (nested maps of field keys)."""
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = _union(out[key], value) if key in out else value
+    return out
 
 
 def _message(data: bytes) -> str:

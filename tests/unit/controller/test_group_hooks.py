@@ -58,7 +58,7 @@ def table(kube: FakeKube, group: str = "sample-0") -> dict[str, Any]:
 
 def applies(kube: FakeKube) -> int:
     """Writes of ConfigMaps: creates of new ones and applies to the controller's own."""
-    return kube.count("replace", CONFIG_MAPS) + kube.count("create", CONFIG_MAPS)
+    return kube.count("apply", CONFIG_MAPS) + kube.count("create", CONFIG_MAPS)
 
 
 def test_the_rank_table_is_written_at_once_and_completed_when_every_pod_is_known(
@@ -91,7 +91,9 @@ def test_the_rank_table_is_written_at_once_and_completed_when_every_pod_is_known
     assert meta["labels"][labels.GROUP_NAME_LABEL] == "sample-0"
     assert meta["labels"][PLUGIN_LABEL] == "hccl-ranktable"
     assert meta["ownerReferences"][0]["uid"] == "uid-1"
-    assert meta["managedFields"][0]["manager"] == field_manager("hccl-ranktable")  # created
+    assert meta["managedFields"] == [
+        {"manager": field_manager("hccl-ranktable"), "operation": "Apply"}
+    ]  # created, then applied
     assert len(meta["annotations"][INPUT_ANNOTATION]) == 64
 
 
@@ -192,6 +194,29 @@ def test_a_config_map_the_controller_does_not_own_is_refused(
     )
     assert plugins_ready(kube)[0] == "False"
     assert recorder.object_counts[("hccl-ranktable", "refused")] == 1
+
+
+def test_a_name_another_model_servings_plugin_wrote_is_refused_naming_it(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    theirs = {
+        "metadata": {
+            "name": "sample-0-ranktable",
+            "labels": {
+                labels.NAME_LABEL: "other",
+                labels.GROUP_NAME_LABEL: "other-3",
+                PLUGIN_LABEL: "custom",
+            },
+        },
+        "data": {"x": "1"},
+    }
+    kube.put(CONFIG_MAPS, theirs)
+    kube.put(MODEL_SERVINGS, two_node([RANKTABLE]))
+    rec.reconcile(KEY)
+    with pytest.raises(RetryLater, match="ForbiddenObject"):
+        rec.reconcile(KEY)
+    (message,) = set(recorder.messages("PluginFailed"))
+    assert "(plugin 'custom' of ModelServing other, ServingGroup other-3, wrote it" in message
 
 
 def test_under_ignore_a_refusal_is_reported_and_not_retried(
@@ -373,7 +398,7 @@ def test_a_config_map_made_meanwhile_by_someone_else_is_not_taken_over(
         rec.reconcile(KEY)
     stored = kube.stored(CONFIG_MAPS, "sample-0-ranktable")
     assert stored is not None and stored["data"] == {"theirs": "1"}
-    assert kube.count("replace", CONFIG_MAPS) == 0
+    assert kube.count("apply", CONFIG_MAPS) == 0
 
 
 def test_an_object_deleted_by_hand_is_made_again(kube: FakeKube, rec: Reconciler) -> None:

@@ -195,26 +195,48 @@ class FakeKube(Kube):
             del self.objects[key]
             return True
 
-    def replace(self, res: Resource, namespace: str, body: Obj) -> Obj:
+    def apply(self, res: Resource, namespace: str, body: Obj, field_manager: str) -> Obj:
+        """Server-side apply by the only manager of the object's fields: what ``body`` leaves
+        out goes, as with the real API server once the fields are the manager's applied ones
+        (labels and annotations others set are kept)."""
         obj = copy.deepcopy(body)
         meta = obj["metadata"]
         key = (res.plural, namespace, meta["name"])
         path = res.path(namespace, meta["name"])
         with self.lock:
-            self.writes.append(("replace", res.plural, meta["name"], None))
+            self.writes.append(("apply", res.plural, meta["name"], None))
             old = self.objects.get(key)
             if old is None:
-                raise ApiError(404, "PUT", path, "not found")
-            wanted = meta.get("resourceVersion")
+                raise AssertionError("the controller applies only objects it created")
+            wanted = meta.pop("resourceVersion", None)
             if wanted is not None and wanted != old["metadata"].get("resourceVersion"):
-                raise ApiError(409, "PUT", path, "the object has been modified")
+                raise ApiError(409, "PATCH", path, "the object has been modified")
+            entries = old["metadata"].get("managedFields") or []
+            if any(e["manager"] == field_manager and e["operation"] == "Update" for e in entries):
+                raise AssertionError("applied over fields the manager wrote by update")
             meta["namespace"] = namespace
             meta["uid"] = old["metadata"]["uid"]
-            if "managedFields" in old["metadata"]:
-                meta["managedFields"] = old["metadata"]["managedFields"]
+            meta["managedFields"] = [{"manager": field_manager, "operation": "Apply"}]
             self._bump(obj)
             self.objects[key] = obj
             return copy.deepcopy(obj)
+
+    def adopt_updates(self, res: Resource, obj: Obj, field_manager: str) -> Obj:
+        meta = obj["metadata"]
+        key = (res.plural, meta["namespace"], meta["name"])
+        with self.lock:
+            stored = self.objects.get(key)
+            entries = (stored or {}).get("metadata", {}).get("managedFields") or []
+            if stored is None or not any(e["operation"] == "Update" for e in entries):
+                return obj
+            self.writes.append(("adopt", res.plural, meta["name"], None))
+            if stored["metadata"]["resourceVersion"] != meta["resourceVersion"]:
+                raise ApiError(409, "PATCH", res.path(meta["namespace"], meta["name"]), "moved")
+            stored["metadata"]["managedFields"] = [
+                {**e, "operation": "Apply"} if e["manager"] == field_manager else e for e in entries
+            ]
+            self._bump(stored)
+            return copy.deepcopy(stored)
 
     def merge_patch(
         self, res: Resource, namespace: str, name: str, patch: Obj, sub: str | None = None
