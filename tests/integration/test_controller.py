@@ -5,6 +5,7 @@ OnPodReady once per Pod, and Kthena's examples applied unchanged."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from modelserving.api import labels
+from modelserving.controller.kube import NODES, Kube
 from modelserving.controller.manager import Controller
+from modelserving.devcluster.cluster import fake_node
 from modelserving.plugins.artifacts import builtin_wasm
 from tests.integration.conftest import Cluster, wait_for
 from tests.integration.controller_env import (
@@ -373,3 +376,41 @@ def test_failed_pod_recreates_its_role_replica(objs: Objects) -> None:
 
     wait_for("the role replica (entry and worker) to be recreated", replaced, timeout=90)
     assert any("recover-0-server-0-1 failed" in e.message for e in objs.events("Recreating"))
+
+
+def test_a_pod_on_a_deleted_node_is_recovered_from_the_node_event(objs: Objects) -> None:
+    """The Node goes: its Pod stops counting as available and is replaced at once (not after the
+    Pod garbage collector's 40 s quarantine of Pods whose Node is gone)."""
+    name = f"lost-{objs.namespace}"[:60]
+    kube = Kube(objs.cluster.api_client)
+    kube.request("POST", NODES.path(None), fake_node(name))
+    try:
+        selector = {"kubernetes.io/hostname": name}
+        ms = model_serving("lost", replicas=1, workers=0)
+        ms["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["nodeSelector"] = selector
+        objs.create(ms)
+
+        def available() -> dict[str, Any] | None:
+            status = objs.get("lost").get("status") or {}
+            return status if status.get("availableReplicas") == 1 else None
+
+        wait_for("the ServingGroup available", available, 60)
+        (pod,) = objs.pods("lost")
+        assert pod["spec"]["nodeName"] == name
+        kube.delete(NODES, "", name)
+        deleted_at = time.monotonic()
+
+        def replaced() -> list[dict[str, Any]] | None:
+            pods = objs.pods("lost")
+            fresh = [p for p in pods if p["metadata"]["uid"] != pod["metadata"]["uid"]]
+            return fresh if fresh and len(pods) == 1 else None
+
+        (again,) = wait_for("the Pod replaced", replaced, 30)
+        took = time.monotonic() - deleted_at
+        assert took < 20, f"replaced after {took:.1f} s: the Pod garbage collector did it"
+        assert (objs.get("lost").get("status") or {}).get("availableReplicas") == 0
+        assert again["spec"].get("nodeName") is None  # no Node fits its selector any more
+        notes = [e.message for e in objs.events("Recreating")]
+        assert any(f"Node {name} was deleted" in m for m in notes), notes
+    finally:
+        kube.delete(NODES, "", name)

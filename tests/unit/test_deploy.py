@@ -29,6 +29,7 @@ CLUSTER_GRANTS = {
     ),
     *(("", "pods", v) for v in ("get", "list", "watch", "create", "delete", "patch")),
     *(("", "services", v) for v in ("get", "list", "watch", "create", "delete")),
+    *(("", "nodes", v) for v in ("get", "list", "watch")),
     *(("", "configmaps", v) for v in ("get", "list", "watch", "create", "patch", "delete")),
     *(("", "events", v) for v in ("create", "patch")),
     *(("events.k8s.io", "events", v) for v in ("create", "patch")),

@@ -6,7 +6,9 @@ lock to queue a key, so kopf calls them on its loop instead of handing each even
 kopf runs standalone because leadership is the controller's Lease. Watched:
 - ModelServings: their key is queued;
 - Pods and Services with the ModelServing name label: their owner's key is queued;
-- ConfigMaps: the keys of ModelServings whose plugin modules come from them are queued.
+- ConfigMaps: the keys of ModelServings whose plugin modules come from them are queued;
+- Nodes (cluster-wide): when one is deleted or turns NotReady, or comes back, every
+  ModelServing's key is queued.
 """
 
 from __future__ import annotations
@@ -134,6 +136,10 @@ def registry_for(controller: Controller) -> kopf.OperatorRegistry:
         owner = (obj.get("metadata") or {}).get("labels", {}).get(labels.NAME_LABEL)
         if owner:
             controller.enqueue((namespace, str(owner)))
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def node(event: Mapping[str, Any], **_: Any) -> None:
+        controller.node_event(event.get("type"), event.get("object") or {})
 
     @kopf.on.event("", "v1", "configmaps", registry=registry)
     async def config_map(event: Mapping[str, Any], **_: Any) -> None:

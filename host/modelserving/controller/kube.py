@@ -52,7 +52,7 @@ class Resource:
 
     def path(self, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
         base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if namespace is not None:
+        if namespace:  # None or "": cluster-scoped (or every namespace)
             base += f"/namespaces/{quote(namespace, safe='')}"
         base += f"/{self.plural}"
         if name is not None:
@@ -69,6 +69,7 @@ MODEL_SERVINGS = Resource(labels.GROUP, labels.VERSION, labels.PLURAL)
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions")
 POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+NODES = Resource("", "v1", "nodes")
 
 
 def api_client(kubeconfig: str | None = None, pool_size: int = 32) -> Any:
@@ -173,11 +174,21 @@ class Kube:
             raise
         return got
 
-    def delete(self, res: Resource, namespace: str, name: str, uid: str | None = None) -> bool:
-        """Delete (in the background); False when it was already gone or is another object."""
+    def delete(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        force: bool = False,
+    ) -> bool:
+        """Delete (in the background); False when it was already gone or is another object.
+        ``force``: with a grace period of 0 (for a Pod whose Node is gone)."""
         body: dict[str, Any] = {"propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if force:
+            body["gracePeriodSeconds"] = 0
         try:
             self.request("DELETE", res.path(namespace, name), body)
         except ApiError as exc:

@@ -29,6 +29,7 @@ from modelserving.controller.events import EventRecorder
 from modelserving.controller.kube import CRDS, ApiError, Kube
 from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
 from modelserving.controller.metrics import Metrics
+from modelserving.controller.nodes import NodeStates
 from modelserving.controller.queue import WorkQueue
 from modelserving.controller.reconciler import (
     Key,
@@ -189,6 +190,8 @@ class Controller:
         self._deleting: set[Key] = set()
         """ModelServings the watch saw deleted (or being deleted): their passes stop creating."""
         self.reconciler.stopping = self._is_deleting
+        self.nodes = NodeStates()
+        self.reconciler.lost_nodes = self.nodes.lost
         self.passes: Counter[Key] = Counter()
         """Finished reconcile passes by key (for tests and debugging)."""
         self.leading = threading.Event()
@@ -225,6 +228,18 @@ class Controller:
             else:
                 self._deleting.discard(key)
         self.enqueue(key, change=changed)
+
+    def node_event(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        """A watch event of a Node: when it is lost (deleted, or no longer Ready) or back, every
+        ModelServing is looked at (a Pod on a lost Node stops counting as available, one on a
+        deleted Node is recovered)."""
+        if not self.nodes.event(event_type, obj):
+            return
+        name = (obj.get("metadata") or {}).get("name")
+        state = self.nodes.lost().get(str(name))
+        log.info("Node %s: %s", name, f"lost ({state})" if state else "Ready again")
+        for key in list(self.known):
+            self.enqueue(key)
 
     def _is_deleting(self, key: Key) -> bool:
         with self._seen_lock:

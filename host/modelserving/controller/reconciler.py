@@ -49,6 +49,7 @@ from modelserving.controller.kube import (
     CONFIG_MAPS,
     CONTROLLER_REVISIONS,
     MODEL_SERVINGS,
+    NODES,
     POD_GROUPS,
     PODS,
     SERVICES,
@@ -57,7 +58,12 @@ from modelserving.controller.kube import (
 )
 from modelserving.plugins.modules import ModuleUnavailable, module_from_config_map
 from modelserving.workload.gang import VolcanoApi, as_api
-from modelserving.workload.observed import READY_HOOKS_ANNOTATION, observe_pod, owned_by
+from modelserving.workload.observed import (
+    NODE_DELETED,
+    READY_HOOKS_ANNOTATION,
+    observe_pod,
+    owned_by,
+)
 from modelserving.workload.plan import DesiredPod
 from modelserving.workload.pods import owner_reference
 from modelserving.workload.revision import revision as revision_of
@@ -143,6 +149,8 @@ class Reconciler:
         self._users_lock = threading.Lock()
         self.seen_failed: dict[str, float] = {}
         self.groups = GroupHooks(kube, self.recorder, self.settings.objects, monotonic)
+        self.lost_nodes: Callable[[], Mapping[str, str]] = dict
+        """The Nodes the Node watch saw deleted or not Ready (``NodeStates.lost``)."""
         self.stopping: Callable[[Key], bool] = lambda key: False
         """Whether the ModelServing of ``key`` has been deleted since its pass began (the
         watch saw it): the pass then creates nothing more."""
@@ -185,6 +193,7 @@ class Reconciler:
             gang=gang,
             history=history,
             seen_failed=self.seen_failed,
+            lost_nodes=self._lost_nodes(pods),
         )
         self._delete(work, plan)
         self._update_pod_groups(work, plan)
@@ -345,6 +354,21 @@ class Reconciler:
             self.kube.delete(CONTROLLER_REVISIONS, ms.namespace, r["metadata"]["name"])
         return {str(_rev(r)): _history_roles(r) for r in found if _rev(r)}
 
+    def _lost_nodes(self, pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+        """The lost Nodes these Pods are on. A deletion the watch reported is confirmed by a
+        read of the Node (one of that name may have registered since)."""
+        states = self.lost_nodes()
+        if not states:
+            return {}
+        found: dict[str, str] = {}
+        for node in {str((p.get("spec") or {}).get("nodeName") or "") for p in pods}:
+            state = states.get(node)
+            if state == NODE_DELETED and self.kube.get(NODES, None, node) is not None:
+                continue
+            if state is not None:
+                found[node] = state
+        return found
+
     def _note_failures(self, ms: ModelServing, pods: Iterable[Mapping[str, Any]]) -> None:
         """Remember when a failed Pod without a failure time in its status was first seen."""
         now = self.clock()
@@ -363,8 +387,8 @@ class Reconciler:
         allowed = {"scale"} if work.chain is None else None
         jobs: list[tuple[bool, Future[bool]]] = []
         for ref in plan.delete_pods:
-            if allowed is None or ref.cause in allowed:
-                job = self.writes.submit(self.kube.delete, PODS, ns, ref.name, ref.uid)
+            if allowed is None or ref.cause in allowed or ref.force:
+                job = self.writes.submit(self.kube.delete, PODS, ns, ref.name, ref.uid, ref.force)
                 jobs.append((True, job))
         for name in plan.delete_services:
             if allowed is None or plan.service_causes.get(name) in allowed:

@@ -17,6 +17,10 @@ from modelserving.api import labels
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # Set by the controller once OnPodReady ran for a Pod (the Pod object is per UID, so is the mark).
 READY_HOOKS_ANNOTATION = labels.LABEL_PREFIX + "ready-hooks"
+NODE_DELETED = "deleted"
+"""A lost Node's state: the Node object is gone (its Pods can never run or end)."""
+NODE_NOT_READY = "NotReady"
+"""A lost Node's state: its Ready condition is not True (its Pods may come back)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,7 @@ class ObservedPod:
     role_id: str
     role_index: int
     pod_index: int
+    node: str
     revision: str
     template_hash: str
     terminating: bool
@@ -116,6 +121,7 @@ def observe_pod(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
         role_id=rid,
         role_index=role_index,
         pod_index=pod_index,
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
         revision=str(lab.get(labels.REVISION_LABEL, "")),
         template_hash=str(lab.get(labels.ROLE_TEMPLATE_HASH_LABEL, "")),
         terminating=bool(meta.get("deletionTimestamp")),

@@ -37,7 +37,12 @@ from modelserving.api.place import PodPlace
 from modelserving.api.validation import scaled
 from modelserving.workload import gang as gang_
 from modelserving.workload.names import group_name, pod_name
-from modelserving.workload.observed import ObservedPod, observe_pod, owned_by
+from modelserving.workload.observed import (
+    NODE_DELETED,
+    ObservedPod,
+    observe_pod,
+    owned_by,
+)
 from modelserving.workload.plan import (
     DesiredPod,
     GroupPlan,
@@ -55,12 +60,15 @@ BUSY_RETRY_SECONDS = 1.0
 class PodRef:
     """A Pod to delete; the UID is a precondition so a newer Pod of the same name is safe.
 
-    ``cause`` is the step that decided it: recovery, update, scale or membership.
+    ``cause`` is the step that decided it: recovery, update, scale, membership or node (its
+    Node was deleted). ``force``: deleted at once (grace period 0), as the Pod garbage collector
+    does for a Pod whose Node is gone (no kubelet will ever confirm its end).
     """
 
     name: str
     uid: str
     cause: str = "scale"
+    force: bool = False
 
 
 @dataclass
@@ -156,6 +164,7 @@ class _Sync:
         gang: bool | gang_.VolcanoApi,
         history: Mapping[str, Sequence[Mapping[str, Any]]],
         seen_failed: Mapping[str, float],
+        lost_nodes: Mapping[str, str],
     ) -> None:
         self.ms = ms
         self.now = now
@@ -169,6 +178,10 @@ class _Sync:
         pods = list(pods)
         mine = [p for p in pods if not uid or owned_by(p, uid)]
         self.observed = [o for o in (observe_pod(p, ms.name) for p in mine) if o is not None]
+        self.lost: dict[str, str] = {}
+        """Pods on a lost Node by name: the Node's state (NODE_DELETED or NODE_NOT_READY)."""
+        if lost_nodes:
+            self.observed = [self._on_lost_node(o, lost_nodes) for o in self.observed]
         # Every name in use blocks a create, including Pods this ModelServing does not control.
         self.pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in pods}
         self.groups: dict[int, _Group] = {}
@@ -197,6 +210,17 @@ class _Sync:
         self.cause = "scale"
 
     # --- helpers ---------------------------------------------------------------------------
+
+    def _on_lost_node(self, pod: ObservedPod, lost_nodes: Mapping[str, str]) -> ObservedPod:
+        """A Pod on a Node that is not Ready is not ready; one on a deleted Node has failed."""
+        state = lost_nodes.get(pod.node)
+        if state is None:
+            return pod
+        self.lost[pod.name] = state
+        gone = state == NODE_DELETED
+        return replace(
+            pod, ready=False, running=pod.running and not gone, failed=pod.failed or gone
+        )
 
     def ms_at(self, rev: str) -> ModelServing | None:
         """The ModelServing as it was at ``rev`` (from the revision history), when known."""
@@ -285,7 +309,8 @@ class _Sync:
     def delete_pod(self, pod: ObservedPod) -> None:
         if pod.name not in self.deleted_pods and not pod.terminating:
             self.deleted_pods.add(pod.name)
-            self.out.delete_pods.append(PodRef(pod.name, pod.uid, self.cause))
+            force = self.lost.get(pod.name) == NODE_DELETED
+            self.out.delete_pods.append(PodRef(pod.name, pod.uid, self.cause, force))
 
     def delete_service(self, name: str) -> None:
         if name in self.services and name not in self.out.delete_services:
@@ -323,18 +348,32 @@ class _Sync:
             for pod in group.live:
                 if not pod.failed or pod.name in self.deleted_pods:
                     continue
-                since = pod.failed_at or self.seen_failed.get(pod.uid, self.now)
-                wait = since + grace - self.now
-                if wait > 0:
-                    self.out.requeue(wait)
-                    continue
-                why = f"Pod {pod.name} failed"
+                if self.lost.get(pod.name) == NODE_DELETED:
+                    # gone for good: no restart to wait for
+                    why = f"Pod {pod.name}'s Node {pod.node} was deleted"
+                else:
+                    since = pod.failed_at or self.seen_failed.get(pod.uid, self.now)
+                    wait = since + grace - self.now
+                    if wait > 0:
+                        self.out.requeue(wait)
+                        continue
+                    why = f"Pod {pod.name} failed"
                 if policy == "ServingGroupRecreate":
                     self.delete_group(group, f"{why}: recreating ServingGroup {pod.group}")
                     break
                 self.delete_role_replica(
                     group, pod.role_id, f"{why}: recreating role replica {pod.role_id}"
                 )
+
+    def release_lost(self) -> None:
+        """Pods on a deleted Node that recovery left (recovery policy None, or terminating
+        already) are deleted at once all the same: their Node is gone, so they can never run or
+        end, and their names are needed again."""
+        for group in self.groups.values():
+            for pod in group.pods:
+                if self.lost.get(pod.name) == NODE_DELETED and pod.name not in self.deleted_pods:
+                    self.deleted_pods.add(pod.name)
+                    self.out.delete_pods.append(PodRef(pod.name, pod.uid, "node", force=True))
 
     def live_groups(self) -> list[_Group]:
         return [
@@ -604,6 +643,7 @@ def sync(
     gang: bool | gang_.VolcanoApi = False,
     history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     seen_failed: Mapping[str, float] | None = None,
+    lost_nodes: Mapping[str, str] | None = None,
 ) -> SyncPlan:
     """Decide one reconcile pass of ``ms`` (see the module docstring).
 
@@ -611,12 +651,17 @@ def sync(
     the ModelServing controls are considered. ``history`` maps older revisions to their roles
     (from ControllerRevisions), so a ServingGroup kept at an old revision by the partition can be
     repaired. ``seen_failed`` gives, by Pod UID, when the controller first saw a failed Pod whose
-    status carries no time, for the grace period.
+    status carries no time, for the grace period. ``lost_nodes`` gives the state of Nodes that
+    are not Ready or were deleted (``NODE_NOT_READY``, ``NODE_DELETED``): their Pods do not
+    count as ready, and a Pod on a deleted Node is recovered at once and deleted with no grace
+    period.
     """
-    s = _Sync(ms, pods, services, pod_groups, now, gang, history or {}, seen_failed or {})
+    lost = lost_nodes or {}
+    s = _Sync(ms, pods, services, pod_groups, now, gang, history or {}, seen_failed or {}, lost)
     previous = ms.status.current_revision if ms.status else None
     s.out.status = s.status(previous)
     s.recover()
+    s.release_lost()
     if s.role_rolling:
         s.roll_roles()
     else:

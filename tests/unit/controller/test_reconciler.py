@@ -95,6 +95,8 @@ class FakeKube(Kube):
         self.objects: dict[ObjKey, Obj] = {}
         self.writes: list[tuple[str, str, str, str | None]] = []  # verb, plural, name, sub
         self.created: list[Obj] = []
+        self.forced: list[str] = []
+        """Names of the objects deleted with a grace period of 0."""
         self._uids = itertools.count(1)
         self._versions = itertools.count(100)
         self.touch_pods_after_list = False
@@ -185,10 +187,19 @@ class FakeKube(Kube):
             self.created.append(obj)
             return copy.deepcopy(obj)
 
-    def delete(self, res: Resource, namespace: str, name: str, uid: str | None = None) -> bool:
+    def delete(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        uid: str | None = None,
+        force: bool = False,
+    ) -> bool:
         key = (res.plural, namespace, name)
         with self.lock:
             self.writes.append(("delete", res.plural, name, None))
+            if force:
+                self.forced.append(name)
             obj = self.objects.get(key)
             if obj is None or (uid and obj["metadata"].get("uid") != uid):
                 return False

@@ -14,6 +14,8 @@ from modelserving.api import ModelServing, parse_model_serving
 from modelserving.api.modelserving import ModelServingStatus
 from modelserving.workload.observed import (
     DELETION_COST_ANNOTATION,
+    NODE_DELETED,
+    NODE_NOT_READY,
     READY_HOOKS_ANNOTATION,
     observe_pod,
 )
@@ -47,6 +49,7 @@ class World:
     ready: bool = True
     now: float = 1000.0
     history: dict[str, Any] = field(default_factory=dict)
+    lost_nodes: dict[str, str] = field(default_factory=dict)
 
     def plan(self) -> SyncPlan:
         plan = sync(
@@ -57,6 +60,7 @@ class World:
             now=self.now,
             history=self.history,
             gang=True,
+            lost_nodes=self.lost_nodes,
         )
         assert plan.status is not None
         status = self.ms.status or ModelServingStatus()
@@ -291,6 +295,68 @@ def test_recovery_none_leaves_failed_pods() -> None:
     w.converge()
     fail(w.pods["sample-0-server-0-0"])
     assert w.plan().delete_pods == []
+
+
+def on_node(w: World, node: str, *names: str) -> None:
+    for name in names:
+        w.pods[name]["spec"]["nodeName"] = node
+
+
+def test_pods_on_a_not_ready_node_stop_counting_and_stay() -> None:
+    w = world(replicas=2, roles=pd_roles())
+    w.converge()
+    assert w.plan().status.available_replicas == 2  # type: ignore[union-attr]
+    on_node(w, "n1", "sample-1-decode-0-0")
+    w.lost_nodes = {"n1": NODE_NOT_READY}
+    plan = w.plan()
+    assert plan.status is not None and plan.status.available_replicas == 1
+    assert plan.delete_pods == [] and plan.creates == []  # it may come back
+
+
+@pytest.mark.parametrize(
+    ("policy", "deleted"),
+    [
+        (
+            "ServingGroupRecreate",
+            {
+                "sample-1-prefill-0-0",
+                "sample-1-prefill-0-1",
+                "sample-1-decode-0-0",
+                "sample-1-decode-1-0",
+            },
+        ),
+        ("RoleRecreate", {"sample-1-prefill-0-0", "sample-1-prefill-0-1"}),
+        ("None", {"sample-1-prefill-0-1"}),
+    ],
+)
+def test_pods_on_a_deleted_node_are_recovered_at_once(policy: str, deleted: set[str]) -> None:
+    w = world(replicas=2, roles=pd_roles(), recoveryPolicy=policy)
+    w.ms.spec.template.restart_grace_period_seconds = 600  # not waited for: the Node is gone
+    w.converge()
+    on_node(w, "n1", "sample-1-prefill-0-1")
+    w.lost_nodes = {"n1": NODE_DELETED}
+    plan = w.plan()
+    assert plan.status is not None and plan.status.available_replicas == 1
+    assert {r.name for r in plan.delete_pods} == deleted
+    forced = {r.name for r in plan.delete_pods if r.force}
+    assert forced == {"sample-1-prefill-0-1"}  # only the Pod whose Node is gone skips its grace
+    if policy != "None":
+        assert any("Pod sample-1-prefill-0-1's Node n1 was deleted" in n for n in plan.notes)
+    w.apply(plan)
+    w.lost_nodes = {}
+    w.converge()
+    assert len(w.pods) == 8
+
+
+def test_a_terminating_pod_on_a_deleted_node_is_deleted_at_once() -> None:
+    w = world(replicas=1, roles=pd_roles())
+    w.converge()
+    pod = w.pods["sample-0-decode-0-0"]
+    pod["metadata"]["deletionTimestamp"] = "1970-01-01T00:16:00Z"
+    on_node(w, "gone", "sample-0-decode-0-0")
+    w.lost_nodes = {"gone": NODE_DELETED}
+    refs = [r for r in w.plan().delete_pods if r.name == "sample-0-decode-0-0"]
+    assert [(r.uid, r.force, r.cause) for r in refs] == [(pod["metadata"]["uid"], True, "node")]
 
 
 def test_role_rolling_update_only_touches_the_changed_role() -> None:
