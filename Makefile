@@ -81,6 +81,8 @@ crds-check: setup ## fail when crds/ does not match the API models
 # and mostly wait on the cluster, so the heavy tests fill the other core there instead of taking
 # CPU from the build before it. Their output is shown when both are done. The build and the heavy
 # tests stop with `make test`.
+# The TinyGo modules are checked there too (tests/wasm/test_tinygo_build.py installs TinyGo, about
+# 1.5 minutes once, and rebuilds them); before the unit tests, only the standard Go ones are.
 # (Running the integration tests beside the unit tests was tried: the kernel shares CPU between
 # sessions, not by nice value, so their busy-loop and cluster processes starved the unit tests'
 # compiles past their 10 s limit.)
@@ -91,7 +93,7 @@ test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go
 	@mkdir -p $(dir $(BUILD_LOG)); \
 	nice -n 10 $(PY) -m modelserving.devcluster build > $(BUILD_LOG) 2>&1 & build=$$!; heavy=; \
 	trap 'kill $$build $$heavy 2>/dev/null; wait $$build $$heavy 2>/dev/null' EXIT; \
-	$(MAKE) --no-print-directory smith lint crds-check wasm-check wasm-sdk-test wasm-go-test && \
+	$(MAKE) --no-print-directory smith lint crds-check wasm-rust-check wasm-go-check-std wasm-sdk-test wasm-go-test && \
 	$(BIN)/pytest -m "not heavy" tests/unit tests/wasm && { \
 	wait $$build; \
 	echo "heavy tests: running beside the integration tests (output follows them)"; \
@@ -146,10 +148,11 @@ cluster-status: setup ## show the local control plane's processes, health and me
 # The Rust WebAssembly plugins: plugins-src/ (guest SDK, built-ins) compiled with Debian's Rust
 # 1.63 (apt-installed when missing), offline and reproducibly, into the committed plugins-wasm/.
 # The Go ones: plugins-src/sdk-go (guest SDK) and plugins-src/examples-go/* compiled with Go
-# 1.26.8 (pinned with GOTOOLCHAIN), reproducibly, into the committed examples/wasm/go-*.wasm.
-.PHONY: wasm wasm-check wasm-sdk-test wasm-rust wasm-rust-check wasm-go wasm-go-check wasm-go-test
+# 1.26.8 (pinned with GOTOOLCHAIN), reproducibly, into the committed examples/wasm/go-*.wasm, and
+# with TinyGo v0.37.0 (installed into the cache by `make tinygo`) into examples/wasm/tinygo-*.wasm.
+.PHONY: wasm wasm-check wasm-sdk-test wasm-rust wasm-rust-check wasm-go wasm-go-check wasm-go-check-std wasm-go-check-tinygo wasm-go-test tinygo
 
-wasm: wasm-rust wasm-go ## build plugins-wasm/*.wasm (Rust) and examples/wasm/go-*.wasm (Go) from plugins-src/
+wasm: wasm-rust wasm-go ## build plugins-wasm/*.wasm (Rust) and examples/wasm/{go,tinygo}-*.wasm (Go) from plugins-src/
 
 wasm-check: wasm-rust-check wasm-go-check ## fail when plugins-wasm/ or examples/wasm/ does not match plugins-src/
 
@@ -162,11 +165,20 @@ wasm-rust-check: ## fail when plugins-wasm/ does not match plugins-src/ (Rust)
 wasm-sdk-test: ## cargo tests of the Rust SDK and built-ins
 	bash plugins-src/build.sh test
 
-wasm-go: ## build examples/wasm/go-*.wasm from plugins-src/examples-go/ (Go)
+wasm-go: ## build examples/wasm/go-*.wasm (standard Go) and tinygo-*.wasm (TinyGo) from plugins-src/examples-go/
 	bash plugins-src/build-go.sh build
 
-wasm-go-check: ## fail when examples/wasm/go-*.wasm does not match plugins-src/ (Go)
+wasm-go-check: ## fail when examples/wasm/{go,tinygo}-*.wasm do not match plugins-src/ (installs TinyGo when missing)
 	bash plugins-src/build-go.sh check
+
+wasm-go-check-std: ## fail when examples/wasm/go-*.wasm (standard Go) do not match plugins-src/
+	bash plugins-src/build-go.sh check go
+
+wasm-go-check-tinygo: ## fail when examples/wasm/tinygo-*.wasm do not match plugins-src/ (installs TinyGo when missing)
+	bash plugins-src/build-go.sh check tinygo
+
+tinygo: ## install TinyGo v0.37.0 into the cache (Debian's LLVM 19, the Go module proxy; once)
+	@bash plugins-src/install-tinygo.sh >/dev/null
 
 wasm-go-test: ## go vet and go test of the Go SDK and examples (natively; replays abi/vectors)
 	bash plugins-src/build-go.sh test

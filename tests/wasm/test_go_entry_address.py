@@ -33,7 +33,7 @@ from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from tests.vectors import MODEL_SERVING
-from tests.wasm.test_go_plugins import go_module
+from tests.wasm.test_go_plugins import FLAVOURS, go_module
 
 NAME = "entry-address-file"
 GOLDEN = (
@@ -99,9 +99,10 @@ def native_create(config: Any, request: HookRequest) -> bytes | None:
     return pack({"patch": list(ops)}) if ops else b""
 
 
-@pytest.fixture(scope="module")
-def module() -> bytes:
-    return go_module("entry-address")
+@pytest.fixture(scope="module", params=FLAVOURS)
+def module(request: pytest.FixtureRequest) -> bytes:
+    """The Go entry-address, once per flavour (standard Go, TinyGo)."""
+    return go_module("entry-address", request.param)
 
 
 def go_plugin(sandbox: Sandbox, compiled: CompiledModule, config: Any) -> WasmPlugin | None:
@@ -252,10 +253,11 @@ def test_the_go_module_is_an_abi_v3_plugin_with_the_group_hook(
     assert {GROUP_EXPORT, "ms_alloc", "_initialize", *markers} <= set(info.exports)
 
 
-def test_a_go_module_without_the_group_hook_stays_v2(sandbox: Sandbox) -> None:
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_go_module_without_the_group_hook_stays_v2(sandbox: Sandbox, flavour: str) -> None:
     """Only a plugin that imports modelserving.dev/plugin/abiv3 exports the v3 marker."""
     for name in ("demo-pod-tweaks", "ready-timer"):
-        info = sandbox.load(go_module(name)).info
+        info = sandbox.load(go_module(name, flavour)).info
         assert info.abi_version == 2
         assert "modelserving_abi_v3" not in info.exports
 

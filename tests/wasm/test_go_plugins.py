@@ -1,9 +1,11 @@
-"""The Go guest SDK's modules in the sandbox: the Go port of demo-pod-tweaks
-(examples/wasm/go-demo-pod-tweaks.wasm, built by `make wasm-go` from plugins-src/examples-go/)
-replays the ABI vectors through the host and answers byte for byte as the Rust built-in does,
-under the default limits; what a standard-Go reactor needs from the host (_initialize, WASI)
-and from the limits; and its size against a ConfigMap's. The SDK speaks ABI v2: the ready-timer
-example's observations reach the host in the response, and as observe lines under v1."""
+"""The Go guest SDK's modules in the sandbox, in both flavours: standard Go
+(examples/wasm/go-<name>.wasm) and TinyGo (examples/wasm/tinygo-<name>.wasm), both built by
+`make wasm-go` from plugins-src/examples-go/. The Go port of demo-pod-tweaks replays the ABI
+vectors through the host and answers byte for byte as the Rust built-in and the native original
+do, under the default limits; what each flavour's runtime needs from the host (_initialize,
+WASI) and from the limits; and its size against a ConfigMap's. The SDK speaks ABI v2: the
+ready-timer example's observations reach the host in the response, and as observe lines under
+v1."""
 
 from __future__ import annotations
 
@@ -32,17 +34,21 @@ from tests.wasm.test_vectors import FILES, load, wasm_outcome
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "wasm"
 NAME = "demo-pod-tweaks"
+# The toolchains a Go example is compiled with: the module's file name starts with it.
+FLAVOURS = ("go", "tinygo")
+GO_EXAMPLES = ["demo-pod-tweaks", "team-label-extism", "ready-timer", "entry-address"]
 
 
-def go_module(name: str) -> bytes:
-    path = EXAMPLES / f"go-{name}.wasm"
+def go_module(name: str, flavour: str = "go") -> bytes:
+    path = EXAMPLES / f"{flavour}-{name}.wasm"
     assert path.is_file(), f"{path} is missing: run `make wasm-go`"
     return path.read_bytes()
 
 
-@pytest.fixture(scope="module")
-def demo() -> bytes:
-    return go_module(NAME)
+@pytest.fixture(scope="module", params=FLAVOURS)
+def demo(request: pytest.FixtureRequest) -> bytes:
+    """The Go demo-pod-tweaks, once per flavour."""
+    return go_module(NAME, request.param)
 
 
 def test_a_go_module_is_a_wasi_reactor_with_the_sdk_exports(sandbox: Sandbox, demo: bytes) -> None:
@@ -52,10 +58,23 @@ def test_a_go_module_is_a_wasi_reactor_with_the_sdk_exports(sandbox: Sandbox, de
     assert info.initialize and info.wasi
     markers = {"modelserving_abi_v1", "modelserving_abi_v2"}
     assert {"_initialize", "memory", "ms_alloc", *markers} <= set(info.exports)
-    # The Go runtime's WASI imports (all served, with nothing in them) and the SDK's log.
+    # The runtime's WASI imports (which ones depends on the toolchain) and the SDK's log.
     assert "modelserving.log" in info.imports
-    wasi = {i.removeprefix("wasi_snapshot_preview1.") for i in info.imports if "wasi" in i}
-    assert {"fd_write", "clock_time_get", "random_get", "proc_exit", "poll_oneoff"} <= wasi
+    others = {i for i in info.imports if not i.startswith("wasi_snapshot_preview1.")}
+    assert others == {"modelserving.log"}
+
+
+def test_each_runtime_imports_its_own_wasi(sandbox: Sandbox) -> None:
+    """Standard Go's runtime imports the clock, the scheduler's poll_oneoff and proc_exit;
+    TinyGo's, with -scheduler=none, only output and random numbers: neither is assumed of
+    the other."""
+
+    def wasi(flavour: str) -> set[str]:
+        imports = sandbox.load(go_module(NAME, flavour)).info.imports
+        return {i.removeprefix("wasi_snapshot_preview1.") for i in imports if "wasi" in i}
+
+    assert {"fd_write", "clock_time_get", "random_get", "proc_exit", "poll_oneoff"} <= wasi("go")
+    assert wasi("tinygo") == {"fd_write", "fd_close", "fd_seek", "random_get"}
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -101,52 +120,75 @@ def test_go_and_native_give_identical_patches(
         assert go_response(sandbox, go, config, pod) == expected
 
 
-def test_the_default_limits_are_ample_for_go(sandbox: Sandbox, demo: bytes) -> None:
-    """The Go runtime's start-up (_initialize) is most of a call: about a million fuel units and
-    two of the 64 MiB; the largest vector stays far below the defaults."""
-    compiled = sandbox.load(demo)
+@pytest.fixture(scope="module")
+def go_demo() -> bytes:
+    return go_module(NAME, "go")
+
+
+@pytest.fixture(scope="module")
+def tinygo_demo() -> bytes:
+    return go_module(NAME, "tinygo")
+
+
+def large_call(sandbox: Sandbox, module: bytes, **limits: int) -> tuple[CompiledModule, Any]:
+    """The largest vector's OnPodCreate, checked against its expected response."""
+    compiled = sandbox.load(module)
     large = load(vectors.VECTORS / "create-large-pod.json")
     request = base64.b64decode(large["request"])
-    result = sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits())
+    result = sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits(**limits))
     assert result.response == base64.b64decode(large["expect"]["response"])
+    assert result.logs == []
+    return compiled, result
+
+
+def test_the_default_limits_are_ample_for_go(sandbox: Sandbox, go_demo: bytes) -> None:
+    """Standard Go's runtime start-up (_initialize) is most of a call: about a million fuel
+    units and two of the 64 MiB; the largest vector stays far below the defaults."""
+    compiled, result = large_call(sandbox, go_demo)
     limits = sandbox.limits()
     assert 500_000 < result.fuel_consumed < limits.fuel // 20
     assert compiled.info.memory_min_bytes < limits.memory_bytes // 16
-    assert result.logs == []
+
+
+def test_a_tinygo_call_is_a_fraction_of_a_go_call(
+    sandbox: Sandbox, go_demo: bytes, tinygo_demo: bytes
+) -> None:
+    """TinyGo's runtime starts in a few thousand instructions and its memory starts at 2 pages
+    (128 KiB): the largest vector costs a quarter of standard Go's fuel or less."""
+    tiny, tiny_result = large_call(sandbox, tinygo_demo)
+    _, go_result = large_call(sandbox, go_demo)
+    assert tiny_result.fuel_consumed < 500_000
+    assert tiny_result.fuel_consumed * 4 < go_result.fuel_consumed
+    assert tiny.info.memory_min_bytes == 2 * 65536
 
 
 @pytest.mark.parametrize(
-    ("limits", "failure_class"),
+    ("flavour", "limits", "failure_class"),
     [
         # _initialize runs under the call's fuel: the runtime's start-up alone needs more
-        ({"fuel": 300_000}, "FuelExhausted"),
+        ("go", {"fuel": 300_000}, "FuelExhausted"),
         # the module's initial memory is 34 pages (2.125 MiB)
-        ({"memory_mib": 2}, "MemoryLimit"),
+        ("go", {"memory_mib": 2}, "MemoryLimit"),
+        # a TinyGo call of this vector needs about 190 000
+        ("tinygo", {"fuel": 100_000}, "FuelExhausted"),
     ],
 )
 def test_limits_too_small_for_the_go_runtime(
-    sandbox: Sandbox, demo: bytes, limits: dict[str, int], failure_class: str
+    sandbox: Sandbox, flavour: str, limits: dict[str, int], failure_class: str
 ) -> None:
     request = base64.b64decode(load(vectors.VECTORS / "create-full-config.json")["request"])
+    module = go_module(NAME, flavour)
     with pytest.raises(CallFailure) as info:
-        sandbox.call(sandbox.load(demo), "ms_on_pod_create", request, sandbox.limits(**limits))
+        sandbox.call(sandbox.load(module), "ms_on_pod_create", request, sandbox.limits(**limits))
     assert info.value.failure_class == failure_class
 
 
-def test_three_mib_are_enough(sandbox: Sandbox, demo: bytes) -> None:
-    vector = load(vectors.VECTORS / "create-large-pod.json")
-    result = sandbox.call(
-        sandbox.load(demo),
-        "ms_on_pod_create",
-        base64.b64decode(vector["request"]),
-        sandbox.limits(memory_mib=3),
-    )
-    assert result.response == base64.b64decode(vector["expect"]["response"])
+@pytest.mark.parametrize(("flavour", "memory_mib"), [("go", 3), ("tinygo", 1)])
+def test_the_least_memory_that_is_enough(sandbox: Sandbox, flavour: str, memory_mib: int) -> None:
+    large_call(sandbox, go_module(NAME, flavour), memory_mib=memory_mib)
 
 
-@pytest.mark.parametrize(
-    "name", ["demo-pod-tweaks", "team-label-extism", "ready-timer", "entry-address"]
-)
+@pytest.mark.parametrize("name", GO_EXAMPLES)
 def test_a_go_module_needs_gzip_to_fit_a_configmap(name: str) -> None:
     """Standard Go modules are about 2 MB, a ConfigMap holds 1 MiB: gzip-compressed they fit."""
     module = go_module(name)
@@ -154,6 +196,13 @@ def test_a_go_module_needs_gzip_to_fit_a_configmap(name: str) -> None:
     with pytest.raises(ModuleTooLarge, match=r"1 MiB\): store it gzip-compressed"):
         check_module_size(module)
     assert check_module_size(module, gzipped=True) < CONFIG_MAP_MAX_BYTES * 3 // 4
+
+
+@pytest.mark.parametrize("name", GO_EXAMPLES)
+def test_a_tinygo_module_fits_a_configmap_as_it_is(name: str) -> None:
+    """TinyGo modules are 70 to 110 KB, under an eighth of a ConfigMap."""
+    module = go_module(name, "tinygo")
+    assert check_module_size(module) == len(module) < CONFIG_MAP_MAX_BYTES // 8
 
 
 # --- ABI v2: observations from a Go module -----------------------------------------------------
@@ -176,9 +225,9 @@ def ready_request() -> HookRequest:
     return HookRequest(Hook.ON_POD_READY, parse_model_serving(MODEL_SERVING), where, pod)
 
 
-@pytest.fixture(scope="module")
-def timer() -> bytes:
-    return go_module("ready-timer")
+@pytest.fixture(scope="module", params=FLAVOURS)
+def timer(request: pytest.FixtureRequest) -> bytes:
+    return go_module("ready-timer", request.param)
 
 
 def timer_plugin(sandbox: Sandbox, module: bytes) -> WasmPlugin:

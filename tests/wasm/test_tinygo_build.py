@@ -1,0 +1,94 @@
+"""TinyGo as a guest toolchain: plugins-src/install-tinygo.sh (``make tinygo``) and the TinyGo
+flavour of plugins-src/build-go.sh.
+
+The heavy test installs TinyGo when the cache lacks it (Debian packages, the Go module proxy;
+about 1.5 minutes once), then rebuilds every TinyGo example module and compares it with the
+committed examples/wasm/tinygo-*.wasm byte for byte (``build-go.sh check tinygo``, what
+``make wasm-go-check-tinygo`` runs): `make test` runs it beside the integration tests, off the
+unit tests' path. The quick tests check the installer's errors and the committed modules' set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INSTALL = ROOT / "plugins-src" / "install-tinygo.sh"
+BUILD_GO = ROOT / "plugins-src" / "build-go.sh"
+EXAMPLES = ROOT / "examples" / "wasm"
+
+
+def _run(
+    *argv: str | Path, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_every_go_example_has_a_committed_tinygo_module() -> None:
+    examples = sorted(p.parent.name for p in (ROOT / "plugins-src/examples-go").glob("*/go.mod"))
+    assert examples
+    for name in examples:
+        for flavour in ("go", "tinygo"):
+            assert (EXAMPLES / f"{flavour}-{name}.wasm").is_file(), (
+                f"run `make wasm-go` ({flavour})"
+            )
+
+
+def test_the_installer_pins_tinygo_and_its_go() -> None:
+    text = INSTALL.read_text()
+    assert re.search(r"^TINYGO_VERSION=v0\.37\.0$", text, re.MULTILINE)
+    assert re.search(r"^TINYGO_GO_VERSION=1\.24\.13$", text, re.MULTILINE)
+    assert re.search(r'^TINYGO_SUM="h1:[A-Za-z0-9+/=]{44}"$', text, re.MULTILINE)
+    build = BUILD_GO.read_text()
+    assert re.search(r"^TINYGO_GO_VERSION=1\.24\.13$", build, re.MULTILINE)
+
+
+def test_a_failed_step_is_named(tmp_path: Path) -> None:
+    """Without go on PATH the install stops at its first step and says which, installing
+    nothing; --root reports an absent install with status 1."""
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "MODELSERVING_CACHE": str(tmp_path)}
+    if any(Path(d, "go").exists() for d in ("/usr/bin", "/bin")):
+        pytest.skip("go is in /usr/bin here")
+    done = _run("bash", INSTALL, env=env)
+    assert done.returncode == 1
+    assert done.stderr.startswith("plugins-src/install-tinygo.sh: step 'go' failed: no go on PATH")
+    assert "TinyGo v0.37.0 is not installed" in done.stderr
+    assert not list(tmp_path.glob("tinygo-*"))
+    root = _run("bash", INSTALL, "--root", env=env)
+    assert (root.returncode, root.stdout) == (1, "")
+
+
+def test_an_unknown_flavour_is_refused() -> None:
+    done = _run("bash", BUILD_GO, "check", "gccgo", env=dict(os.environ))
+    assert done.returncode == 1
+    assert "unknown flavour 'gccgo' (go, tinygo or both)" in done.stderr
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(1200)
+def test_tinygo_modules_match_their_sources() -> None:
+    """Install (or find) TinyGo, twice: the second run is the stamp's, quick and the same root;
+    then rebuild the TinyGo modules and compare them with the committed ones."""
+    env = dict(os.environ)
+    first = _run("nice", "-n", "10", "bash", INSTALL, env=env, timeout=900)
+    assert first.returncode == 0, first.stderr
+    root = Path(first.stdout.strip())
+    assert (root.parent / ".installed").is_file() and (root.parent / "bin/tinygo").is_file()
+    again = _run("bash", INSTALL, env=env, timeout=10)
+    assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
+    assert _run("bash", INSTALL, "--root", env=env).stdout == first.stdout
+    check = _run("nice", "-n", "10", "bash", BUILD_GO, "check", "tinygo", env=env, timeout=600)
+    assert check.returncode == 0, check.stderr
+    assert "examples/wasm/ matches plugins-src/ (tinygo)" in check.stderr
