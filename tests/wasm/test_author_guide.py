@@ -3,10 +3,11 @@
 The guide marks its blocks with ``<!-- guide: GROUP/NAME -->`` comments (the convention and the
 output matching rules are in ``tests/guides.py``). This test runs the ``rust`` group
 (scaffold a Rust plugin, test, build, run, validate a config, a forbidden patch, a fuel limit,
-inspect, bench, pack) and the ``go`` group (scaffold a Go plugin, test, build, the ConfigMap
-size limit, the Go memory and fuel figures, bench) in a temporary folder standing for the
-guide's ``/tmp/guide``, with this checkout's ``modelserving`` first on ``PATH``. Source
-excerpts the guide quotes must still be in the generated files. The ``cluster`` group (deploy,
+inspect, bench, pack) and the ``go`` group (scaffold a Go plugin, test, build with TinyGo, pack,
+the fuel figures, bench; then standard Go: build, the ConfigMap size limit, the memory limit)
+in a temporary folder standing for the guide's ``/tmp/guide``, with this checkout's
+``modelserving`` first on ``PATH``. Source excerpts the guide quotes must still be in the
+generated files. The ``cluster`` group (deploy,
 update) is walked by ``tests/integration/test_guides.py``.
 """
 
@@ -19,6 +20,7 @@ import pytest
 from modelserving.cli.scaffold import checkout_root
 from tests.guides import Walk, check_all_marked, marked, read_blocks, shell_env
 from tests.wasm.test_plugin_new import go_missing, rust_missing
+from tests.wasm.test_tinygo_build import install_tinygo
 
 ROOT = checkout_root()
 GUIDE = ROOT / "docs" / "plugin-authors.md"
@@ -27,16 +29,18 @@ GUIDE_DIR = "/tmp/guide"  # where the guide's output was recorded
 GUIDE_CHECKOUT = "/work/main"
 
 
-def walk(tmp_path: Path, cache: Path) -> Walk:
+def walk(tmp_path: Path, cache: Path, tinygo: Path | None = None) -> Walk:
     """A walk in ``tmp_path/guide`` (the guide's /tmp/guide), with this checkout's modelserving
-    first on PATH and a private module cache (the Go build cache is the shared one: a cold one
-    costs minutes)."""
+    first on PATH and a private module cache (the Go build cache and TinyGo, given as its
+    installed root, are the shared ones: a cold one costs minutes)."""
     work = tmp_path / "guide"
     work.mkdir()
     cache.mkdir(exist_ok=True)
     shared_go = Path.home() / ".cache" / "modelserving" / "go"
     if shared_go.is_dir() and not (cache / "go").exists():
         (cache / "go").symlink_to(shared_go)
+    if tinygo is not None:
+        (cache / tinygo.parent.name).symlink_to(tinygo.parent)
     env = shell_env(VENV_BIN, MODELSERVING_CACHE=str(cache))
     env.pop("GOPROXY", None)  # offline: the scaffold's build.sh sets GOPROXY=off
     substitutions = {GUIDE_DIR: str(work), GUIDE_CHECKOUT: str(ROOT)}
@@ -67,7 +71,7 @@ def test_the_rust_steps_of_the_author_guide(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)
 def test_the_go_steps_of_the_author_guide(tmp_path: Path) -> None:
     blocks = marked(GUIDE, ["go"])
-    with walk(tmp_path, tmp_path / "cache") as guide:
+    with walk(tmp_path, tmp_path / "cache", install_tinygo()) as guide:
         for block in blocks:
             guide.run(block)
         assert guide.here() == tmp_path / "guide" / "go-label"

@@ -2,10 +2,11 @@
 
 The generated project, as generated, passes its own tests (``make test``) and builds to a module
 (``make build``) with the toolchain of the SDK's own build: Debian's Rust 1.63 offline with the
-flags of plugins-src/build.sh, or plugins-src/build-go.sh's exact Go version for wasip1.
+flags of plugins-src/build.sh, or plugins-src/build-go.sh's TinyGo or exact Go version for wasip1.
 ``make run`` calls the module in the sandbox, and ``make pack``'s ConfigMap and spec.plugins
 entry load through the controller's ConfigMap path (``module_from_config_map``, the pinned
-sha256, ValidateConfig) and label the Pod.
+sha256, ValidateConfig) and label the Pod. A Go project builds with TinyGo (installed into the
+shared cache when missing) by default and with standard Go under ``TOOLCHAIN=go``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from modelserving.plugins.exports import set_default_sandbox
 from modelserving.plugins.modules import module_from_config_map
 from modelserving.sandbox import Sandbox
 from tests.unit.cli.packing import controller_chain, model_serving, parse_pack, rendered_pod
+from tests.wasm.test_tinygo_build import install_tinygo
 
 RUSTC = Path("/usr/bin/rustc")
 BUILD_GO = checkout_root() / "plugins-src" / "build-go.sh"
@@ -189,7 +191,26 @@ def test_generated_go_project_builds_tests_runs_and_packs(
     capsys.readouterr()
     # the shared Go build cache (a cold one costs minutes of compiling the standard library);
     # GOPROXY=off: nothing is downloaded
-    env = {k: v for k, v in os.environ.items() if k != "GOPROXY"}
+    env = {k: v for k, v in os.environ.items() if k not in ("GOPROXY", "TOOLCHAIN")}
+    install_tinygo()  # the shared cache's TinyGo, which the project's build uses
     tested = make(project, "test", env)
     assert re.search(r"^ok\s+example\.com/go-label\s", tested, re.MULTILINE), tested
+    # TinyGo by default: a module that a ConfigMap holds as it is
     check_run_and_pack(project, name, env, cli_sandbox, capsys, tmp_path)
+    tiny = (project / f"{name}.wasm").read_bytes()
+    assert len(tiny) < 200_000
+    # TOOLCHAIN=go: standard Go, about 2 MB, the same answers
+    make(project, "build", {**env, "TOOLCHAIN": "go"})
+    standard = (project / f"{name}.wasm").read_bytes()
+    assert len(standard) > 1_500_000
+    ran = json.loads(make(project, "run", {**env, "TOOLCHAIN": "go"}))
+    assert ran["sha256"] == hashlib.sha256(standard).hexdigest()
+    assert ran["patch"] == [
+        {"op": "add", "path": f"/metadata/labels/example.com~1{name}", "value": "ml"}
+    ]
+    # the TinyGo build is reproducible: the same project elsewhere gives the same bytes
+    elsewhere = tmp_path / "somewhere" / "else" / name
+    assert main(["plugin", "new", name, "--lang", "go", "--dir", str(elsewhere)]) == 0
+    capsys.readouterr()
+    make(elsewhere, "build", env)
+    assert (elsewhere / f"{name}.wasm").read_bytes() == tiny

@@ -197,8 +197,9 @@ def _add_new(commands: Any) -> None:
         "(OnPodCreate adds a label from the config; ValidateConfig), native tests, "
         "request.yaml, README.md, and build.sh plus a Makefile using the toolchain of the "
         "SDK's own build (rust: plugins-src/build.sh, Debian's Rust 1.63, "
-        "wasm32-unknown-unknown; go: plugins-src/build-go.sh, its exact Go version, wasip1), "
-        "offline. Exit 2 on a bad name, a non-empty DIR or when the SDK sources are not found.",
+        "wasm32-unknown-unknown; go: plugins-src/build-go.sh's TinyGo v0.37.0, or with "
+        "TOOLCHAIN=go its exact standard Go version, wasip1), offline once the toolchain is "
+        "installed. Exit 2 on a bad name, a non-empty DIR or when the SDK sources are not found.",
     )
     new.add_argument("name", metavar="NAME", help="the plugin's name (a DNS-1123 label)")
     new.add_argument(

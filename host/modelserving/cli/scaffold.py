@@ -104,10 +104,12 @@ GO_SDK_MODULE = "modelserving.dev/plugin"
 _GO_MODULE = re.compile(r"^module\s+(\S+)\s*$", re.MULTILINE)
 _GO_DIRECTIVE = re.compile(r"^go\s+(\S+)\s*$", re.MULTILINE)
 _GO_VERSION = re.compile(r"^GO_VERSION=([0-9][0-9.]*)\s*$", re.MULTILINE)
+_TINYGO_GO_VERSION = re.compile(r"^TINYGO_GO_VERSION=([0-9][0-9.]*)\s*$", re.MULTILINE)
 
 
 def _go_sdk_variables(sdk: Path) -> dict[str, str]:
-    """The SDK's go directive, and the exact Go version of ``plugins-src/build-go.sh``."""
+    """The SDK's go directive, the exact Go versions of ``plugins-src/build-go.sh`` (standard Go,
+    and the one TinyGo builds with), and where ``plugins-src/install-tinygo.sh`` is."""
 
     def read(path: Path) -> str:
         try:
@@ -121,12 +123,18 @@ def _go_sdk_variables(sdk: Path) -> dict[str, str]:
     if module is None or module.group(1) != GO_SDK_MODULE or directive is None:
         raise ScaffoldError(f"{sdk / 'go.mod'} is not the module {GO_SDK_MODULE} (with a go line)")
     build = sdk.parent / "build-go.sh"
-    version = _GO_VERSION.search(read(build))
+    script = read(build)
+    version = _GO_VERSION.search(script)
     if version is None:
         raise ScaffoldError(f"{build} sets no GO_VERSION")
+    tinygo_go = _TINYGO_GO_VERSION.search(script)
+    if tinygo_go is None:
+        raise ScaffoldError(f"{build} sets no TINYGO_GO_VERSION (a checkout without TinyGo)")
     return {
         "go_directive": directive.group(1),
         "go_version": version.group(1),
+        "tinygo_go_version": tinygo_go.group(1),
+        "tinygo_install_sh": shlex.quote(str(sdk.parent / "install-tinygo.sh")),
         "sdk_path_go": json.dumps(str(sdk)),  # a go.mod quoted string
     }
 

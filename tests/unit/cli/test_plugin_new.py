@@ -321,6 +321,18 @@ def test_generates_the_go_project(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert 'export GOENV=off GOTOOLCHAIN="go$GO_VERSION" GOWORK=off CGO_ENABLED=0' in script
     assert 'export GOENV=off GOTOOLCHAIN="go$GO_VERSION" GOWORK=off CGO_ENABLED=0' in upstream
     assert "GOOS=wasip1 GOARCH=wasm go build" in script
+    # TinyGo by default, with build-go.sh's flags, Go version and installer
+    assert 'TOOLCHAIN="${TOOLCHAIN:-tinygo}"\n' in script
+    tinygo_flags = "TINYGO_FLAGS=(-target=wasip1 -buildmode=c-shared -no-debug -scheduler=none)\n"
+    assert tinygo_flags in script
+    assert tinygo_flags in upstream
+    tinygo_go = re.search(r"^TINYGO_GO_VERSION=(\S+)$", upstream, re.M)
+    assert tinygo_go is not None
+    assert f"TINYGO_GO_VERSION={tinygo_go.group(1)}\n" in script
+    assert f"INSTALL_TINYGO={GO_SDK.parent / 'install-tinygo.sh'}\n" in script
+    makefile = (target / "Makefile").read_text()
+    assert "TOOLCHAIN ?= tinygo\n" in makefile
+    assert "\tTOOLCHAIN=$(TOOLCHAIN) bash build.sh build\n" in makefile
     main_go = (target / "main.go").read_text()
     assert 'const DefaultKey = "example.com/go-label"' in main_go
     assert "//go:wasmexport ms_on_pod_create\n" in main_go
@@ -352,10 +364,19 @@ def test_go_sdk_checks(
     )
     build_go.write_text("GO_VERSION=1.26.8\n")
     code, _, err = cli(capsys, *argv)
+    assert code == 2
+    assert err == (
+        f"error: the Go guest SDK at {sdk} is unusable: {build_go} sets no TINYGO_GO_VERSION "
+        "(a checkout without TinyGo)\n"
+    )
+    build_go.write_text("GO_VERSION=1.26.8\nTINYGO_GO_VERSION=1.24.13\n")
+    code, _, err = cli(capsys, *argv)
     assert code == 0, err
     go_mod = (tmp_path / "p" / "go.mod").read_text()
     assert f'replace modelserving.dev/plugin => "{sdk}"' in go_mod
-    assert "GO_VERSION=1.26.8\n" in (tmp_path / "p" / "build.sh").read_text()
+    script = (tmp_path / "p" / "build.sh").read_text()
+    assert "\nGO_VERSION=1.26.8\n" in script
+    assert "\nTINYGO_GO_VERSION=1.24.13\n" in script
 
 
 def test_go_without_its_sdk(
