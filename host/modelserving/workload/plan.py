@@ -6,7 +6,7 @@ the entry Pod, its headless Service and the workers. Pure; used by ``render`` an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,26 +14,50 @@ from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
 from modelserving.api.place import PodPlace
 from modelserving.workload import gang as gang_
-from modelserving.workload.names import group_name, role_id
+from modelserving.workload.names import group_name, pod_name, role_id
 from modelserving.workload.pods import entry_pod, worker_pod
 from modelserving.workload.revision import revision as revision_of
 from modelserving.workload.revision import role_template_hash
 from modelserving.workload.services import headless_service
 
 
-@dataclass(frozen=True, slots=True)
 class DesiredPod:
     """A generated Pod and where it sits (``place``, handed on as is in the plugin chain's
-    HookRequest), with the indexes of its role replica and of the Pod in it (0: the entry)."""
+    HookRequest), with the indexes of its role replica and of the Pod in it (0: the entry).
 
-    pod: dict[str, Any]
-    place: PodPlace
-    role_index: int
-    worker_index: int
+    The Pod itself may be built on first use (``build``): a pass plans every ServingGroup it
+    keeps, but most of its Pods exist already and only their names are compared."""
+
+    __slots__ = ("_build", "_pod", "name", "place", "role_index", "worker_index")
+
+    def __init__(
+        self,
+        pod: dict[str, Any] | None,
+        place: PodPlace,
+        role_index: int,
+        worker_index: int,
+        *,
+        name: str | None = None,
+        build: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        if pod is None and (build is None or name is None):
+            raise ValueError("a DesiredPod needs its Pod, or its name and a builder")
+        self._pod = pod
+        self._build = build
+        self.name: str = name if name is not None else str(pod["metadata"]["name"])  # type: ignore[index]
+        self.place = place
+        self.role_index = role_index
+        self.worker_index = worker_index
 
     @property
-    def name(self) -> str:
-        return str(self.pod["metadata"]["name"])
+    def pod(self) -> dict[str, Any]:
+        if self._pod is None:
+            assert self._build is not None
+            self._pod, self._build = self._build(), None
+        return self._pod
+
+    def __repr__(self) -> str:
+        return f"DesiredPod({self.name!r}, {self.place!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,22 +99,39 @@ def plan_role_replica(
     template_hash: str | None = None,
 ) -> RoleReplicaPlan:
     rid = role_id(role.name, index)
-    template_hash = template_hash or role_template_hash(role)
-    entry = entry_pod(ms, group, role, index, revision, template_hash)
-    if gang:
-        gang_.annotate(entry, group, rid)
-    workers = []
-    for k in range(1, role.worker_replicas + 1):
-        pod = worker_pod(ms, group, role, index, k, revision, template_hash)
-        if gang:
-            gang_.annotate(pod, group, rid)
-        workers.append(DesiredPod(pod, PodPlace(group, role.name, rid, False), index, k))
+    hash_ = template_hash or role_template_hash(role)
+
+    def build(k: int) -> Callable[[], dict[str, Any]]:
+        def make() -> dict[str, Any]:
+            if k == 0:
+                pod = entry_pod(ms, group, role, index, revision, hash_)
+            else:
+                pod = worker_pod(ms, group, role, index, k, revision, hash_)
+            if gang:
+                gang_.annotate(pod, group, rid)
+            return pod
+
+        return make
+
+    if role.worker_replicas and role.worker_template is None:
+        raise ValueError(f"role '{role.name}' has workers but no workerTemplate")
+    pods = [
+        DesiredPod(
+            None,
+            PodPlace(group, role.name, rid, k == 0),
+            index,
+            k,
+            name=pod_name(group, rid, k),
+            build=build(k),
+        )
+        for k in range(role.worker_replicas + 1)
+    ]
     service = headless_service(ms, group, role, index) if role.worker_template is not None else None
     return RoleReplicaPlan(
         role=role.name,
         index=index,
-        entry=DesiredPod(entry, PodPlace(group, role.name, rid, True), index, 0),
-        workers=tuple(workers),
+        entry=pods[0],
+        workers=tuple(pods[1:]),
         service=service,
     )
 

@@ -178,6 +178,7 @@ class _Sync:
         pods = list(pods)
         mine = [p for p in pods if not uid or owned_by(p, uid)]
         self.observed = [o for o in (observe_pod(p, ms.name) for p in mine) if o is not None]
+        self.terminating_names = {o.name for o in self.observed if o.terminating}
         self.lost: dict[str, str] = {}
         """Pods on a lost Node by name: the Node's state (NODE_DELETED or NODE_NOT_READY)."""
         if lost_nodes:
@@ -525,7 +526,7 @@ class _Sync:
         return plan  # a role's partition applies inside existing ServingGroups only (Kthena)
 
     def _terminating(self, desired: DesiredPod) -> bool:
-        return any(o.name == desired.name and o.terminating for o in self.observed)
+        return desired.name in self.terminating_names
 
     def membership(self, group: _Group) -> None:
         """Inside a kept ServingGroup: create what is missing, delete what no longer belongs."""
