@@ -2,7 +2,8 @@
 # Build, check or test the Go WebAssembly plugins: the Go guest SDK (sdk-go/, module
 # modelserving.dev/plugin) and the example plugins written with it (examples-go/<name>/).
 #
-#   plugins-src/build-go.sh build [FLAVOUR]  build every examples-go/<name> into
+#   plugins-src/build-go.sh build [FLAVOUR [NAME...]]
+#                                            build every examples-go/<name> (or those named) into
 #                                            examples/wasm/go-<name>.wasm (standard Go) and
 #                                            examples/wasm/tinygo-<name>.wasm (TinyGo)
 #   plugins-src/build-go.sh check [FLAVOUR]  build into a temporary directory and fail when
@@ -65,9 +66,17 @@ setup_env() {
     [[ "$have" == "go$GO_VERSION" ]] || die "go runs $have, expected go$GO_VERSION"
 }
 
-# The example directories (one Go module each, with a go.mod).
+# The example directories (one Go module each, with a go.mod): those named in ONLY, or all.
+ONLY=()
 examples() {
     local mod
+    if ((${#ONLY[@]})); then
+        for mod in "${ONLY[@]}"; do
+            [[ -f "$SRC/examples-go/$mod/go.mod" ]] || die "no example examples-go/$mod"
+            echo "$mod"
+        done
+        return 0
+    fi
     for mod in "$SRC"/examples-go/*/go.mod; do
         [[ -f "$mod" ]] && basename "$(dirname "$mod")"
     done
@@ -126,6 +135,7 @@ build_into() {
 cmd_build() {
     local -a which=()
     mapfile -t which < <(flavours "${1:-}")
+    ONLY=("${@:2}")
     build_into "${WASM_GO_OUT:-$OUT_DEFAULT}" "${which[@]}"
 }
 

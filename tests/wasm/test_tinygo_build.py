@@ -84,6 +84,14 @@ def test_an_unknown_flavour_is_refused() -> None:
     assert "unknown flavour 'gccgo' (go, tinygo or both)" in done.stderr
 
 
+def test_an_unknown_example_is_refused(tmp_path: Path) -> None:
+    env = {**os.environ, "WASM_GO_OUT": str(tmp_path)}
+    done = _run("bash", BUILD_GO, "build", "go", "nosuch", env=env)
+    assert done.returncode == 1
+    assert "no example examples-go/nosuch" in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.heavy
 @pytest.mark.timeout(1200)
 def test_tinygo_modules_match_their_sources() -> None:

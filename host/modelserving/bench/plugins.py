@@ -5,7 +5,8 @@ controller runs it (native: copy, hook, validate and apply; WebAssembly: encode,
 call, decode, validate and apply), with fuel and the deadline on: OnPodCreate, or OnPodReady
 (a Running and Ready Pod) for the built-ins that only observe. Also: the cost of a fresh
 instance alone, and loading a module cold (compile), from the disk cache (a restart) and from
-memory. Figures are printed, never asserted.
+memory; the same plugin built with Rust, TinyGo and standard Go (``bench.toolchains``). Figures
+are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -269,6 +270,9 @@ def main() -> None:
                 bench_ready(builtin.name, sandbox)
             bench_loading(builtin.name, data, sandbox)
         bench_extism_example(sandbox)
+        from modelserving.bench import toolchains  # it uses this module's helpers
+
+        toolchains.main(sandbox)
 
 
 if __name__ == "__main__":
