@@ -74,7 +74,13 @@
 //   - the Kubernetes name rules ([IsDNS1123Subdomain], [IsQualifiedName], [IsEnvVarName]) and
 //     logging through the host ([Info], [Warn], ...).
 //
-// The package uses no reflection and no fmt, so it builds with the standard Go toolchain
-// and keeps to the subset TinyGo compiles. Tests run natively: [Plugin.Call] runs exactly what
-// an export runs, on request bytes.
+// The package builds with the standard Go toolchain and with TinyGo (v0.37.0, -target=wasip1
+// -buildmode=c-shared -no-debug -scheduler=none; plugins-src/README.md, section TinyGo), and
+// avoids what TinyGo lacks or makes costly: it uses no reflection, no encoding/json and no fmt
+// (TinyGo's reflect is partial, and they make a module several times larger), and starts no
+// goroutine and uses no channel (-scheduler=none has no scheduler: a go statement fails the
+// build). Under TinyGo a panic is not recovered on WebAssembly: it prints "panic: ..." to
+// standard output and traps, without the error-level log line of a standard Go build. A plugin
+// should keep to the same subset. Tests run natively: [Plugin.Call] runs exactly what an export
+// runs, on request bytes.
 package plugin

@@ -47,7 +47,7 @@ func msAlloc(size int32) int32 {
 //
 // A panic in the hook ends the call: its value is logged at error level ("panic: ..."), the
 // stack written to standard error, and the module exits (WASI proc_exit with status 2), which
-// the host reports as a Trap.
+// the host reports as a Trap (under TinyGo, which cannot recover it, see the package doc).
 func (p *Plugin) Export(hook Hook, ptr, size uint32) uint64 {
 	defer logPanic()
 	out, ok := p.Call(hook, requestAt(ptr, size))

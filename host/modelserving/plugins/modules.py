@@ -154,7 +154,7 @@ class ConfigMapModules:
 
 SMALLER_MODULE = (
     "build a smaller module: Rust with plugins-src/sdk-rust (modules of about 0.1 MB), or TinyGo "
-    "rather than Go's standard toolchain (about 0.5 MB rather than 2 MB or more), and fewer "
+    "rather than Go's standard toolchain (about 0.1 MB rather than 2 MB or more), and fewer "
     "dependencies"
 )
 
