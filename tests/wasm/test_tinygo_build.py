@@ -17,6 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from modelserving.abi.codec import encode_request
+from modelserving.api.hook import Hook
+from modelserving.api.place import PodPlace
+from modelserving.sandbox import CallFailure, Sandbox
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "plugins-src" / "install-tinygo.sh"
 BUILD_GO = ROOT / "plugins-src" / "build-go.sh"
@@ -106,3 +111,81 @@ def test_tinygo_modules_match_their_sources() -> None:
     check = _run("nice", "-n", "10", "bash", BUILD_GO, "check", "tinygo", env=env, timeout=600)
     assert check.returncode == 0, check.stderr
     assert "examples/wasm/ matches plugins-src/ (tinygo)" in check.stderr
+
+
+PANICKING = """package main
+
+import "modelserving.dev/plugin"
+
+var P = plugin.Plugin{OnPodCreate: onPodCreate}
+
+//go:wasmexport ms_on_pod_create
+func msOnPodCreate(ptr, size uint32) uint64 { return P.Export(plugin.OnPodCreate, ptr, size) }
+
+func onPodCreate(req *plugin.Request) ([]plugin.Op, error) {
+	%s
+	return nil, nil
+}
+
+func main() {}
+"""
+
+
+def tinygo_build(root: Path, project: Path, body: str) -> subprocess.CompletedProcess[str]:
+    """Build a one-hook plugin whose OnPodCreate runs ``body``, as build-go.sh builds with
+    TinyGo."""
+    project.mkdir()
+    sdk = ROOT / "plugins-src" / "sdk-go"
+    (project / "go.mod").write_text(
+        f"module example.com/p\n\ngo 1.24\n\nrequire modelserving.dev/plugin v0.0.0\n\n"
+        f'replace modelserving.dev/plugin => "{sdk}"\n'
+    )
+    (project / "main.go").write_text(PANICKING % body)
+    cache = os.environ.get("MODELSERVING_CACHE") or str(Path.home() / ".cache/modelserving")
+    env = {
+        **os.environ,
+        "GOENV": "off",
+        "GOTOOLCHAIN": "go1.24.13",
+        "GOWORK": "off",
+        "GOFLAGS": "-modcacherw",
+        "GOPROXY": "off",
+        "GOCACHE": f"{cache}/go/build",
+        "GOMODCACHE": f"{cache}/go/mod",
+        "TINYGOROOT": str(root),
+        "XDG_CACHE_HOME": str(root.parent / "cache"),
+    }
+    flags = ["-target=wasip1", "-buildmode=c-shared", "-no-debug", "-scheduler=none"]
+    argv = [root.parent / "bin" / "tinygo", "build", *flags, "-o", project / "p.wasm", "."]
+    return subprocess.run(
+        [str(a) for a in argv], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(1200)
+def test_what_tinygo_lacks_behaves_as_the_sdk_documents(tmp_path: Path, sandbox: Sandbox) -> None:
+    """plugins-src/README.md, section TinyGo: a goroutine fails the build under
+    -scheduler=none; a panic is not recovered (no error-level line from the SDK): TinyGo prints
+    it to standard output and traps, a Trap."""
+    root = install_tinygo()
+    go = tinygo_build(root, tmp_path / "go", "go func() {}()")
+    assert go.returncode != 0
+    assert "attempted to start a goroutine without a scheduler" in go.stderr
+    built = tinygo_build(root, tmp_path / "panic", 'panic("boom " + req.PodName())')
+    assert built.returncode == 0, built.stderr
+    request = encode_request(
+        Hook.ON_POD_CREATE,
+        "p",
+        None,
+        {"kind": "ModelServing"},
+        PodPlace("g", "r", "r-0", True),
+        {"metadata": {"name": "pod-0"}},
+    )
+    compiled = sandbox.load((tmp_path / "panic" / "p.wasm").read_bytes())
+    with pytest.raises(CallFailure) as info:
+        sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits())
+    assert info.value.failure_class == "Trap"
+    assert "unreachable" in str(info.value)
+    lines = [(r.level, r.message, r.source) for r in info.value.logs]
+    assert ("info", "panic: boom pod-0", "stdout") in lines
+    assert not [line for line in lines if line[0] == "error"]
