@@ -141,10 +141,10 @@ class Kube:
             raise
         return got
 
-    def list(
+    def list_at(
         self, res: Resource, namespace: str | None, selector: str | None = None
-    ) -> list[dict[str, Any]]:
-        """Every object (a consistent read, paged by 500)."""
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object, and the resourceVersion the list was read at."""
         items: list[dict[str, Any]] = []
         query: dict[str, str] = {"limit": "500"}
         if selector:
@@ -152,10 +152,17 @@ class Kube:
         while True:
             page = self.request("GET", res.path(namespace), query=query)
             items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
             if not token:
-                return items
+                return items, str(meta.get("resourceVersion") or "")
             query["continue"] = token
+
+    def list(
+        self, res: Resource, namespace: str | None, selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object (a consistent read, paged by 500)."""
+        return self.list_at(res, namespace, selector)[0]
 
     def create(
         self,

@@ -24,6 +24,7 @@ from modelserving.chain import CallRecord, ChainCache
 from modelserving.chain.objects import ObjectValidator
 from modelserving.chain.policy import PatchValidator
 from modelserving.controller import handlers
+from modelserving.controller.cache import ObjectCache, owner_of
 from modelserving.controller.config import pod_namespace, sandbox_settings
 from modelserving.controller.events import EventRecorder
 from modelserving.controller.kube import CRDS, ApiError, Kube
@@ -142,6 +143,10 @@ class Health:
         return server
 
 
+EVENT_BATCH_S = 0.5
+"""How long events about a ModelServing's Pods, Services and status gather before its pass."""
+
+
 class Controller:
     """One controller replica."""
 
@@ -190,6 +195,8 @@ class Controller:
         self._deleting: set[Key] = set()
         """ModelServings the watch saw deleted (or being deleted): their passes stop creating."""
         self.reconciler.stopping = self._is_deleting
+        self.cache = ObjectCache()
+        self.reconciler.cache = self.cache
         self.nodes = NodeStates()
         self.reconciler.lost_nodes = self.nodes.lost
         self.passes: Counter[Key] = Counter()
@@ -227,7 +234,24 @@ class Controller:
                 self._deleting.add(key)
             else:
                 self._deleting.discard(key)
-        self.enqueue(key, change=changed)
+        if changed:
+            self.enqueue(key, change=True)
+        else:
+            self._batched(key)  # a status write (ours, mostly)
+
+    def owned_event(self, plural: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        """A watch event of a Pod or Service with the ModelServing name label: kept in the
+        cache, and its ModelServing queued."""
+        self.cache.event(plural, event_type, obj)
+        owner = owner_of(obj)
+        if owner:
+            namespace = str((obj.get("metadata") or {}).get("namespace", ""))
+            self._batched((namespace, owner))
+
+    def _batched(self, key: Key) -> None:
+        self.known.add(key)
+        self.queue.add_batched(key, EVENT_BATCH_S)
+        self.metrics.set_queue_depth(len(self.queue))
 
     def node_event(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         """A watch event of a Node: when it is lost (deleted, or no longer Ready) or back, every
@@ -289,6 +313,7 @@ class Controller:
     def _resync(self, stop: threading.Event) -> None:
         while not stop.wait(self.config.resync_seconds):
             for key in list(self.known):
+                self.cache.forget(*key)  # the pass lists again: bounds what a missed event costs
                 self.queue.add(key, respect_backoff=True)
 
     # --- lifecycle ---------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from modelserving.api.validation import parse_model_serving
 from modelserving.chain import CallRecord, Chain, ChainCache, Outcome
 from modelserving.chain.objects import ObjectValidator
 from modelserving.controller import status as status_
+from modelserving.controller.cache import ObjectCache
 from modelserving.controller.groups import GroupHooks
 from modelserving.controller.kube import (
     CONFIG_MAPS,
@@ -55,6 +56,7 @@ from modelserving.controller.kube import (
     SERVICES,
     ApiError,
     Kube,
+    Resource,
 )
 from modelserving.plugins.modules import ModuleUnavailable, module_from_config_map
 from modelserving.workload.gang import VolcanoApi, as_api
@@ -149,6 +151,8 @@ class Reconciler:
         self._users_lock = threading.Lock()
         self.seen_failed: dict[str, float] = {}
         self.groups = GroupHooks(kube, self.recorder, self.settings.objects, monotonic)
+        self.cache: ObjectCache | None = None
+        """Pods and Services from the watch (None: every pass lists them)."""
         self.lost_nodes: Callable[[], Mapping[str, str]] = dict
         """The Nodes the Node watch saw deleted or not Ready (``NodeStates.lost``)."""
         self.stopping: Callable[[Key], bool] = lambda key: False
@@ -179,8 +183,8 @@ class Reconciler:
         self._load_chain(key, work)
         gang = as_api(self.gang())
         selector = f"{labels.NAME_LABEL}={ms.name}"
-        pods = self.kube.list(PODS, namespace, selector)
-        services = self.kube.list(SERVICES, namespace, selector)
+        pods = self._read(PODS, ms, selector)
+        services = self._read(SERVICES, ms, selector)
         pod_groups = self.kube.list(POD_GROUPS, namespace, selector) if gang.pod_groups else []
         history = self._revisions(ms, pods)
         self._note_failures(ms, pods)
@@ -211,6 +215,8 @@ class Reconciler:
         return plan.requeue_after
 
     def forget(self, key: Key) -> None:
+        if self.cache is not None:
+            self.cache.drop(*key)
         self.chains.forget(*key)
         self.groups.forget(*key)
         with self._broken_lock:
@@ -354,6 +360,20 @@ class Reconciler:
             self.kube.delete(CONTROLLER_REVISIONS, ms.namespace, r["metadata"]["name"])
         return {str(_rev(r)): _history_roles(r) for r in found if _rev(r)}
 
+    def _read(self, res: Resource, ms: ModelServing, selector: str) -> list[dict[str, Any]]:
+        """The ModelServing's objects of ``res``: from the cache once it holds a list of them,
+        else from the API."""
+        if self.cache is None:
+            return self.kube.list(res, ms.namespace, selector)
+        if self.cache.primed(res.plural, ms.namespace, ms.name):
+            return self.cache.objects(res.plural, ms.namespace, ms.name)
+        items, version = self.kube.list_at(res, ms.namespace, selector)
+        return self.cache.prime(res.plural, ms.namespace, ms.name, items, version)
+
+    def _written(self, res: Resource, obj: Mapping[str, Any] | None) -> None:
+        if obj is not None and self.cache is not None:
+            self.cache.written(res.plural, obj)
+
     def _lost_nodes(self, pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         """The lost Nodes these Pods are on. A deletion the watch reported is confirmed by a
         read of the Node (one of that name may have registered since)."""
@@ -386,10 +406,12 @@ class Reconciler:
         ns = work.ms.namespace
         allowed = {"scale"} if work.chain is None else None
         jobs: list[tuple[bool, Future[bool]]] = []
+        deleted: list[tuple[Future[bool], str, str]] = []
         for ref in plan.delete_pods:
             if allowed is None or ref.cause in allowed or ref.force:
                 job = self.writes.submit(self.kube.delete, PODS, ns, ref.name, ref.uid, ref.force)
                 jobs.append((True, job))
+                deleted.append((job, ref.name, ref.uid))
         for name in plan.delete_services:
             if allowed is None or plan.service_causes.get(name) in allowed:
                 jobs.append((False, self.writes.submit(self.kube.delete, SERVICES, ns, name)))
@@ -404,6 +426,10 @@ class Reconciler:
                     work.deleted += 1
             except ApiError as exc:
                 work.api_errors.append(str(exc))
+        if self.cache is not None:
+            for job, name, uid in deleted:
+                if job.done() and job.exception() is None and job.result():
+                    self.cache.deleting(PODS.plural, ns, work.ms.name, name, uid)
 
     def _update_pod_groups(self, work: _Pass, plan: SyncPlan) -> None:
         """Bring existing PodGroups to Kthena's spec (merge patches of the fields it manages)."""
@@ -486,9 +512,12 @@ class Reconciler:
             if self.stopping(work.key):
                 break  # deleted meanwhile: what is in flight finishes, nothing more starts
             if obj.get("kind") == "Service":
-                self.kube.create(SERVICES, ns, obj)
-            elif self.kube.create(PODS, ns, obj) is not None:
-                created += 1
+                self._written(SERVICES, self.kube.create(SERVICES, ns, obj))
+            else:
+                made = self.kube.create(PODS, ns, obj)
+                if made is not None:
+                    self._written(PODS, made)
+                    created += 1
         return created
 
     def _ready_hooks(self, work: _Pass, plan: SyncPlan) -> None:
@@ -506,7 +535,9 @@ class Reconciler:
                 }
             }
             try:
-                self.kube.merge_patch(PODS, work.ms.namespace, desired.name, claim)
+                self._written(
+                    PODS, self.kube.merge_patch(PODS, work.ms.namespace, desired.name, claim)
+                )
             except ApiError as exc:
                 if exc.conflict:
                     work.look_again = True  # changed since listed: decide again shortly

@@ -89,8 +89,29 @@ def _index_after(prefix: str, text: str) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
+_SEEN: dict[tuple[str, str], tuple[Mapping[str, Any], ObservedPod | None]] = {}
+"""observe_pod's last answer by (ModelServing, Pod name), with the Pod object it read: a pass reads
+every Pod of its ModelServing from the controller's cache, whose objects are replaced, never
+changed in place, so the same object gives the same answer. One entry per Pod name; deleted
+Pods' entries go when the table is full."""
+_SEEN_MAX = 65536
+
+
 def observe_pod(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
-    """The facts of ``pod``, or None when its labels do not place it in ``ms_name``'s layout."""
+    """The facts of ``pod``, or None when its labels do not place it in ``ms_name``'s layout.
+    ``pod`` must not be changed in place afterwards (its answer is remembered)."""
+    key = (ms_name, str((pod.get("metadata") or {}).get("name", "")))
+    seen = _SEEN.get(key)
+    if seen is not None and seen[0] is pod:
+        return seen[1]
+    found = _observe(pod, ms_name)
+    if len(_SEEN) >= _SEEN_MAX:
+        _SEEN.clear()
+    _SEEN[key] = (pod, found)
+    return found
+
+
+def _observe(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
     meta = pod.get("metadata") or {}
     lab = meta.get("labels") or {}
     group = str(lab.get(labels.GROUP_NAME_LABEL, ""))

@@ -26,12 +26,14 @@ workers). It decides, as Kthena does:
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modelserving.api import labels
+from modelserving.api.jsondata import json_copy
 from modelserving.api.modelserving import ModelServing, Role
 from modelserving.api.place import PodPlace
 from modelserving.api.validation import scaled
@@ -591,10 +593,14 @@ class _Sync:
             ):
                 self.out.ready_hooks.append(
                     DesiredPod(
-                        pod=dict(pod.raw),
-                        place=PodPlace(pod.group, pod.role, pod.role_id, pod.pod_index == 0),
-                        role_index=pod.role_index,
-                        worker_index=pod.pod_index,
+                        None,
+                        PodPlace(pod.group, pod.role, pod.role_id, pod.pod_index == 0),
+                        pod.role_index,
+                        pod.pod_index,
+                        name=pod.name,
+                        # a copy (the raw Pod may be the controller's cache's), made only for
+                        # a ModelServing with OnPodReady hooks
+                        build=functools.partial(_copied, pod.raw),
                     )
                 )
 
@@ -632,6 +638,10 @@ class _Sync:
             progressing=not is_available and not updating,
             updating=updating,
         )
+
+
+def _copied(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(json_copy(raw))
 
 
 def sync(

@@ -288,3 +288,39 @@ def test_a_change_or_a_success_ends_the_backoff(queue: WorkQueue[str], clock: Cl
     assert drain(queue) == ["b"]
     queue.add("c", respect_backoff=True)  # never failed
     assert drain(queue) == ["c"]
+
+
+# --- batching ----------------------------------------------------------------------------------
+
+
+def test_a_burst_of_batched_adds_makes_one_key_after_the_window(
+    queue: WorkQueue[str], clock: Clock
+) -> None:
+    for _ in range(500):
+        queue.add_batched("a", 0.5)
+        clock.advance(0.0009)
+    assert len(queue) == 1  # one timer for the whole burst
+    assert drain(queue) == []
+    clock.advance(0.5)
+    assert drain(queue) == ["a"]
+    queue.add_batched("a", 0.5)  # a new burst starts a new window
+    assert drain(queue) == []
+    clock.advance(0.5)
+    assert drain(queue) == ["a"]
+
+
+def test_a_batched_add_of_a_queued_key_changes_nothing(queue: WorkQueue[str], clock: Clock) -> None:
+    queue.add("a")
+    queue.add_batched("a", 0.5)
+    assert drain(queue) == ["a"]
+    clock.advance(1.0)
+    assert drain(queue) == []
+
+
+def test_a_batched_add_respects_the_backoff(queue: WorkQueue[str], clock: Clock) -> None:
+    assert queue.add_rate_limited("a") == 0.5
+    queue.add_batched("a", 0.1)
+    clock.advance(0.1)
+    assert drain(queue) == []  # the retry comes when due, not with the event
+    clock.advance(0.4)
+    assert drain(queue) == ["a"]

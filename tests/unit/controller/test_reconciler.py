@@ -95,6 +95,8 @@ class FakeKube(Kube):
         self.objects: dict[ObjKey, Obj] = {}
         self.writes: list[tuple[str, str, str, str | None]] = []  # verb, plural, name, sub
         self.created: list[Obj] = []
+        self.lists = 0
+        """Lists read with their resourceVersion (the cache's)."""
         self.forced: list[str] = []
         """Names of the objects deleted with a grace period of 0."""
         self._uids = itertools.count(1)
@@ -167,6 +169,14 @@ class FakeKube(Kube):
                     if plural == PODS.plural:
                         self._bump(obj)  # e.g. the kubelet updated the status since the list
             return found
+
+    def list_at(
+        self, res: Resource, namespace: str | None, selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        with self.lock:
+            self.lists += 1
+            version = str(next(self._versions))
+        return self.list(res, namespace, selector), version
 
     def create(
         self, res: Resource, namespace: str, body: Obj, field_manager: str | None = None

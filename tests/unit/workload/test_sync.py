@@ -54,7 +54,8 @@ class World:
     def plan(self) -> SyncPlan:
         plan = sync(
             self.ms,
-            list(self.pods.values()),
+            # copies: the tests change Pods in place, and observe_pod remembers an object's answer
+            [copy.deepcopy(p) for p in self.pods.values()],
             list(self.services.values()),
             list(self.pod_groups.values()),
             now=self.now,
@@ -528,3 +529,14 @@ def test_status_while_progressing() -> None:
     assert status is not None
     assert (status.available, status.progressing, status.updating) == (False, True, False)
     assert status.available_replicas == 0 and status.replicas == 2
+
+
+def test_observe_pod_answers_an_unchanged_object_once() -> None:
+    w = world(replicas=1)
+    pod = running(w.plan().creates[0].pods[0].pod)
+    first = observe_pod(pod, "sample")
+    assert observe_pod(pod, "sample") is first
+    newer = copy.deepcopy(pod)  # as the watch replaces an object
+    newer["status"]["phase"] = "Failed"
+    seen = observe_pod(newer, "sample")
+    assert seen is not None and seen.failed and seen is not first

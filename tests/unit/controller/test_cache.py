@@ -1,0 +1,144 @@
+"""The controller's cache of Pods and Services: events in resourceVersion order, lists merged
+with what events brought, the controller's own writes seen at once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelserving.api import labels
+from modelserving.controller.cache import ObjectCache
+from modelserving.controller.kube import MODEL_SERVINGS, PODS
+from modelserving.controller.reconciler import Reconciler
+from tests.unit.controller.test_reconciler import KEY, NS, FakeKube, model_serving
+
+pytest_plugins = ["tests.unit.controller.test_reconciler"]
+
+Obj = dict[str, Any]
+
+
+def pod(name: str, version: int, owner: str = "llm", uid: str | None = None, **extra: Any) -> Obj:
+    meta = {
+        "name": name,
+        "namespace": "ns",
+        "uid": uid or f"uid-{name}",
+        "resourceVersion": str(version),
+        "labels": {labels.NAME_LABEL: owner},
+        "managedFields": [{"manager": "kubelet"}],
+    }
+    return {"metadata": meta, **extra}
+
+
+def names(cache: ObjectCache, owner: str = "llm") -> dict[str, str]:
+    return {
+        o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+        for o in cache.objects("pods", "ns", owner)
+    }
+
+
+def test_an_older_event_never_replaces_a_newer_state() -> None:
+    cache = ObjectCache()
+    cache.written("pods", pod("a", 12))  # the controller's own patch
+    cache.event("pods", "MODIFIED", pod("a", 10))  # the watch's echo of an earlier state
+    assert names(cache) == {"a": "12"}
+    cache.event("pods", "MODIFIED", pod("a", 13))
+    assert names(cache) == {"a": "13"}
+    cache.event("pods", "DELETED", pod("a", 11))  # a stale deletion (another incarnation)
+    assert names(cache) == {"a": "13"}
+    cache.event("pods", "DELETED", pod("a", 14))
+    assert names(cache) == {}
+
+
+def test_objects_are_kept_without_managed_fields_by_their_model_serving() -> None:
+    cache = ObjectCache()
+    cache.event("pods", "ADDED", pod("a", 1))
+    cache.event("pods", "ADDED", pod("b", 1, owner="other"))
+    cache.event("pods", "ADDED", {"metadata": {"name": "foreign", "namespace": "ns"}})
+    (a,) = cache.objects("pods", "ns", "llm")
+    assert "managedFields" not in a["metadata"] and a["metadata"]["uid"] == "uid-a"
+    assert names(cache, "other") == {"b": "1"}
+
+
+def test_a_list_merges_with_what_events_brought_meanwhile() -> None:
+    cache = ObjectCache()
+    cache.event("pods", "ADDED", pod("gone", 5))  # deleted before the list was read
+    cache.event("pods", "ADDED", pod("new", 25))  # created after it
+    cache.event("pods", "MODIFIED", pod("kept", 22))  # changed after it
+    assert not cache.primed("pods", "ns", "llm")
+    listed = [pod("kept", 18), pod("other", 19)]
+    got = cache.prime("pods", "ns", "llm", listed, "20")
+    assert {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in got} == {
+        "new": "25",
+        "kept": "22",
+        "other": "19",
+    }
+    assert cache.primed("pods", "ns", "llm")
+    cache.forget("ns", "llm")  # a resync lists again
+    assert not cache.primed("pods", "ns", "llm")
+
+
+def test_a_deleted_object_counts_as_terminating_until_the_watch_says_more() -> None:
+    cache = ObjectCache()
+    cache.written("pods", pod("a", 3))
+    cache.deleting("pods", "ns", "llm", "a", "uid-other")  # another incarnation: untouched
+    assert "deletionTimestamp" not in cache.objects("pods", "ns", "llm")[0]["metadata"]
+    cache.deleting("pods", "ns", "llm", "a", "uid-a")
+    (a,) = cache.objects("pods", "ns", "llm")
+    assert a["metadata"]["deletionTimestamp"]
+    cache.event("pods", "DELETED", pod("a", 4))
+    assert names(cache) == {}
+
+
+def test_drop_forgets_a_model_serving() -> None:
+    cache = ObjectCache()
+    cache.prime("pods", "ns", "llm", [pod("a", 1)], "1")
+    cache.drop("ns", "llm")
+    assert cache.objects("pods", "ns", "llm") == [] and not cache.primed("pods", "ns", "llm")
+
+
+def test_a_pass_reads_the_cache_once_it_is_primed_and_sees_its_own_writes(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    rec.cache = ObjectCache()
+    kube.put(MODEL_SERVINGS, model_serving(replicas=2, workers=1))
+    rec.reconcile(KEY)
+    assert kube.lists == 2  # Pods and Services, once
+    made = kube.count("create", PODS)
+    rec.reconcile(KEY)
+    assert kube.lists == 2 and kube.count("create", PODS) == made == 4  # its creates, seen
+    kube.remove(PODS, "sample-1-server-0-1")
+    rec.cache.event(
+        "pods",
+        "DELETED",
+        {
+            "metadata": {
+                "name": "sample-1-server-0-1",
+                "namespace": NS,
+                "labels": {labels.NAME_LABEL: "sample"},
+            }
+        },
+    )
+    rec.reconcile(KEY)
+    assert kube.count("create", PODS) == 5 and kube.lists == 2
+
+
+def with_replicas(kube: FakeKube, n: int) -> None:
+    def change(ms: Obj) -> None:
+        ms["spec"]["replicas"] = n
+        ms["metadata"]["generation"] = 2
+
+    kube.edit(MODEL_SERVINGS, "sample", change)
+
+
+def test_with_a_cache_a_deleted_pod_is_terminating_for_the_next_pass(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    rec.cache = ObjectCache()
+    kube.put(MODEL_SERVINGS, model_serving(replicas=2, workers=1))
+    rec.reconcile(KEY)
+    with_replicas(kube, 1)
+    rec.reconcile(KEY)  # scale down: deletes ServingGroup sample-1
+    deleted = kube.count("delete", PODS)
+    assert deleted == 2
+    # the watch has not said anything yet: the next pass must not delete (or create) again
+    rec.reconcile(KEY)
+    assert kube.count("delete", PODS) == deleted and kube.count("create", PODS) == 4
