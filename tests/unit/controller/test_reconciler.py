@@ -157,6 +157,14 @@ class FakeKube(Kube):
             obj = self.objects.get((res.plural, namespace or "", name))
             return copy.deepcopy(obj) if obj is not None else None
 
+    def list_at(
+        self, res: Resource, namespace: str | None, selector: str | None = None
+    ) -> tuple[list[Obj], str]:
+        with self.lock:
+            self.lists += 1
+            version = str(next(self._versions))
+        return self.list(res, namespace, selector), version
+
     def list(self, res: Resource, namespace: str | None, selector: str | None = None) -> list[Obj]:
         with self.lock:
             found = [
@@ -169,14 +177,6 @@ class FakeKube(Kube):
                     if plural == PODS.plural:
                         self._bump(obj)  # e.g. the kubelet updated the status since the list
             return found
-
-    def list_at(
-        self, res: Resource, namespace: str | None, selector: str | None = None
-    ) -> tuple[list[Obj], str]:
-        with self.lock:
-            self.lists += 1
-            version = str(next(self._versions))
-        return self.list(res, namespace, selector), version
 
     def create(
         self, res: Resource, namespace: str, body: Obj, field_manager: str | None = None
