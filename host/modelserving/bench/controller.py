@@ -1,4 +1,5 @@
-"""``make bench``, controller part: time until the Pods of a big ModelServing are all created.
+"""``make bench``, controller part: time until the Pods of a big ModelServing are all created,
+and until it is available, with the controller's CPU and memory.
 
 A ModelServing of 100 ServingGroups x 2 roles x (1 entry + 3 workers) = 800 Pods (and 200
 headless Services) in three variants: without plugins (``none``), with three WebAssembly plugins
@@ -17,7 +18,8 @@ controller. Once both are up and the machine is quiet, the clock starts when the
 created and stops when a watch on its Pods (name label) has seen the last one. The variants
 rotate (none, native, wasm; then wasm, none, native; ...) for ``--rounds`` rounds (default 3).
 Printed: every run (time, CPU of the controller and of the control plane, reconcile passes, hook
-calls), the medians of each variant and the plugins' overhead (target: WASM at most 5 % on the
+calls; then the time until the ModelServing's Available condition is True, the controller's CPU
+until then per Pod, and this process's peak resident memory, reset before the run), the medians of each variant and the plugins' overhead (target: WASM at most 5 % on the
 time), the same comparisons made within each round (the variants of a round run back to back,
 which cancels the machine's slow drift), and from the controller's metrics where the plugin time
 went. Figures are printed, never
@@ -451,6 +453,14 @@ class Run:
     control_plane_cpu: float | None
     """CPU seconds the control plane's processes used in ``seconds``."""
     watch_restarts: int = 0
+    available: float | None = None
+    """From creating the ModelServing until its Available condition was True."""
+    cpu_available: float | None = None
+    """CPU seconds this process used until then."""
+    peak_rss_mb: float | None = None
+    """This process's peak resident memory during the run (VmHWM, reset before it)."""
+    idle_rss_mb: float | None = None
+    """Its resident memory before the ModelServing was created."""
 
 
 @contextmanager
@@ -484,6 +494,39 @@ def fresh_cluster(binaries: dict[str, Path]) -> Iterator[tuple[Path, tuple[int, 
             devcluster.down(directory)
 
 
+def _status_kb(field: str) -> float | None:
+    """A size from /proc/self/status, in kB (None where there is no /proc)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def reset_peak_rss() -> None:
+    """Start VmHWM (the peak resident memory) over from the current resident memory."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def wait_available(kube: Kube, namespace: str, name: str, timeout: float) -> float | None:
+    """perf_counter() when the ModelServing's Available condition is True (None: not in time)."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        got = kube.get(MODEL_SERVINGS, namespace, name) or {}
+        for cond in (got.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Available" and cond.get("status") == "True":
+                return time.perf_counter()
+        time.sleep(0.1)
+    return None
+
+
 def measure(
     kube: Kube, ctl: Controller, pids: tuple[int, ...], variant: str, module: bytes, groups: int
 ) -> Run:
@@ -502,13 +545,18 @@ def measure(
     settle(pids)
     watch = PodWatch(kube, namespace, name, want)
     before = Snapshot.of(ctl)
-    cpu, others = time.process_time(), control_plane_cpu(pids)
+    reset_peak_rss()
+    idle = _status_kb("VmRSS")
+    cpu_start, others = time.process_time(), control_plane_cpu(pids)
     started = time.perf_counter()
     kube.create(MODEL_SERVINGS, namespace, body)
     finished = watch.wait(RUN_TIMEOUT_S)
-    cpu, others_after = time.process_time() - cpu, control_plane_cpu(pids)
+    cpu, others_after = time.process_time() - cpu_start, control_plane_cpu(pids)
     others = None if others is None or others_after is None else others_after - others
     watch.close()
+    ready_at = wait_available(kube, namespace, name, RUN_TIMEOUT_S) if finished else None
+    cpu_available = time.process_time() - cpu_start if ready_at is not None else None
+    peak = _status_kb("VmHWM")
     # The pass that created the Pods ends with a status write; let it finish so its metrics
     # (hook calls are counted as they happen, Pods and reconciles at the end) are this run's.
     time.sleep(1.0)
@@ -524,6 +572,10 @@ def measure(
         cpu,
         others,
         watch.restarts,
+        (ready_at - started) if ready_at is not None else None,
+        cpu_available,
+        peak / 1024 if peak is not None else None,
+        idle / 1024 if idle is not None else None,
     )
 
 
@@ -557,6 +609,15 @@ def report_run(index: int, run: Run) -> None:
         f"{run.cpu:4.2f} s, control plane {others}; {passes} {m.reconcile_seconds:5.2f} s, "
         f"{hooks}" + (f"; Pod watch resumed {run.watch_restarts}x" if run.watch_restarts else "")
     )
+    if run.available is not None and run.cpu_available is not None:
+        per_pod = run.cpu_available / POD_COUNT * 1000
+        rss = f"{run.peak_rss_mb:.0f} MB" if run.peak_rss_mb is not None else "n/a"
+        idle = f"{run.idle_rss_mb:.0f} MB" if run.idle_rss_mb is not None else "n/a"
+        print(
+            f"           available after {run.available:6.2f} s; controller CPU to available "
+            f"{run.cpu_available:4.2f} s ({per_pod:.1f} ms per Pod); peak RSS {rss} "
+            f"(idle before {idle})"
+        )
 
 
 def report_hooks(runs: list[Run]) -> None:
@@ -628,6 +689,17 @@ def summary(runs: list[Run]) -> None:
     medians(lambda r: r.seconds, "s", f"time to {POD_COUNT} Pods:")
     medians(lambda r: r.cpu, "s", "controller CPU in that time:")
     medians(lambda r: r.control_plane_cpu, "s", "control plane CPU:")
+    medians(lambda r: r.available, "s", "time to available:")
+    medians(
+        lambda r: r.cpu_available / POD_COUNT * 1000 if r.cpu_available is not None else None,
+        "ms",
+        "CPU per Pod to available:",
+    )
+    medians(lambda r: r.peak_rss_mb, "MB", "peak RSS of the process:")
+    print(
+        "  targets (issue 21): controller CPU to available at most 5 ms per Pod, peak RSS at "
+        "most 100 MB (this process: the controller and the benchmark's Pod watch)"
+    )
     paired(runs)
     print(
         "  target: the three WASM plugins add at most 5 % to the time to all Pods "
