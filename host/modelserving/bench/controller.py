@@ -19,12 +19,12 @@ created and stops when a watch on its Pods (name label) has seen the last one. T
 rotate (none, native, wasm; then wasm, none, native; ...) for ``--rounds`` rounds (default 3).
 Printed: every run (time, CPU of the controller and of the control plane, reconcile passes, hook
 calls; then the time until the ModelServing's Available condition is True, the controller's CPU
-until then per Pod, and this process's peak resident memory, reset before the run), the medians of each variant and the plugins' overhead (target: WASM at most 5 % on the
-time), the same comparisons made within each round (the variants of a round run back to back,
-which cancels the machine's slow drift), and from the controller's metrics where the plugin time
-went. Figures are printed, never
-asserted. Without the cluster binaries (and no Go to build them) or without the compiled module
-the benchmark is skipped with a message.
+until then per Pod, and this process's peak resident memory, reset before the run), the medians
+of each variant and the plugins' overhead (target: WASM at most 5 % on the time), the same
+comparisons made within each round (the variants of a round run back to back, which cancels the
+machine's slow drift), and from the controller's metrics where the plugin time went. Figures are
+printed, never asserted. Without the cluster binaries (and no Go to build them) or without the
+compiled module the benchmark is skipped with a message.
 
 The control plane shares the machine with the controller: on a small machine the figures measure
 a CPU-saturated system (every CPU-second the plugins use delays something), and other load on the

@@ -144,6 +144,12 @@ class ObjectCache:
         with self._lock:
             self._primed = {k for k in self._primed if k[1:] != (namespace, owner)}
 
+    def forget_all(self) -> None:
+        """Every ModelServing lists again before its next read (the watch had to list again:
+        a deletion may have been missed)."""
+        with self._lock:
+            self._primed.clear()
+
     def drop(self, namespace: str, owner: str) -> None:
         """Forget a deleted ModelServing's objects (its watch events may still come)."""
         with self._lock:

@@ -5,8 +5,8 @@ annotations) and keeps no diff base or progress for them; they are coroutines th
 lock to queue a key, so kopf calls them on its loop instead of handing each event to a thread.
 kopf runs standalone because leadership is the controller's Lease. Watched:
 - ModelServings: their key is queued;
-- Pods and Services with the ModelServing name label: kept in the controller's cache (which
-  the passes read instead of listing them), and their owner's key is queued;
+- (Pods and Services with the ModelServing name label are watched by ``controller.watch``, not
+  kopf: thousands of events while a big ModelServing comes up);
 - ConfigMaps: the keys of ModelServings whose plugin modules come from them are queued;
 - Nodes (cluster-wide): when one is deleted or turns NotReady, or comes back, every
   ModelServing's key is queued.
@@ -119,16 +119,6 @@ def registry_for(controller: Controller) -> kopf.OperatorRegistry:
     @kopf.on.event(labels.GROUP, labels.VERSION, labels.PLURAL, registry=registry)
     async def model_serving(event: Mapping[str, Any], **_: Any) -> None:
         controller.model_serving_event(event.get("type"), event.get("object") or {})
-
-    owned = {labels.NAME_LABEL: kopf.PRESENT}
-
-    @kopf.on.event("", "v1", "pods", labels=owned, registry=registry)
-    async def pod(event: Mapping[str, Any], **_: Any) -> None:
-        controller.owned_event("pods", event.get("type"), event.get("object") or {})
-
-    @kopf.on.event("", "v1", "services", labels=owned, registry=registry)
-    async def service(event: Mapping[str, Any], **_: Any) -> None:
-        controller.owned_event("services", event.get("type"), event.get("object") or {})
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
     async def node(event: Mapping[str, Any], **_: Any) -> None:

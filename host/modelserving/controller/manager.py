@@ -1,14 +1,16 @@
 """The running controller: leader election, kopf watches, reconcile workers, metrics and health.
 
 ``Controller.run`` is what ``modelserving run`` calls. It serves /healthz at once (a standby
-replica is alive too), waits to lead (a Lease), then starts the workers and kopf. kopf's watch
-handlers only put ModelServing keys in the work queue; the workers reconcile one key at a time
-each, and API writes go through a bounded pool. Losing the lease stops everything, so a replica
+replica is alive too), waits to lead (a Lease), then starts the workers, the Pods' and
+Services' watches (``controller.watch``, into the ``controller.cache`` the passes read) and kopf
+(ModelServings, ConfigMaps, Nodes). Events only put ModelServing keys in the work queue; the
+workers reconcile one key at a time each, and API writes go through a bounded pool. Losing the lease stops everything, so a replica
 never acts without leading; Kubernetes restarts the container and it waits as standby.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from modelserving.api import labels
 from modelserving.api.operator import OperatorConfig
 from modelserving.chain import CallRecord, ChainCache
 from modelserving.chain.objects import ObjectValidator
@@ -27,7 +30,7 @@ from modelserving.controller import handlers
 from modelserving.controller.cache import ObjectCache, owner_of
 from modelserving.controller.config import pod_namespace, sandbox_settings
 from modelserving.controller.events import EventRecorder
-from modelserving.controller.kube import CRDS, ApiError, Kube
+from modelserving.controller.kube import CRDS, PODS, SERVICES, ApiError, Kube
 from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
 from modelserving.controller.metrics import Metrics
 from modelserving.controller.nodes import NodeStates
@@ -39,6 +42,7 @@ from modelserving.controller.reconciler import (
     Recorder,
     RetryLater,
 )
+from modelserving.controller.watch import Watch
 from modelserving.plugins.exports import plugin_sandbox, set_default_sandbox
 from modelserving.sandbox import Sandbox
 from modelserving.workload.gang import NO_VOLCANO, POD_GROUP_CRD, VolcanoApi, volcano_api
@@ -365,9 +369,12 @@ class Controller:
         for worker in workers:
             worker.start()
         threading.Thread(target=self._resync, args=(stop,), name="resync", daemon=True).start()
+        watches = self._watches()
         try:
             handlers.run_kopf(self, stop, ready)
         finally:
+            for watch in watches:
+                watch.stop()
             self.leading.clear()
             self.metrics.set_leader(False)
             self.queue.shutdown()
@@ -378,6 +385,22 @@ class Controller:
                 elector.release()
             self._close(servers)
         return 1 if self.lost_leadership else 0
+
+    def _watches(self) -> list[Watch]:
+        """The Pods' and Services' watches (one per watched namespace, or one for all)."""
+        namespaces: list[str | None] = list(self.config.watch_namespaces) or [None]
+        return [
+            Watch(
+                self.kube,
+                res,
+                labels.NAME_LABEL,
+                namespace,
+                functools.partial(self.owned_event, res.plural),
+                self.cache.forget_all,
+            ).start()
+            for res in (PODS, SERVICES)
+            for namespace in namespaces
+        ]
 
     @staticmethod
     def _close(servers: list[Any]) -> None:

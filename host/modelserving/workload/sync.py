@@ -210,6 +210,8 @@ class _Sync:
         )
         self.previous = ms.status.current_revision if ms.status else None
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
+        self._at: dict[str, ModelServing | None] = {}
+        self._hashes_at: dict[str, dict[str, str]] = {}
         self.cause = "scale"
 
     # --- helpers ---------------------------------------------------------------------------
@@ -229,6 +231,11 @@ class _Sync:
         """The ModelServing as it was at ``rev`` (from the revision history), when known."""
         if rev == self.update_revision:
             return self.ms
+        if rev not in self._at:
+            self._at[rev] = self._from_history(rev)
+        return self._at[rev]
+
+    def _from_history(self, rev: str) -> ModelServing | None:
         roles = self.history.get(rev)
         if roles is None:
             return None
@@ -244,9 +251,16 @@ class _Sync:
         key = (index, rev)
         if key not in self._plans:
             ms = self.ms_at(rev)
-            self._plans[key] = (
-                None if ms is None else plan_group(ms, index, revision=rev, gang=self.gang)
-            )
+            if ms is None:
+                self._plans[key] = None
+            else:
+                if rev not in self._hashes_at:  # once per revision, not per ServingGroup
+                    same = rev == self.update_revision
+                    self._hashes_at[rev] = self.hashes if same else role_template_hashes(ms)
+                hashes = self._hashes_at[rev]
+                self._plans[key] = plan_group(
+                    ms, index, revision=rev, gang=self.gang, template_hashes=hashes
+                )
         return self._plans[key]
 
     def role_partition(self, role: Role) -> int:
