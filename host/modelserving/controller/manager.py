@@ -4,8 +4,9 @@
 replica is alive too), waits to lead (a Lease), then starts the workers, the Pods' and
 Services' watches (``controller.watch``, into the ``controller.cache`` the passes read) and kopf
 (ModelServings, ConfigMaps, Nodes). Events only put ModelServing keys in the work queue; the
-workers reconcile one key at a time each, and API writes go through a bounded pool. Losing the lease stops everything, so a replica
-never acts without leading; Kubernetes restarts the container and it waits as standby.
+workers reconcile one key at a time each, and API writes go through a bounded pool. Losing the
+lease stops everything, so a replica never acts without leading; Kubernetes restarts the
+container and it waits as standby.
 """
 
 from __future__ import annotations
