@@ -11,15 +11,16 @@ against ``native`` what running them in the sandbox costs.
 
 Every run gets a fresh local control plane (``modelserving.devcluster``: etcd, kube-apiserver,
 scheduler, controller-manager and kwok Nodes, so every Pod is also scheduled and "runs") and a
-fresh controller in this process (kopf and the reconcile workers in threads, as ``modelserving
-run`` has them), so no run inherits another's garbage (deleted objects, watch caches, etcd
-history). The module's compiled artifact is on disk after the first run, as for a restarted
-controller. Once both are up and the machine is quiet, the clock starts when the ModelServing is
-created and stops when a watch on its Pods (name label) has seen the last one. The variants
+fresh controller in a Python process of its own (kopf, the watches and the reconcile workers in
+threads, as ``modelserving run`` has them, and the benchmark's Pod watch), so no run inherits
+another's garbage (deleted objects, watch caches, etcd history, the process's memory). The
+module's compiled artifact is on disk after the first run, as for a restarted controller. Once
+both are up and the machine is quiet, the clock starts when the ModelServing is created and stops
+when a watch on its Pods (name label) has seen the last one. The variants
 rotate (none, native, wasm; then wasm, none, native; ...) for ``--rounds`` rounds (default 3).
 Printed: every run (time, CPU of the controller and of the control plane, reconcile passes, hook
 calls; then the time until the ModelServing's Available condition is True, the controller's CPU
-until then per Pod, and this process's peak resident memory, reset before the run), the medians
+until then per Pod, and the run's process's peak resident memory), the medians
 of each variant and the plugins' overhead (target: WASM at most 5 % on the time), the same
 comparisons made within each round (the variants of a round run back to back, which cancels the
 machine's slow drift), and from the controller's metrics where the plugin time went. Figures are
@@ -35,11 +36,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import hashlib
 import json
 import logging
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -595,6 +598,50 @@ def one_run(binaries: dict[str, Path], variant: str, module: bytes, groups: int 
             ours.close()
 
 
+RUN_PREFIX = "bench-run: "
+
+
+def run_as_json(run: Run) -> str:
+    fields = dataclasses.asdict(run)
+    fields["metrics"] = {
+        "hook_calls": [[*k, v] for k, v in run.metrics.hook_calls.items()],
+        "hook_seconds": [[*k, v] for k, v in run.metrics.hook_seconds.items()],
+        "reconciles": run.metrics.reconciles,
+        "reconcile_seconds": run.metrics.reconcile_seconds,
+        "pods_created": run.metrics.pods_created,
+    }
+    return json.dumps(fields)
+
+
+def run_from_json(text: str) -> Run:
+    fields = json.loads(text)
+    m = fields.pop("metrics")
+    metrics = Snapshot(
+        {(p, h, r): v for p, h, r, v in m["hook_calls"]},
+        {(p, h): v for p, h, v in m["hook_seconds"]},
+        m["reconciles"],
+        m["reconcile_seconds"],
+        m["pods_created"],
+    )
+    return Run(metrics=metrics, **fields)
+
+
+def run_in_child(variant: str, groups: int = GROUPS) -> Run:
+    """``one_run`` in a new Python process, so that its CPU and peak memory are the controller's
+    alone, not those of the runs before it in this process."""
+    command = [sys.executable, "-m", "modelserving.bench.controller", "--one", variant]
+    command += ["--groups", str(groups)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S * 3, check=False
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith(RUN_PREFIX):
+            return run_from_json(line[len(RUN_PREFIX) :])
+        print(line)
+    tail = (done.stderr or "").strip().splitlines()[-5:]
+    raise RuntimeError(f"the {variant} run failed (exit {done.returncode}): " + " | ".join(tail))
+
+
 def report_run(index: int, run: Run) -> None:
     m = run.metrics
     took = f"{run.seconds:6.2f} s" if run.seconds is not None else "   n/a  "
@@ -738,7 +785,7 @@ def run_order(rounds: int) -> list[str]:
 def benchmark(binaries: dict[str, Path], rounds: int = ROUNDS) -> None:
     """The runs, each on its own control plane."""
     try:
-        module = builtin_wasm(MODULE_FILE)
+        builtin_wasm(MODULE_FILE)  # the runs load it
     except ArtifactMissing as exc:
         print(f"  skipped: {exc}")
         return
@@ -750,11 +797,11 @@ def benchmark(binaries: dict[str, Path], rounds: int = ROUNDS) -> None:
         f"{os.cpu_count()} CPUs shared with the control plane; a fresh control plane and "
         "controller for every run"
     )
-    warm = one_run(binaries, "wasm", module, groups=2)
+    warm = run_in_child("wasm", groups=2)
     print(f"  warm-up (2 ServingGroups, wasm: the module compiled): {warm.seconds or 0:.2f} s")
     runs = []
     for index, variant in enumerate(run_order(rounds), start=1):
-        runs.append(one_run(binaries, variant, module))
+        runs.append(run_in_child(variant))
         report_run(index, runs[-1])
         sys.stdout.flush()
     summary(runs)
@@ -765,9 +812,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rounds", type=int, default=ROUNDS, help=f"runs per variant (default {ROUNDS})"
     )
-    rounds = max(1, parser.parse_args(argv).rounds)
+    parser.add_argument("--one", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--groups", type=int, default=GROUPS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    rounds = max(1, args.rounds)
     # kopf's notes (signals in a thread, retries while the API server starts) are not figures.
     logging.getLogger("kopf").setLevel(logging.ERROR)
+    if args.one:  # one run, in a process of its own (run_in_child)
+        found = devcluster.cached_binaries()
+        if found is None:
+            raise SystemExit("no local control plane binaries")
+        run = one_run(found, args.one, builtin_wasm(MODULE_FILE), groups=args.groups)
+        print(RUN_PREFIX + run_as_json(run), flush=True)
+        return
     print(
         f"controller benchmark: ModelServing of {GROUPS} ServingGroups x {len(ROLES)} roles x "
         f"(1 entry + {WORKERS} workers) = {POD_COUNT} Pods: without plugins, with three "

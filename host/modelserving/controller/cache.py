@@ -3,7 +3,8 @@
 A pass used to list every Pod and Service of its ModelServing from the API server. While 800
 Pods turn Ready, each of the passes that follow their events decoded all 800 again: JSON decoding
 was 40 % of the controller's CPU. The watch already delivers every object whole, so
-``ObjectCache`` keeps them (without ``managedFields``), and a pass reads them from here.
+``ObjectCache`` keeps them (without ``managedFields``, and of a Pod's spec only its Node), and a
+pass reads them from here.
 
 Consistency:
 - A ModelServing's objects are listed once (``prime``) before its first pass reads the cache, and
@@ -42,12 +43,18 @@ def _older(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return va is not None and vb is not None and va < vb
 
 
-def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """``obj`` without ``metadata.managedFields`` (half of a Pod's JSON, never read here)."""
+def slim(plural: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a pass reads of ``obj``: without ``metadata.managedFields``, and of a Pod's spec only
+    ``nodeName`` (the rest is the template the controller made; OnPodReady hooks, which are
+    given the whole Pod, read it from the API). Most of a Pod's JSON, never read here."""
     meta = obj.get("metadata") or {}
-    if "managedFields" not in meta:
-        return dict(obj)
-    return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    out = dict(obj)
+    if "managedFields" in meta:
+        out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    if plural == "pods" and "spec" in obj:
+        node = (obj.get("spec") or {}).get("nodeName")
+        out["spec"] = {"nodeName": node} if node else {}
+    return out
 
 
 def owner_of(obj: Mapping[str, Any]) -> str | None:
@@ -86,7 +93,7 @@ class ObjectCache:
             if event_type == "DELETED":
                 found.pop(name, None)
             else:
-                found[name] = slim(obj)
+                found[name] = slim(plural, obj)
 
     def written(self, plural: str, obj: Mapping[str, Any]) -> None:
         """The controller created or changed ``obj`` (the API's answer)."""
@@ -131,7 +138,7 @@ class ObjectCache:
             for name, obj in listed.items():
                 old = found.get(name)
                 if old is None or not _older(obj, old):
-                    found[name] = slim(obj)
+                    found[name] = slim(plural, obj)
             self._primed.add(key)
             return list(found.values())
 

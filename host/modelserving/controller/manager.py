@@ -189,6 +189,7 @@ class Controller:
                 objects=ObjectValidator(
                     config.object_policy, config.patch_policy.protected_prefixes
                 ),
+                groups_ahead=2 * config.concurrency.api_writes,
             ),
             self.reports,
             gang=_Volcano(self.kube),

@@ -108,6 +108,9 @@ class ReconcilerSettings:
     plugin_namespaces: frozenset[str] = frozenset()
     max_module_bytes: int = 32 * 1024 * 1024
     objects: ObjectValidator = field(default_factory=ObjectValidator)
+    groups_ahead: int = 32
+    """ServingGroups whose Pods a pass builds (plugin chain run) before the write pool has
+    created them: more would only hold memory (every Pod of a big ModelServing at once)."""
 
 
 @dataclass
@@ -449,12 +452,19 @@ class Reconciler:
         if work.chain is None or not plan.creates:
             return
         jobs: list[Future[int]] = []
+        ahead = threading.BoundedSemaphore(max(1, self.settings.groups_ahead))
         for group in plan.creates:
+            ahead.acquire()
             if self.stopping(work.key):
+                ahead.release()
                 break
             steps = self._run_chain(work, group)
-            if steps is not None:
-                jobs.append(self.writes.submit(self._create_group, work, group, steps))
+            if steps is None:
+                ahead.release()
+                continue
+            job = self.writes.submit(self._create_group, work, group, steps)
+            job.add_done_callback(lambda _: ahead.release())
+            jobs.append(job)
         for job in jobs:
             try:
                 work.created += job.result()
@@ -527,7 +537,16 @@ class Reconciler:
         for desired in plan.ready_hooks:
             if not chain.has_ready_hooks(desired):
                 continue
-            meta = desired.pod.get("metadata", {})
+            if self.cache is None:
+                pod = desired.pod
+            else:
+                # the cache keeps no Pod spec: the hooks get the Pod as the API has it now
+                found = self.kube.get(PODS, work.ms.namespace, desired.name)
+                notes = ((found or {}).get("metadata") or {}).get("annotations") or {}
+                if found is None or READY_HOOKS_ANNOTATION in notes:
+                    continue  # gone, or claimed since the cache's copy
+                pod = found
+            meta = pod.get("metadata", {})
             claim = {
                 "metadata": {
                     "resourceVersion": meta.get("resourceVersion"),
@@ -545,7 +564,7 @@ class Reconciler:
                     work.api_errors.append(str(exc))
                 continue
             monitors = {e.name for e in chain.entries if e.spec.monitor}
-            for failure in chain.on_pod_ready(desired, desired.pod, work.ms):
+            for failure in chain.on_pod_ready(desired, pod, work.ms):
                 if failure.plugin in monitors:
                     message = f"{failure} (mode Monitor: nothing blocked)"
                     self.recorder.event(work.raw, "Normal", "PluginMonitored", message)

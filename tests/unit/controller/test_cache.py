@@ -5,11 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from modelserving.api import labels
+from modelserving.chain import Chain
 from modelserving.controller.cache import ObjectCache
-from modelserving.controller.kube import MODEL_SERVINGS, PODS
+from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, PODS
 from modelserving.controller.reconciler import Reconciler
-from tests.unit.controller.test_reconciler import KEY, NS, FakeKube, model_serving
+from tests.unit.controller.test_reconciler import (
+    KEY,
+    NS,
+    READY_ONLY,
+    FakeKube,
+    config_map,
+    model_serving,
+    set_running,
+    wasm_plugin,
+)
 
 pytest_plugins = ["tests.unit.controller.test_reconciler"]
 
@@ -142,3 +154,40 @@ def test_with_a_cache_a_deleted_pod_is_terminating_for_the_next_pass(
     # the watch has not said anything yet: the next pass must not delete (or create) again
     rec.reconcile(KEY)
     assert kube.count("delete", PODS) == deleted and kube.count("create", PODS) == 4
+
+
+def test_a_pod_is_kept_without_its_spec_but_its_node() -> None:
+    cache = ObjectCache()
+    body = pod("a", 1, spec={"nodeName": "n1", "containers": [{"name": "c"}]}, status={"x": 1})
+    cache.event("pods", "ADDED", body)
+    (kept,) = cache.objects("pods", "ns", "llm")
+    assert kept["spec"] == {"nodeName": "n1"} and kept["status"] == {"x": 1}
+    service = pod("s", 1, spec={"clusterIP": "None"})
+    cache.event("services", "ADDED", service)
+    assert cache.objects("services", "ns", "llm")[0]["spec"] == {"clusterIP": "None"}
+
+
+def test_with_a_cache_on_pod_ready_hooks_get_the_whole_pod_from_the_api(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec.cache = ObjectCache()
+    kube.put(CONFIG_MAPS, config_map("ready", READY_ONLY))
+    plugin = wasm_plugin("ready", "ready", READY_ONLY)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1, workers=0, plugins=[plugin]))
+    rec.reconcile(KEY)
+    (name,) = kube.all(PODS)
+    set_running(kube, name)
+    rec.cache.event("pods", "MODIFIED", kube.all(PODS)[name])
+    assert "containers" not in rec.cache.objects("pods", NS, "sample")[0]["spec"]
+    seen: list[Obj] = []
+    original = Chain.on_pod_ready
+
+    def spy(self: Chain, desired: Any, pod: Obj, ms: Any) -> Any:
+        seen.append(pod)
+        return original(self, desired, pod, ms)
+
+    monkeypatch.setattr(Chain, "on_pod_ready", spy)
+    rec.reconcile(KEY)
+    assert [p["spec"]["containers"][0]["name"] for p in seen] == ["entry"]
+    rec.reconcile(KEY)  # claimed: not called again
+    assert len(seen) == 1
