@@ -791,9 +791,10 @@ def benchmark(binaries: dict[str, Path], rounds: int = ROUNDS) -> None:
         return
     config = OperatorConfig()
     print(
-        f"  controller in this process: {config.concurrency.reconciles} reconcile workers, "
+        f"  controller in a process of its own per run: {config.concurrency.reconciles} "
+        "reconcile workers, "
         f"{config.concurrency.api_writes} concurrent API writes "
-        f"({config.concurrency.api_writes + 8} connections), kopf watches in a thread; "
+        f"({config.concurrency.api_writes + 8} connections), the watches in threads; "
         f"{os.cpu_count()} CPUs shared with the control plane; a fresh control plane and "
         "controller for every run"
     )
