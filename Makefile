@@ -105,7 +105,7 @@ test: setup system-deps ## lint, generated-file checks (crds, wasm), Rust and Go
 test-unit: setup ## only the fast tests that need no cluster or toolchain
 	$(BIN)/pytest tests/unit
 
-bench: setup system-deps ## print performance figures (render, plugins native vs WebAssembly, the controller creating 800 Pods)
+bench: setup system-deps ## print performance figures (render, plugins native vs WebAssembly, the controller with 800 Pods, fleets of 1k/5k/10k Pods)
 	$(PY) -m modelserving.bench
 
 render-example: setup ## render the example ModelServings offline (two roles; multi-node vLLM with built-in plugins)

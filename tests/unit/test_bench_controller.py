@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from modelserving.bench.controller import Run, Snapshot, paired, run_order
+from modelserving.bench.controller import (
+    Run,
+    Snapshot,
+    paired,
+    run_as_json,
+    run_from_json,
+    run_order,
+)
+from modelserving.bench.fleet import FleetRun, report, settled
 
 
 def run(variant: str, seconds: float | None) -> Run:
@@ -37,3 +45,42 @@ def test_paired_compares_within_rounds(capsys: pytest.CaptureFixture[str]) -> No
 def test_paired_needs_two_rounds(capsys: pytest.CaptureFixture[str]) -> None:
     paired([run("none", 5.0), run("native", 5.5), run("wasm", 5.25)])
     assert capsys.readouterr().out == ""
+
+
+def test_a_run_goes_from_its_process_to_the_benchmark_whole() -> None:
+    got = Run(
+        "wasm",
+        8.0,
+        0.1,
+        Snapshot({("p", "OnPodCreate", "ok"): 800.0}, {("p", "OnPodCreate"): 0.4}, 17, 12.5, 800),
+        2.0,
+        13.0,
+        available=15.5,
+        cpu_available=3.3,
+        peak_rss_mb=98.0,
+        idle_rss_mb=83.0,
+    )
+    assert run_from_json(run_as_json(got)) == got
+
+
+def test_the_fleet_waits_for_every_group_updated_and_available_at_its_generation() -> None:
+    ready = {
+        "status": {
+            "observedGeneration": 2,
+            "updatedReplicas": 125,
+            "availableReplicas": 125,
+            "conditions": [{"type": "Available", "status": "True"}],
+        }
+    }
+    assert settled(ready, 2, 125)
+    assert not settled(ready, 3, 125)  # the update is not observed yet
+    assert not settled(ready, 2, 126)
+    rolling = {"status": {**ready["status"], "updatedReplicas": 100}}
+    assert not settled(rolling, 2, 125)
+
+
+def test_the_fleet_report_gives_per_pod_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    report(FleetRun(1000, 7.0, 14.0, 4.0, 3500, 97.0, 30.0, 2.0))
+    out = capsys.readouterr().out
+    assert "CPU to available 4.00 ms/Pod, 3.50 API requests/Pod, peak RSS 97 MB" in out
+    assert "rolling update 30.0 s, 2.00 ms CPU/Pod" in out

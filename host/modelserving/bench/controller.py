@@ -484,13 +484,15 @@ def running_controller(client: Any, config: OperatorConfig) -> Iterator[Controll
 
 
 @contextmanager
-def fresh_cluster(binaries: dict[str, Path]) -> Iterator[tuple[Path, tuple[int, ...]]]:
+def fresh_cluster(
+    binaries: dict[str, Path], nodes: int = NODES
+) -> Iterator[tuple[Path, tuple[int, ...]]]:
     """A new control plane (kubeconfig, process ids) for one run; gone when the block ends."""
     with tempfile.TemporaryDirectory(prefix="modelserving-bench-") as tmp:
         directory = Path(tmp) / "cluster"
         try:
             state = devcluster.up(
-                directory, nodes=NODES, binaries=binaries, die_with_parent=True, timeout=120
+                directory, nodes=nodes, binaries=binaries, die_with_parent=True, timeout=120
             )
             yield state.kubeconfig, tuple(p.pid for p in state.processes)
         finally:

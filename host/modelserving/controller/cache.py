@@ -28,6 +28,11 @@ from typing import Any
 
 from modelserving.api import labels
 
+GONE_S = 1.0
+"""How long a Pod's name rests after the watch saw it deleted, before a pass makes it again. A
+node agent may still act on the old Pod by name (kwok deletes it again, and then deletes the
+new one: the ServingGroup never settles); a pass seconds later never saw that."""
+
 Bucket = tuple[str, str, str]
 """(plural, namespace, ModelServing name)."""
 
@@ -71,6 +76,8 @@ class ObjectCache:
         self._lock = threading.Lock()
         self._objects: dict[Bucket, dict[str, dict[str, Any]]] = {}
         self._primed: set[Bucket] = set()
+        self._gone: dict[Bucket, dict[str, float]] = {}
+        """When each object the watch saw deleted went, by name (for ``recently_gone``)."""
 
     @staticmethod
     def bucket(plural: str, obj: Mapping[str, Any]) -> Bucket | None:
@@ -92,6 +99,12 @@ class ObjectCache:
                 return
             if event_type == "DELETED":
                 found.pop(name, None)
+                gone = self._gone.setdefault(key, {})
+                now = time.monotonic()
+                gone[name] = now
+                if len(gone) > 64:
+                    for old_name in [n for n, t in gone.items() if now - t > GONE_S]:
+                        del gone[old_name]
             else:
                 found[name] = slim(plural, obj)
 
@@ -110,6 +123,13 @@ class ObjectCache:
             meta = dict(old.get("metadata") or {})
             meta.setdefault("deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             found[name] = {**old, "metadata": meta}
+
+    def recently_gone(self, plural: str, namespace: str, owner: str) -> set[str]:
+        """Objects deleted less than ``GONE_S`` ago, by name."""
+        now = time.monotonic()
+        with self._lock:
+            gone = self._gone.get((plural, namespace, owner)) or {}
+            return {n for n, t in gone.items() if now - t < GONE_S}
 
     def primed(self, plural: str, namespace: str, owner: str) -> bool:
         with self._lock:
@@ -162,4 +182,6 @@ class ObjectCache:
         with self._lock:
             for key in [k for k in self._objects if k[1:] == (namespace, owner)]:
                 del self._objects[key]
+            for key in [k for k in self._gone if k[1:] == (namespace, owner)]:
+                del self._gone[key]
             self._primed = {k for k in self._primed if k[1:] != (namespace, owner)}

@@ -9,6 +9,7 @@ status; ``NotFound``/``Conflict`` are its named cases.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -98,6 +99,13 @@ class Kube:
 
     def __init__(self, api: Any) -> None:
         self.api = api
+        self._requests = itertools.count()
+        self._sent = 0
+
+    @property
+    def requests(self) -> int:
+        """Requests sent so far (for the benchmarks)."""
+        return self._sent
 
     @property
     def configuration(self) -> Any:
@@ -112,6 +120,7 @@ class Kube:
         content_type: str = JSON,
     ) -> Any:
         """Send one request; the decoded JSON answer, or ApiError for any non-2xx status."""
+        self._sent = next(self._requests) + 1
         headers = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type

@@ -149,7 +149,10 @@ class Health:
 
 
 EVENT_BATCH_S = 0.5
-"""How long events about a ModelServing's Pods, Services and status gather before its pass."""
+"""How long events about a ModelServing's Pods, Services and status gather before its pass, at
+least; for a ModelServing whose passes take longer, ``PASS_SHARE`` times its last pass."""
+PASS_SHARE = 2.0
+"""So a ModelServing's event-driven passes take at most a third of a core, however big it is."""
 
 
 class Controller:
@@ -205,6 +208,8 @@ class Controller:
         self.reconciler.cache = self.cache
         self.nodes = NodeStates()
         self.reconciler.lost_nodes = self.nodes.lost
+        self._pass_seconds: dict[Key, float] = {}
+        """How long each ModelServing's last pass took."""
         self.passes: Counter[Key] = Counter()
         """Finished reconcile passes by key (for tests and debugging)."""
         self.leading = threading.Event()
@@ -256,7 +261,8 @@ class Controller:
 
     def _batched(self, key: Key) -> None:
         self.known.add(key)
-        self.queue.add_batched(key, EVENT_BATCH_S)
+        window = max(EVENT_BATCH_S, PASS_SHARE * self._pass_seconds.get(key, 0.0))
+        self.queue.add_batched(key, window)
         self.metrics.set_queue_depth(len(self.queue))
 
     def node_event(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
@@ -311,6 +317,7 @@ class Controller:
                     exc_info=not isinstance(exc, ApiError),
                 )
             finally:
+                self._pass_seconds[key] = time.perf_counter() - started
                 self.passes[key] += 1
                 self.queue.done(key)
                 self.metrics.observe_reconcile(result, time.perf_counter() - started)

@@ -201,6 +201,9 @@ class Reconciler:
             history=history,
             seen_failed=self.seen_failed,
             lost_nodes=self._lost_nodes(pods),
+            recently_gone=(
+                self.cache.recently_gone(PODS.plural, namespace, name) if self.cache else ()
+            ),
         )
         self._delete(work, plan)
         self._update_pod_groups(work, plan)

@@ -167,6 +167,7 @@ class _Sync:
         history: Mapping[str, Sequence[Mapping[str, Any]]],
         seen_failed: Mapping[str, float],
         lost_nodes: Mapping[str, str],
+        recently_gone: set[str],
     ) -> None:
         self.ms = ms
         self.now = now
@@ -187,6 +188,9 @@ class _Sync:
             self.observed = [self._on_lost_node(o, lost_nodes) for o in self.observed]
         # Every name in use blocks a create, including Pods this ModelServing does not control.
         self.pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in pods}
+        # a name whose Pod was deleted a moment ago is waited for, as a terminating one is
+        self.pod_names |= recently_gone
+        self.terminating_names |= recently_gone
         self.groups: dict[int, _Group] = {}
         for o in sorted(self.observed, key=lambda o: (o.group_index, o.role_id, o.pod_index)):
             self.groups.setdefault(o.group_index, _Group(o.group_index, [])).pods.append(o)
@@ -669,6 +673,7 @@ def sync(
     history: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     seen_failed: Mapping[str, float] | None = None,
     lost_nodes: Mapping[str, str] | None = None,
+    recently_gone: Iterable[str] = (),
 ) -> SyncPlan:
     """Decide one reconcile pass of ``ms`` (see the module docstring).
 
@@ -679,10 +684,14 @@ def sync(
     status carries no time, for the grace period. ``lost_nodes`` gives the state of Nodes that
     are not Ready or were deleted (``NODE_NOT_READY``, ``NODE_DELETED``): their Pods do not
     count as ready, and a Pod on a deleted Node is recovered at once and deleted with no grace
-    period.
+    period. ``recently_gone`` names Pods deleted a moment ago: they are made again a little
+    later, as if still terminating.
     """
     lost = lost_nodes or {}
-    s = _Sync(ms, pods, services, pod_groups, now, gang, history or {}, seen_failed or {}, lost)
+    gone = set(recently_gone)
+    s = _Sync(
+        ms, pods, services, pod_groups, now, gang, history or {}, seen_failed or {}, lost, gone
+    )
     previous = ms.status.current_revision if ms.status else None
     s.out.status = s.status(previous)
     s.recover()

@@ -9,8 +9,9 @@ from typing import Any
 
 from kubernetes import client
 
+from modelserving.api.labels import NAME_LABEL
 from modelserving.api.operator import OperatorConfig
-from modelserving.controller.manager import Controller, Health
+from modelserving.controller.manager import EVENT_BATCH_S, Controller, Health
 from modelserving.controller.queue import WorkQueue
 from modelserving.plugins.exports import set_default_sandbox
 
@@ -84,6 +85,27 @@ def test_the_watch_tells_a_running_pass_that_its_model_serving_is_deleted(tmp_pa
         assert ctl.reconciler.stopping(key)
         ctl.model_serving_event("ADDED", {"metadata": meta})  # made again under the same name
         assert not ctl.reconciler.stopping(key)
+    finally:
+        ctl.writes.shutdown()
+        set_default_sandbox(None)
+
+
+def test_events_of_a_model_serving_with_long_passes_gather_longer(tmp_path: Path) -> None:
+    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
+    ctl = Controller(config, client.ApiClient(), serve_http=False)
+    try:
+        clock = _Clock()
+        ctl.queue = WorkQueue(clock=clock)
+        pod = {"metadata": {"namespace": "ns", "name": "p", "labels": {NAME_LABEL: "big"}}}
+        ctl.owned_event("pods", "MODIFIED", pod)
+        clock.now += EVENT_BATCH_S
+        assert _pending(ctl.queue) == [("ns", "big")]
+        ctl._pass_seconds[("ns", "big")] = 1.5  # a pass over 10,000 Pods
+        ctl.owned_event("pods", "MODIFIED", pod)
+        clock.now += 2.9
+        assert _pending(ctl.queue) == []
+        clock.now += 0.1
+        assert _pending(ctl.queue) == [("ns", "big")]  # 2 x the last pass: 3 s
     finally:
         ctl.writes.shutdown()
         set_default_sandbox(None)

@@ -540,3 +540,20 @@ def test_observe_pod_answers_an_unchanged_object_once() -> None:
     newer["status"]["phase"] = "Failed"
     seen = observe_pod(newer, "sample")
     assert seen is not None and seen.failed and seen is not first
+
+
+def test_a_pod_deleted_a_moment_ago_is_made_again_a_little_later() -> None:
+    w = world(replicas=1, roles=pd_roles())
+    w.converge()
+    del w.pods["sample-0-decode-1-0"]  # the watch saw it go just now
+    plan = sync(
+        w.ms,
+        list(w.pods.values()),
+        list(w.services.values()),
+        list(w.pod_groups.values()),
+        now=w.now,
+        gang=True,
+        recently_gone=["sample-0-decode-1-0"],
+    )
+    assert plan.creates == [] and plan.requeue_after == 1.0
+    assert [s.name for g in w.plan().creates for s in g.pods] == ["sample-0-decode-1-0"]

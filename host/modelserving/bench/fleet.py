@@ -1,0 +1,197 @@
+"""``make bench``, fleet part: the controller's cost per Pod as the fleet grows (1k, 5k, 10k Pods).
+
+For each size, a fresh local control plane with enough kwok Nodes (110 Pods each) and a fresh
+controller in a Python process of its own get one ModelServing of the controller benchmark's
+shape (ServingGroups of 2 roles x an entry and 3 workers, no plugins). Printed per size: the time
+until every Pod is created and until the ModelServing is available, the controller's CPU to
+available per Pod, its API requests per Pod, the process's peak resident memory, and a rolling
+update of the whole fleet (a new image; ``maxUnavailable: 25%``) until every ServingGroup is
+updated and available again, with its CPU per Pod. The cost per Pod should stay flat as the
+fleet grows. Figures are printed, never asserted; the sizes run in order, smallest first, and a
+size that does not finish in time is reported and ends the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from modelserving import devcluster
+from modelserving.api.operator import OperatorConfig
+from modelserving.bench import controller as bench
+from modelserving.controller.kube import MODEL_SERVINGS, Kube, api_client
+
+SIZES = (1000, 5000, 10000)
+PODS_PER_GROUP = len(bench.ROLES) * (1 + bench.WORKERS)
+PODS_PER_NODE = 100
+"""kwok Nodes take 110 Pods; a little room is left."""
+TIMEOUT_S = 900.0
+PREFIX = "fleet-run: "
+NAMESPACE = "fleet"
+
+
+@dataclass
+class FleetRun:
+    pods: int
+    created: float | None = None
+    available: float | None = None
+    cpu_available: float | None = None
+    requests: int | None = None
+    peak_rss_mb: float | None = None
+    rollout: float | None = None
+    cpu_rollout: float | None = None
+    error: str | None = None
+
+
+def settled(ms: dict[str, Any], generation: int, groups: int) -> bool:
+    status = ms.get("status") or {}
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    return (
+        (status.get("observedGeneration") or 0) >= generation
+        and status.get("updatedReplicas") == groups
+        and status.get("availableReplicas") == groups
+        and conditions.get("Available") == "True"
+    )
+
+
+def _wait(kube: Kube, name: str, generation: int, groups: int, timeout: float) -> float | None:
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        got = kube.get(MODEL_SERVINGS, NAMESPACE, name) or {}
+        if settled(got, generation, groups):
+            return time.perf_counter()
+        time.sleep(0.5)
+    return None
+
+
+def one_size(binaries: dict[str, Path], pods: int) -> FleetRun:
+    """One fleet on its own control plane (in this process: run it in a child, see main)."""
+    groups = pods // PODS_PER_GROUP
+    run = FleetRun(groups * PODS_PER_GROUP)
+    config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
+    nodes = run.pods // PODS_PER_NODE + 2
+    with bench.fresh_cluster(binaries, nodes=nodes) as (kubeconfig, pids):
+        client = api_client(str(kubeconfig), pool_size=config.concurrency.api_writes + 8)
+        ours = api_client(str(kubeconfig), pool_size=4)
+        try:
+            kube = Kube(ours)
+            bench.install_crd(kube)
+            with bench.running_controller(client, config) as ctl:
+                measure(kube, ctl, pids, groups, run)
+        finally:
+            client.close()
+            ours.close()
+    return run
+
+
+def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: FleetRun) -> None:
+    bench.create_namespace(kube, NAMESPACE)
+    body = bench.model_serving("fleet", [], groups)
+    body["metadata"]["namespace"] = NAMESPACE
+    body["spec"]["rolloutStrategy"] = {
+        "type": "ServingGroupRollingUpdate",
+        "rollingUpdateConfiguration": {"maxUnavailable": "25%"},
+    }
+    bench.settle(pids)
+    watch = bench.PodWatch(kube, NAMESPACE, "fleet", run.pods)
+    bench.reset_peak_rss()
+    requests = ctl.kube.requests
+    cpu = time.process_time()
+    started = time.perf_counter()
+    kube.create(MODEL_SERVINGS, NAMESPACE, body)
+    if watch.wait(TIMEOUT_S) and watch.last is not None:
+        run.created = watch.last - started
+    watch.close()
+    ready = _wait(kube, "fleet", 1, groups, TIMEOUT_S)
+    if ready is None:
+        run.error = f"not available within {TIMEOUT_S:.0f} s"
+        return
+    run.available = ready - started
+    run.cpu_available = time.process_time() - cpu
+    run.requests = ctl.kube.requests - requests
+    # the whole fleet rolls to a new image
+    cpu = time.process_time()
+    started = time.perf_counter()
+    patch = {"spec": {"template": {"roles": body["spec"]["template"]["roles"]}}}
+    for role in patch["spec"]["template"]["roles"]:
+        for kind in ("entryTemplate", "workerTemplate"):
+            role[kind]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.10.1"
+    kube.merge_patch(MODEL_SERVINGS, NAMESPACE, "fleet", patch)
+    done = _wait(kube, "fleet", 2, groups, TIMEOUT_S)
+    if done is None:
+        run.error = f"the rolling update did not finish within {TIMEOUT_S:.0f} s"
+    else:
+        run.rollout = done - started
+        run.cpu_rollout = time.process_time() - cpu
+    peak = bench._status_kb("VmHWM")
+    run.peak_rss_mb = peak / 1024 if peak is not None else None
+
+
+def in_child(pods: int) -> FleetRun:
+    command = [sys.executable, "-m", "modelserving.bench.fleet", "--one", str(pods)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=TIMEOUT_S * 3, check=False
+    )
+    for line in done.stdout.splitlines():
+        if line.startswith(PREFIX):
+            return FleetRun(**json.loads(line[len(PREFIX) :]))
+    tail = " | ".join((done.stderr or "").strip().splitlines()[-3:])
+    return FleetRun(pods, error=f"exit {done.returncode}: {tail}")
+
+
+def report(run: FleetRun) -> None:
+    def fig(value: float | None, fmt: str) -> str:
+        return "n/a" if value is None else format(value, fmt)
+
+    per_pod = run.cpu_available / run.pods * 1000 if run.cpu_available is not None else None
+    roll = run.cpu_rollout / run.pods * 1000 if run.cpu_rollout is not None else None
+    asks = run.requests / run.pods if run.requests is not None else None
+    print(
+        f"  {run.pods:>6} Pods: created {fig(run.created, '6.1f')} s, available "
+        f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod, "
+        f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB; "
+        f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/Pod"
+        + (f"; {run.error}" if run.error else ""),
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m modelserving.bench.fleet")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, SIZES)),
+        help="Pods per fleet, comma-separated (default 1000,5000,10000)",
+    )
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    binaries = devcluster.cached_binaries()
+    if args.one:
+        if binaries is None:
+            raise SystemExit("no local control plane binaries")
+        print(PREFIX + json.dumps(asdict(one_size(binaries, args.one))), flush=True)
+        return
+    print(
+        "fleet benchmark: one ModelServing of N Pods (ServingGroups of 2 roles x 4 Pods, no "
+        f"plugins) on N/{PODS_PER_NODE}+2 kwok Nodes, a fresh control plane and controller "
+        "process per size; then a rolling update of the whole fleet (maxUnavailable 25%)"
+    )
+    if binaries is None:
+        print("  skipped: the local control plane is not built (make cluster-build)")
+        return
+    for pods in (int(p) for p in args.sizes.split(",") if p.strip()):
+        run = in_child(pods)
+        report(run)
+        if run.error:
+            break
+    print("  target (issues 19 and 21): the controller's CPU per Pod does not grow with the fleet")
+
+
+if __name__ == "__main__":
+    main()
