@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from modelserving.api import labels
@@ -72,7 +72,8 @@ class ObjectCache:
     """Objects by (plural, namespace, ModelServing); thread-safe. The watch feeds ``event``,
     the reconciler ``prime``s, reads with ``objects`` and writes its own changes through."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._objects: dict[Bucket, dict[str, dict[str, Any]]] = {}
         self._primed: set[Bucket] = set()
@@ -100,7 +101,7 @@ class ObjectCache:
             if event_type == "DELETED":
                 found.pop(name, None)
                 gone = self._gone.setdefault(key, {})
-                now = time.monotonic()
+                now = self._clock()
                 gone[name] = now
                 if len(gone) > 64:
                     for old_name in [n for n, t in gone.items() if now - t > GONE_S]:
@@ -126,7 +127,7 @@ class ObjectCache:
 
     def recently_gone(self, plural: str, namespace: str, owner: str) -> set[str]:
         """Objects deleted less than ``GONE_S`` ago, by name."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             gone = self._gone.get((plural, namespace, owner)) or {}
             return {n for n, t in gone.items() if now - t < GONE_S}

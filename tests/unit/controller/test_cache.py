@@ -9,7 +9,6 @@ import pytest
 
 from modelserving.api import labels
 from modelserving.chain import Chain
-from modelserving.controller import cache as cache_module
 from modelserving.controller.cache import GONE_S, ObjectCache
 from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, PODS
 from modelserving.controller.reconciler import Reconciler
@@ -109,11 +108,10 @@ def test_drop_forgets_a_model_serving() -> None:
 
 
 def test_a_pass_reads_the_cache_once_it_is_primed_and_sees_its_own_writes(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(cache_module.time, "monotonic", lambda: now[0])
-    rec.cache = ObjectCache()
+    rec.cache = ObjectCache(clock=lambda: now[0])
     kube.put(MODEL_SERVINGS, model_serving(replicas=2, workers=1))
     rec.reconcile(KEY)
     assert kube.lists == 2  # Pods and Services, once
@@ -199,10 +197,9 @@ def test_with_a_cache_on_pod_ready_hooks_get_the_whole_pod_from_the_api(
     assert len(seen) == 1
 
 
-def test_a_deleted_name_rests_before_it_is_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deleted_name_rests_before_it_is_made_again() -> None:
     now = [100.0]
-    monkeypatch.setattr(cache_module.time, "monotonic", lambda: now[0])
-    cache = ObjectCache()
+    cache = ObjectCache(clock=lambda: now[0])
     cache.event("pods", "ADDED", pod("a", 1))
     cache.event("pods", "DELETED", pod("a", 2))
     assert cache.recently_gone("pods", "ns", "llm") == {"a"}
