@@ -165,7 +165,28 @@ def upstream(component: Component, build_date: str = "1970-01-01T00:00:00Z") -> 
                         "metav1.InitialEventsListBlueprintAnnotationKey",
                         '"kubernetes.io/initial-events-list-blueprint"',
                     ),
-                )
+                ),
+                # kwok deletes a terminating Pod by name; a retry could then delete the Pod
+                # made again under that name (over and over, at a few hundred Pods). A kubelet
+                # deletes by UID: so does ours.
+                "pkg/kwok/controllers/pod_controller.go": (
+                    (
+                        "err := c.typedClient.CoreV1().Pods(pod.Namespace)"
+                        ".Delete(ctx, pod.Name, deleteOpt)",
+                        "opt := deleteOpt\n"
+                        "\topt.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))\n"
+                        "\terr := c.typedClient.CoreV1().Pods(pod.Namespace)"
+                        ".Delete(ctx, pod.Name, opt)\n"
+                        "\tif apierrors.IsConflict(err) || apierrors.IsNotFound(err) {\n"
+                        "\t\treturn nil // another Pod of that name, or gone already\n"
+                        "\t}",
+                    ),
+                    (
+                        'metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"',
+                        'apierrors "k8s.io/apimachinery/pkg/api/errors"\n'
+                        '\tmetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"',
+                    ),
+                ),
             },
         )
     if component.name == VOLCANO.name:
