@@ -136,6 +136,17 @@ def test_a_patched_module_is_built_from_its_folder_in_the_wrapper() -> None:
     assert build.local_replaces(text, "./") == ["sigs.k8s.io/kwok"]
 
 
+POD_CONTROLLER = (
+    "import (\n"
+    '\tmetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"\n'
+    ")\n"
+    "func (c *PodController) deleteResource(ctx context.Context, pod *corev1.Pod) error {\n"
+    "\terr := c.typedClient.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOpt)\n"
+    "\tif err != nil {\n"
+)
+"""The parts of kwok v0.7.0's pkg/kwok/controllers/pod_controller.go the build patches."""
+
+
 def test_kwok_is_patched_for_the_control_planes_kubernetes_libraries(tmp_path: Path) -> None:
     spec = build.upstream(KWOK)
     assert spec.patches and KWOK in CONTROL_PLANE.components
@@ -144,13 +155,20 @@ def test_kwok_is_patched_for_the_control_planes_kubernetes_libraries(tmp_path: P
     (module / "pkg" / "utils" / "informer").mkdir(parents=True)
     source = module / "pkg" / "utils" / "informer" / "informer.go"
     source.write_text("x := m[metav1.InitialEventsListBlueprintAnnotationKey]\n")
+    pods = module / "pkg" / "kwok" / "controllers" / "pod_controller.go"
+    pods.parent.mkdir(parents=True)
+    pods.write_text(POD_CONTROLLER)
     (module / "go.mod").write_text("module sigs.k8s.io/kwok\n")
-    for path in (source, module / "go.mod", source.parent, module):
+    for path in (source, pods, module / "go.mod", source.parent, module):
         path.chmod(0o555 if path.is_dir() else 0o444)  # as in Go's module cache
     target = tmp_path / "src" / "patched-kwok"
     build.patch_module(spec, module, target)
     patched = (target / "pkg" / "utils" / "informer" / "informer.go").read_text()
     assert patched == 'x := m["kubernetes.io/initial-events-list-blueprint"]\n'
+    deletes = (target / "pkg" / "kwok" / "controllers" / "pod_controller.go").read_text()
+    assert "opt.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))" in deletes
+    assert ".Delete(ctx, pod.Name, opt)" in deletes and "deleteOpt)" not in deletes
+    assert 'apierrors "k8s.io/apimachinery/pkg/api/errors"' in deletes
     assert (target / "go.mod").read_text() == "module sigs.k8s.io/kwok\n"
     assert source.read_text().startswith("x := m[metav1.")  # the module cache is untouched
     build.patch_module(spec, module, target)  # a rebuild starts again from a fresh copy
@@ -332,10 +350,12 @@ if args[:1] == ["version"]:
 elif args[:2] == ["mod", "download"]:
     module = Path(os.environ["FAKE_GO_MODS"]) / args[-1].replace("/", "_")
     informer = module / "pkg/utils/informer/informer.go"
+    pods = module / "pkg/kwok/controllers/pod_controller.go"
     crds = module / "installer/helm/chart/volcano/crd/bases"
-    for folder in (informer.parent, crds):
+    for folder in (informer.parent, pods.parent, crds):
         folder.mkdir(parents=True, exist_ok=True)
     informer.write_text("k := metav1.InitialEventsListBlueprintAnnotationKey\\n")
+    pods.write_text({pod_controller!r})
     (crds / "podgroups.yaml").write_text("kind: CustomResourceDefinition\\n")
     (module / "go.mod").write_text("module fake\\n\\ngo 1.22\\n")
     print(json.dumps({{"GoMod": str(module / "go.mod"), "Dir": str(module)}}))
@@ -360,7 +380,7 @@ else:
 def _fake_go(tmp_path: Path, sleep: float, fail: str = "") -> dict[str, str]:
     tools = tmp_path / "tools"
     tools.mkdir()
-    (tools / "go").write_text(FAKE_GO.format(python=sys.executable))
+    (tools / "go").write_text(FAKE_GO.format(python=sys.executable, pod_controller=POD_CONTROLLER))
     (tools / "go").chmod(0o755)
     return {
         "PATH": f"{tools}:{os.environ['PATH']}",
