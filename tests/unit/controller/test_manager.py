@@ -7,12 +7,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from modelserving.api.labels import NAME_LABEL
 from modelserving.api.operator import OperatorConfig
 from modelserving.controller.manager import EVENT_BATCH_S, Controller, Health
 from modelserving.controller.queue import WorkQueue
+from modelserving.controller.watch import Watch
 from modelserving.plugins.exports import set_default_sandbox
 
 
@@ -109,3 +111,23 @@ def test_events_of_a_model_serving_with_long_passes_gather_longer(tmp_path: Path
     finally:
         ctl.writes.shutdown()
         set_default_sandbox(None)
+
+
+def test_pods_and_services_are_watched_in_each_watched_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Watch, "start", lambda self: self)  # no threads
+    for namespaces, expected in (([], [None]), (["a", "b"], ["a", "b"])):
+        config = OperatorConfig.model_validate(
+            {"sandbox": {"cacheDir": str(tmp_path)}, "watchNamespaces": namespaces}
+        )
+        ctl = Controller(config, client.ApiClient(), serve_http=False)
+        try:
+            watches = ctl._watches()
+            assert sorted((w.res.plural, w.namespace or "") for w in watches) == sorted(
+                (plural, ns or "") for plural in ("pods", "services") for ns in expected
+            )
+            assert {w.selector for w in watches} == {NAME_LABEL}
+        finally:
+            ctl.writes.shutdown()
+            set_default_sandbox(None)
