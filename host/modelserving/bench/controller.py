@@ -52,7 +52,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from modelserving import devcluster
 from modelserving.api import labels
@@ -321,16 +320,9 @@ class PodWatch:
             "timeoutSeconds": str(int(RUN_TIMEOUT_S) + 30),
             "allowWatchBookmarks": "false",
         }
-        path = PODS.path(self.namespace)
-        headers = {"Accept": METADATA_ONLY}
-        self.kube.api.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
-        url = self.kube.configuration.host + path + "?" + urlencode(query)
-        response = self.kube.api.rest_client.request(
-            "GET", url, headers=headers, _request_timeout=(10, RUN_TIMEOUT_S + 60)
-        ).response
-        if not 200 <= response.status <= 299:
-            raise RuntimeError(f"watching Pods in {self.namespace}: HTTP {response.status}")
-        return response
+        return self.kube.stream(
+            PODS, self.namespace, query, RUN_TIMEOUT_S + 60, accept=METADATA_ONLY
+        )
 
     def _seen(self, name: str) -> None:
         now = time.perf_counter()

@@ -139,6 +139,29 @@ class Kube:
             raise ApiError(response.status, method, path, _message(data))
         return json.loads(data) if data else None
 
+    def stream(
+        self,
+        res: Resource,
+        namespace: str | None,
+        query: dict[str, str],
+        read_timeout: float,
+        accept: str = JSON,
+    ) -> Any:
+        """A GET whose answer is read as it comes (a watch): urllib3's response, whose lines
+        are its events; ApiError for a non-2xx status. The caller releases it."""
+        path = res.path(namespace)
+        headers = {"Accept": accept}
+        self.api.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
+        url = self.configuration.host + path + "?" + urlencode(query)
+        # the client's REST layer does not read the body: ``.response`` is urllib3's, streamed
+        raw = self.api.rest_client.request(
+            "GET", url, headers=headers, _request_timeout=(10, read_timeout)
+        ).response
+        if not 200 <= raw.status <= 299:
+            raw.release_conn()
+            raise ApiError(raw.status, "GET", path, "watch refused")
+        return raw
+
     # --- generic verbs -------------------------------------------------------------------
 
     def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:

@@ -24,7 +24,6 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlencode
 
 from modelserving.controller.kube import ApiError, Kube, Resource
 
@@ -122,17 +121,7 @@ class Watch:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_TIMEOUT_S),
         }
-        path = self.res.path(self.namespace)
-        headers = {"Accept": "application/json"}
-        self.kube.api.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
-        url = self.kube.configuration.host + path + "?" + urlencode(query)
-        # the client's REST layer does not read the body: ``.response`` is urllib3's, streamed
-        raw = self.kube.api.rest_client.request(
-            "GET", url, headers=headers, _request_timeout=(10, WATCH_TIMEOUT_S + 30)
-        ).response
-        if not 200 <= raw.status <= 299:
-            raw.release_conn()
-            raise ApiError(raw.status, "GET", path, "watch refused")
+        raw = self.kube.stream(self.res, self.namespace, query, WATCH_TIMEOUT_S + 30)
         with self._lock:
             self._response = raw
         try:
