@@ -39,10 +39,23 @@ FLAVOURS = ("go", "tinygo")
 GO_EXAMPLES = ["demo-pod-tweaks", "team-label-extism", "ready-timer", "entry-address"]
 
 
+class ModuleBytes(bytes):
+    """A module's bytes that print as the module's file name: Hypothesis prints a failing
+    example's arguments, and a multi-megabyte repr is refused by it as a warning (an error
+    here), hiding the failure itself."""
+
+    name = ""
+
+    def __repr__(self) -> str:
+        return f"<{self.name}: {len(self)} bytes>"
+
+
 def go_module(name: str, flavour: str = "go") -> bytes:
     path = EXAMPLES / f"{flavour}-{name}.wasm"
     assert path.is_file(), f"{path} is missing: run `make wasm-go`"
-    return path.read_bytes()
+    module = ModuleBytes(path.read_bytes())
+    module.name = path.name
+    return module
 
 
 @pytest.fixture(scope="module", params=FLAVOURS)
