@@ -93,12 +93,17 @@ flavours() {
 }
 
 # The TinyGo installed in the cache (installed first when missing), ready to run: TINYGO is its
-# command; it runs the go command with Go $TINYGO_GO_VERSION.
+# command; it runs with Go $TINYGO_GO_VERSION's go command first on TINYGO_PATH.
 setup_tinygo() {
     local root
     root="$(bash "$SRC/install-tinygo.sh")" || die "TinyGo could not be installed (plugins-src/install-tinygo.sh, above)"
     TINYGO="$(dirname "$root")/bin/tinygo"
     export TINYGOROOT="$root" XDG_CACHE_HOME="$(dirname "$root")/cache"
+    # The Go that install-tinygo.sh linked into the install: no toolchain switch, so no network.
+    TINYGO_PATH="$(dirname "$root")/go/bin:$PATH"
+    local have
+    have="$(GOTOOLCHAIN=local "$(dirname "$root")/go/bin/go" env GOVERSION)" || die "the Go linked into TinyGo's install ($(dirname "$root")/go) does not run"
+    [[ "$have" == "go$TINYGO_GO_VERSION" ]] || die "TinyGo's Go is $have, expected go$TINYGO_GO_VERSION"
 }
 
 # compile FLAVOUR NAME OUT: one example to OUT.
@@ -107,7 +112,7 @@ compile() {
     if [[ "$flavour" == go ]]; then
         (cd "$SRC/examples-go/$name" && GOOS=wasip1 GOARCH=wasm go build "${GO_BUILD_FLAGS[@]}" -o "$out" .)
     else
-        (cd "$SRC/examples-go/$name" && GOTOOLCHAIN="go$TINYGO_GO_VERSION" "$TINYGO" build "${TINYGO_FLAGS[@]}" -o "$out" .) ||
+        (cd "$SRC/examples-go/$name" && PATH="$TINYGO_PATH" GOTOOLCHAIN=local "$TINYGO" build "${TINYGO_FLAGS[@]}" -o "$out" .) ||
             die "tinygo build of examples-go/$name failed"
     fi
 }

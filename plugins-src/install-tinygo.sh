@@ -17,8 +17,10 @@
 #
 # Steps: go, packages, download, build, root, smoke. A failure names its step. The result is
 # $MODELSERVING_CACHE/tinygo-<key> (key: a hash of this script, so a change to it installs
-# afresh), with bin/tinygo, the root in root/, TinyGo's build cache in cache/, and the stamp
-# .installed written last: a second run finds the stamp and does nothing.
+# afresh), with bin/tinygo, the root in root/, TinyGo's build cache in cache/, go/ (a link to Go
+# $TINYGO_GO_VERSION's GOROOT in the Go module cache: run tinygo with go/bin first on PATH and
+# GOTOOLCHAIN=local, and it needs no network to find Go) and the stamp .installed written last:
+# a second run finds the stamp and does nothing.
 set -euo pipefail
 
 TINYGO_VERSION=v0.37.0
@@ -48,7 +50,7 @@ die() {
 trap 'status=$?; ((status == 0)) || echo "plugins-src/install-tinygo.sh: step '"'"'$STEP'"'"' failed (exit status $status); TinyGo $TINYGO_VERSION is not installed" >&2' EXIT
 
 installed() {
-    [[ -f "$HOME_DIR/.installed" && -x "$HOME_DIR/bin/tinygo" ]]
+    [[ -f "$HOME_DIR/.installed" && -x "$HOME_DIR/bin/tinygo" && -x "$HOME_DIR/go/bin/go" ]]
 }
 
 missing_packages() {
@@ -88,6 +90,7 @@ step_go() {
     local have
     have="$(go env GOVERSION)" || die "go does not run with GOTOOLCHAIN=$GOTOOLCHAIN (the toolchain comes from the Go module proxy)"
     [[ "$have" == "go$TINYGO_GO_VERSION" ]] || die "go runs $have, expected go$TINYGO_GO_VERSION"
+    GO_ROOT="$(go env GOROOT)" && [[ -x "$GO_ROOT/bin/go" ]] || die "no go command in GOROOT $GO_ROOT"
 }
 
 step_download() {
@@ -117,6 +120,7 @@ step_root() {
     [[ -f "$WASI_SYSROOT_LIB/libc.a" ]] || die "no $WASI_SYSROOT_LIB/libc.a (Debian package wasi-libc)"
     [[ -d "$WASI_SYSROOT_INCLUDE" ]] || die "no $WASI_SYSROOT_INCLUDE (Debian package wasi-libc)"
     [[ -f "$BUILTINS_A" ]] || die "no $BUILTINS_A (Debian package libclang-rt-$LLVM_MAJOR-dev-wasm32)"
+    ln -sfn "$GO_ROOT" "$PARTIAL/go"
     mkdir -p "$root/lib/wasi-libc/sysroot/lib" "$root/pkg/wasm32-unknown-wasi-generic/compiler-rt" "$root/src/net"
     ln -sfn "$WASI_SYSROOT_LIB" "$root/lib/wasi-libc/sysroot/lib/wasm32-wasi"
     ln -sfn "$WASI_SYSROOT_INCLUDE" "$root/lib/wasi-libc/sysroot/include"
@@ -131,7 +135,8 @@ step_smoke() {
     mkdir -p "$dir"
     printf 'module smoke\n\ngo 1.22\n' >"$dir/go.mod"
     printf 'package main\n\n//go:wasmexport add\nfunc add(a, b uint32) uint32 { return a + b }\n\nfunc main() {}\n' >"$dir/main.go"
-    (cd "$dir" && TINYGOROOT="$PARTIAL/root" XDG_CACHE_HOME="$PARTIAL/cache" "$PARTIAL/bin/tinygo" build \
+    (cd "$dir" && PATH="$PARTIAL/go/bin:$PATH" GOTOOLCHAIN=local GOPROXY=off \
+        TINYGOROOT="$PARTIAL/root" XDG_CACHE_HOME="$PARTIAL/cache" "$PARTIAL/bin/tinygo" build \
         -target=wasip1 -buildmode=c-shared -no-debug -scheduler=none -o "$dir/smoke.wasm" .) ||
         die "tinygo could not build a test module (TINYGOROOT=$PARTIAL/root)"
     [[ -s "$dir/smoke.wasm" ]] || die "tinygo wrote no module"
@@ -148,7 +153,7 @@ main() {
             ;;
         "") ;;
         -h | --help)
-            sed -n '2,22p' "$SELF" | sed 's/^# \{0,1\}//'
+            sed -n '2,23p' "$SELF" | sed 's/^# \{0,1\}//'
             trap - EXIT
             return 0
             ;;
