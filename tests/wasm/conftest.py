@@ -12,6 +12,7 @@ from modelserving.api.hook import Hook
 from modelserving.api.place import PodPlace
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxSettings
+from modelserving.sandbox.settings import Limits
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -25,6 +26,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
     settings = SandboxSettings(cache_dir=tmp_path_factory.mktemp("wasm-cache"))
     return plugin_sandbox(settings)
+
+
+def unhurried(sandbox: Sandbox) -> Limits:
+    """The default limits with the longest deadline the sandbox allows: for tests that compare
+    what modules answer, not how fast, so that a loaded machine (make test builds Kubernetes
+    beside the unit tests) cannot turn a slow call into a Timeout."""
+    return sandbox.limits(timeout_ms=sandbox.settings.max_timeout_ms)
 
 
 def sample_pod() -> dict[str, Any]:

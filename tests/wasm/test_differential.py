@@ -16,6 +16,7 @@ from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from tests.vectors import MODEL_SERVING, WHERE, native_response
+from tests.wasm.conftest import unhurried
 
 NAME = "demo-pod-tweaks"
 DIFF = settings(
@@ -92,7 +93,7 @@ def module_response(
 ) -> bytes | None:
     """A demo-pod-tweaks module's response bytes (b"" without a Pod, after ValidateConfig);
     None when its ValidateConfig refuses the config."""
-    plugin = WasmPlugin(NAME, config, compiled, sandbox, sandbox.limits())
+    plugin = WasmPlugin(NAME, config, compiled, sandbox, unhurried(sandbox))
     try:
         plugin.validate_config()
     except PluginFailure as failure:
@@ -101,7 +102,7 @@ def module_response(
     if pod is None:
         return b""
     request = encode_request(Hook.ON_POD_CREATE, NAME, config, MODEL_SERVING, WHERE, pod)
-    return sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits()).response
+    return sandbox.call(compiled, "ms_on_pod_create", request, unhurried(sandbox)).response
 
 
 @DIFF

@@ -33,6 +33,7 @@ from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from tests.vectors import MODEL_SERVING
+from tests.wasm.conftest import unhurried
 from tests.wasm.test_go_plugins import FLAVOURS, go_module
 
 NAME = "entry-address-file"
@@ -108,7 +109,7 @@ def module(request: pytest.FixtureRequest) -> bytes:
 def go_plugin(sandbox: Sandbox, compiled: CompiledModule, config: Any) -> WasmPlugin | None:
     """The module as the plugin entry with ``config``; None when its ValidateConfig refuses the
     config (any other failure fails the test)."""
-    plugin = WasmPlugin(NAME, config, compiled, sandbox, sandbox.limits())
+    plugin = WasmPlugin(NAME, config, compiled, sandbox, unhurried(sandbox))
     try:
         plugin.validate_config()
     except PluginFailure as failure:
@@ -126,7 +127,7 @@ def go_group(
     if plugin is None:
         return None
     payload = plugin.encode_group(request)
-    return sandbox.call(compiled, GROUP_EXPORT, payload, sandbox.limits()).response
+    return sandbox.call(compiled, GROUP_EXPORT, payload, unhurried(sandbox)).response
 
 
 def go_create(
@@ -136,7 +137,7 @@ def go_create(
     if plugin is None:
         return None
     payload = plugin.encode(request)
-    return sandbox.call(compiled, "ms_on_pod_create", payload, sandbox.limits()).response
+    return sandbox.call(compiled, "ms_on_pod_create", payload, unhurried(sandbox)).response
 
 
 # --- generated inputs --------------------------------------------------------------------------
