@@ -106,10 +106,15 @@ class SandboxConfig(ApiModel):
 
 
 class ConcurrencyConfig(ApiModel):
-    """How many ModelServings are reconciled at once, and how many API writes run at once."""
+    """How many ModelServings are reconciled at once, how many API writes run at once, and what
+    slows the writes down (``controller/pacing.py``)."""
 
     reconciles: int = Field(default=4, ge=1, le=64)
     api_writes: int = Field(default=16, ge=1, le=256)
+    adaptive_writes: bool = True
+    write_latency_factor: float = Field(default=3.0, ge=1.5, le=100.0)
+    max_starting_pods: int = Field(default=256, ge=0, le=100_000)
+    start_window_seconds: int = Field(default=30, ge=1, le=3_600)
 
 
 class MetricsConfig(ApiModel):

@@ -18,12 +18,15 @@ from urllib.parse import quote, urlencode
 from kubernetes import client, config
 
 from modelserving.api import labels
+from modelserving.controller.pacing import WritePacer, retry_after_seconds
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 REQUEST_TIMEOUT_S = 30.0
+THROTTLED_RETRIES = 5
+"""How many times a paced write answered 429 is sent again (client-go's default is 10)."""
 
 
 class ApiError(Exception):
@@ -32,6 +35,8 @@ class ApiError(Exception):
     def __init__(self, status: int, method: str, path: str, message: str) -> None:
         self.status = status
         self.reason = message
+        self.retry_after_s = 1.0
+        """What the answer's ``Retry-After`` asked for (a 429's), in seconds."""
         super().__init__(f"{method} {path}: {status} {message}")
 
     @property
@@ -97,8 +102,10 @@ def api_client(kubeconfig: str | None = None, pool_size: int = 32) -> Any:
 class Kube:
     """JSON requests to the API server through one ``kubernetes.client.ApiClient``."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Any, pacer: WritePacer | None = None) -> None:
         self.api = api
+        self.pacer = pacer
+        """Paces the writes (every method but GET) when set."""
         self._requests = itertools.count()
         self._sent = 0
 
@@ -119,7 +126,24 @@ class Kube:
         query: dict[str, str] | None = None,
         content_type: str = JSON,
     ) -> Any:
-        """Send one request; the decoded JSON answer, or ApiError for any non-2xx status."""
+        """Send one request; the decoded JSON answer, or ApiError for any non-2xx status. With
+        a pacer, a write waits for a slot, and one answered 429 is sent again after its
+        ``Retry-After`` (at most ``THROTTLED_RETRIES`` times)."""
+        if self.pacer is None or method == "GET":
+            return self._send(method, path, body, query, content_type)
+        for attempt in itertools.count():
+            try:
+                with self.pacer.slot():
+                    return self._send(method, path, body, query, content_type)
+            except ApiError as exc:
+                if exc.status != 429 or attempt >= THROTTLED_RETRIES:
+                    raise
+                self.pacer.throttled(exc.retry_after_s)
+        raise AssertionError("unreachable")
+
+    def _send(
+        self, method: str, path: str, body: Any, query: dict[str, str] | None, content_type: str
+    ) -> Any:
         self._sent = next(self._requests) + 1
         headers = {"Accept": JSON}
         if body is not None:
@@ -132,11 +156,15 @@ class Kube:
             )
             data = response.read()
         except client.ApiException as exc:
-            raise ApiError(int(exc.status or 0), method, path, str(exc.reason)) from None
+            error = ApiError(int(exc.status or 0), method, path, str(exc.reason))
+            error.retry_after_s = retry_after_seconds(exc.headers)
+            raise error from None
         except OSError as exc:
             raise ApiError(0, method, path, str(exc)) from None
         if not 200 <= response.status <= 299:
-            raise ApiError(response.status, method, path, _message(data))
+            error = ApiError(response.status, method, path, _message(data))
+            error.retry_after_s = retry_after_seconds(response.getheaders())
+            raise error
         return json.loads(data) if data else None
 
     def stream(

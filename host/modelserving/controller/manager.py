@@ -35,6 +35,7 @@ from modelserving.controller.kube import CRDS, PODS, SERVICES, ApiError, Kube
 from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
 from modelserving.controller.metrics import Metrics
 from modelserving.controller.nodes import NodeStates
+from modelserving.controller.pacing import StartBacklog, WritePacer
 from modelserving.controller.queue import WorkQueue
 from modelserving.controller.reconciler import (
     Key,
@@ -167,12 +168,24 @@ class Controller:
     ) -> None:
         self.config = config
         self.api_client = api_client
-        self.kube = Kube(api_client)
+        self.metrics = Metrics()
+        writes = config.concurrency
+        self.pacer = (
+            WritePacer(
+                writes.api_writes,
+                writes.write_latency_factor,
+                on_change=self.metrics.api_writes_limit.set,
+                on_throttle=self.metrics.api_throttled.inc,
+            )
+            if writes.adaptive_writes
+            else None
+        )
+        self.kube = Kube(api_client, self.pacer)
         self.identity = identity
         self.serve_http = serve_http
         self.sandbox = plugin_sandbox(sandbox_settings(config))
         set_default_sandbox(self.sandbox)
-        self.metrics = Metrics()
+        self.metrics.api_writes_limit.set(writes.api_writes)
         self.events = EventRecorder(api_client, host=identity)
         self.reports = _Reports(self.events, self.metrics, self.sandbox)
         self.queue: WorkQueue[Key] = WorkQueue()
@@ -208,6 +221,14 @@ class Controller:
         self.reconciler.cache = self.cache
         self.nodes = NodeStates()
         self.reconciler.lost_nodes = self.nodes.lost
+        self.backlog = (
+            StartBacklog(writes.max_starting_pods, writes.start_window_seconds)
+            if writes.adaptive_writes
+            else None
+        )
+        self.reconciler.backlog = self.backlog
+        if self.backlog is not None:
+            self.metrics.pods_starting.set_function(self.backlog.count)
         self._pass_seconds: dict[Key, float] = {}
         """How long each ModelServing's last pass took."""
         self.passes: Counter[Key] = Counter()
@@ -254,6 +275,8 @@ class Controller:
         """A watch event of a Pod or Service with the ModelServing name label: kept in the
         cache, and its ModelServing queued."""
         self.cache.event(plural, event_type, obj)
+        if self.backlog is not None and plural == PODS.plural:
+            self.backlog.observed(event_type, obj)
         owner = owner_of(obj)
         if owner:
             namespace = str((obj.get("metadata") or {}).get("namespace", ""))

@@ -209,6 +209,26 @@ class Metrics:
             namespace=PREFIX,
             registry=reg,
         )
+        self.api_writes_limit = Gauge(
+            "api_writes_limit",
+            "API writes allowed in flight now (concurrency.apiWrites at most; lower while the "
+            "API server is slow or answers 429).",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.api_throttled = Counter(
+            "api_throttled",
+            "API writes answered 429 (Too Many Requests).",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.pods_starting = Gauge(
+            "pods_starting",
+            "Pods created by this controller within the start window that have not started "
+            "(no Node yet, or not Running).",
+            namespace=PREFIX,
+            registry=reg,
+        )
         self.plugin_observations = Histogram(
             "plugin_observation_seconds",
             "What OnPodReady plugins measured, by namespace, plugin, observation name and Pod "

@@ -58,6 +58,7 @@ from modelserving.controller.kube import (
     Kube,
     Resource,
 )
+from modelserving.controller.pacing import StartBacklog
 from modelserving.plugins.modules import ModuleUnavailable, module_from_config_map
 from modelserving.workload.gang import VolcanoApi, as_api
 from modelserving.workload.observed import (
@@ -161,6 +162,9 @@ class Reconciler:
         self.stopping: Callable[[Key], bool] = lambda key: False
         """Whether the ModelServing of ``key`` has been deleted since its pass began (the
         watch saw it): the pass then creates nothing more."""
+        self.backlog: StartBacklog | None = None
+        """The Pods created lately that have not started: a pass waits for room in it before
+        each ServingGroup (None: never waits)."""
         self._broken: set[Key] = set()
         """ModelServings whose plugin list failed to load on their last pass."""
         self._broken_lock = threading.Lock()
@@ -457,6 +461,8 @@ class Reconciler:
         jobs: list[Future[int]] = []
         ahead = threading.BoundedSemaphore(max(1, self.settings.groups_ahead))
         for group in plan.creates:
+            if self.backlog is not None:
+                self.backlog.wait_for_room(lambda: self.stopping(work.key))
             ahead.acquire()
             if self.stopping(work.key):
                 ahead.release()
@@ -530,6 +536,8 @@ class Reconciler:
                 made = self.kube.create(PODS, ns, obj)
                 if made is not None:
                     self._written(PODS, made)
+                    if self.backlog is not None:
+                        self.backlog.created(made)
                     created += 1
         return created
 

@@ -131,3 +131,38 @@ def test_pods_and_services_are_watched_in_each_watched_namespace(
         finally:
             ctl.writes.shutdown()
             set_default_sandbox(None)
+
+
+def test_writes_are_paced_and_the_pod_watch_feeds_the_start_backlog(tmp_path: Path) -> None:
+    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
+    ctl = Controller(config, client.ApiClient(), serve_http=False)
+    try:
+        assert ctl.kube.pacer is ctl.pacer is not None
+        assert ctl.reconciler.backlog is ctl.backlog is not None
+        meta = {"namespace": "ns", "name": "p", "uid": "u1", "labels": {NAME_LABEL: "llm"}}
+        ctl.backlog.created({"metadata": meta, "spec": {}, "status": {"phase": "Pending"}})
+        assert b"modelserving_pods_starting 1.0" in ctl.metrics.render()
+        running = {"metadata": meta, "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
+        ctl.owned_event("services", "MODIFIED", running)  # not a Pod: not counted
+        assert ctl.backlog.count() == 1
+        ctl.owned_event("pods", "MODIFIED", running)
+        assert ctl.backlog.count() == 0
+        ctl.pacer.throttled(0)
+        rendered = ctl.metrics.render()
+        assert b"modelserving_api_writes_limit 8.0" in rendered
+        assert b"modelserving_api_throttled_total 1.0" in rendered
+    finally:
+        ctl.writes.shutdown()
+        set_default_sandbox(None)
+
+
+def test_fixed_writes_when_adaptive_writes_is_off(tmp_path: Path) -> None:
+    config = OperatorConfig.model_validate(
+        {"sandbox": {"cacheDir": str(tmp_path)}, "concurrency": {"adaptiveWrites": False}}
+    )
+    ctl = Controller(config, client.ApiClient(), serve_http=False)
+    try:
+        assert ctl.kube.pacer is None and ctl.reconciler.backlog is None
+    finally:
+        ctl.writes.shutdown()
+        set_default_sandbox(None)

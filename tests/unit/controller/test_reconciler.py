@@ -9,7 +9,7 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from modelserving.controller.kube import (
     Kube,
     Resource,
 )
+from modelserving.controller.pacing import StartBacklog
 from modelserving.controller.reconciler import (
     Reconciler,
     ReconcilerSettings,
@@ -1029,3 +1030,58 @@ def test_a_deleted_model_serving_stops_creating_within_one_write(
     # 3 ServingGroups of 4 Pods were due; the writes in flight when it was deleted finish
     # (one per write thread at most), nothing new starts
     assert 2 <= len(kube.all(PODS)) <= 2 + 3
+
+
+class InlineWrites(ThreadPoolExecutor):
+    """Runs each write as it is submitted: the order of a pass's writes is then fixed."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+
+def test_a_pass_waits_for_room_among_the_starting_pods_between_servinggroups_only(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    """With 4 Pods allowed to be starting at once, the first ServingGroup (4 Pods, one gang) is
+    created whole; the second waits until one of them runs."""
+    kube.put(MODEL_SERVINGS, model_serving(replicas=2, workers=3))
+    rec.writes = InlineWrites()
+    backlog = rec.backlog = StartBacklog(max_starting=4)
+    waits: list[int] = []
+    wait_for_room = backlog.wait_for_room
+    ran = threading.Event()
+
+    def run(pod: Obj) -> None:
+        backlog.observed("MODIFIED", pod)
+        ran.set()
+
+    def first_pod_runs_meanwhile(stop: Callable[[], bool], poll_s: float = 0.25) -> float:
+        waits.append(backlog.count())
+        if backlog.count() == 4:  # the watch reports the first Pod Running a moment later
+            first = kube.all(PODS)[sorted(kube.all(PODS))[0]]
+            running = {**first, "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
+            threading.Timer(0.2, run, (running,)).start()
+        return wait_for_room(stop, poll_s)
+
+    create = kube.create
+    created_after_run: list[bool] = []
+
+    def create_noting(
+        res: Resource, namespace: str, body: Obj, field_manager: str | None = None
+    ) -> Obj | None:
+        if res is PODS:
+            created_after_run.append(ran.is_set())
+        return create(res, namespace, body, field_manager)
+
+    kube.create = create_noting  # type: ignore[method-assign]
+    backlog.wait_for_room = first_pod_runs_meanwhile  # type: ignore[method-assign]
+    rec.reconcile(KEY)
+    assert waits == [0, 4]  # before each ServingGroup, never between the Pods of one
+    assert created_after_run == [False] * 4 + [True] * 4
+    assert len(kube.all(PODS)) == 8
+    assert backlog.count() == 7
