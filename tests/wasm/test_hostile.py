@@ -193,6 +193,13 @@ REFUSED_AT_LOAD = {
         hook(returns(0, 0)),
         imports='(import "wasi_snapshot_preview1" "open_the_pod_bay_doors" (func))',
     ),
+    # Exception objects would live on a heap outside the memory limit: a call could hold its
+    # limit in linear memory and as much again in exceptions kept in a table.
+    "exceptions": guest("(tag $t)", hook("(throw $t)")),
+    "a table of exception references": guest("(table 1 exnref)", hook(returns(0, 0))),
+    "typed function references": guest(
+        "(type $v (func))", hook("(local (ref null $v)) " + returns(0, 0))
+    ),
 }
 
 

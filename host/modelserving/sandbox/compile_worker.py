@@ -46,7 +46,14 @@ def engine_config(stack_bytes: int) -> wasmtime.Config:
     config.cranelift_opt_level = "speed"
     config.wasm_threads = False
     config.wasm_component_model = False
-    config.wasm_gc = False  # a GC heap would not count against the plugin's memory limit
+    # Objects on a GC heap (GC structs and arrays, and exception objects, which wasmtime keeps
+    # there too) would not count against the plugin's memory limit: a call could hold its
+    # linear memory's limit and as much again in exceptions. No proposal that needs that heap
+    # is on, nor typed function references, which only they use.
+    config.wasm_gc = False
+    config.wasm_exceptions = False
+    config.wasm_function_references = False
+    config.wasm_stack_switching = False
     return config
 
 

@@ -273,6 +273,9 @@ def engine_key(settings: SandboxSettings) -> str:
             "threads=0",
             "component=0",
             "gc=0",
+            "exceptions=0",
+            "function-references=0",
+            "stack-switching=0",
             "start=export",  # start functions are detached to an export (structure.detach_start)
         )
     )
