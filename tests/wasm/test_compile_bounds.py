@@ -144,6 +144,36 @@ def test_broken_framing_is_refused_before_compiling(data: bytes, words: str) -> 
     assert sandbox.modules.stats.compiled == 0
 
 
+# Typed reference types (0x63 / 0x64) carry a heap type after their first byte: read as one
+# byte, they shifted the count of what followed (49,001 locals were counted as 113).
+_TYPED_REF = b"\x63\x70"  # (ref null func)
+
+
+def _one_function(body: bytes) -> bytes:
+    return (
+        HEADER
+        + section(1, b"\x01\x60\x00\x00")
+        + section(3, b"\x01\x00")
+        + section(10, b"\x01" + leb(len(body)) + body)
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # locals: 1 (ref null func), then 51 i32; an empty body
+        _one_function(b"\x02\x01" + _TYPED_REF + b"\x33\x7f\x0b"),
+        # tables: a (ref null func) table of 1 element, then a funcref table of 101
+        HEADER + section(4, b"\x02" + _TYPED_REF + b"\x00\x01" + b"\x70\x00\x65"),
+    ],
+    ids=["locals", "tables"],
+)
+def test_typed_reference_types_do_not_hide_what_follows_them(data: bytes) -> None:
+    bounds = dataclasses.replace(SMALL, max_tables=2)
+    message = _refusal(_sandbox(module_bounds=bounds), data)
+    assert "52 locals" in message or "101 initial elements" in message
+
+
 def test_the_shape_check_agrees_with_the_compiler_on_valid_modules() -> None:
     """Modules the engine compiles are measured without a framing complaint: the ABI check is
     what refuses them, with its own words."""

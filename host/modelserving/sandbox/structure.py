@@ -115,6 +115,16 @@ class _Reader:
             raise _Malformed("unexpected end")
         self.pos += count
 
+    def value_type(self) -> None:
+        """Skip one value type: one byte, or for a reference type with a heap type (``ref`` and
+        ``ref null``, 0x64 and 0x63) that byte and the heap type (a signed LEB128 of at most
+        33 bits: an abstract type or a type index)."""
+        if self.byte() in (0x63, 0x64):
+            for _ in range(5):
+                if not self.byte() & 0x80:
+                    return
+            raise _Malformed("heap type representation too long")
+
     def limits(self) -> tuple[int, int | None]:
         flags = self.byte()
         wide = bool(flags & 0x04)
@@ -224,12 +234,13 @@ def _table(body: _Reader, figures: dict[str, int], bounds: ModuleBounds) -> bool
     """One table's initial size; False when the rest of the section cannot be read without
     decoding instructions (a table with an initialiser expression, which the engine refuses
     anyway: it needs the function-references proposal)."""
-    if body.byte() == 0x40:
-        body.byte()
-        body.byte()
+    if body.data[body.pos : body.pos + 1] == b"\x40":
+        body.skip(2)  # 0x40 0x00, then the element type, the limits and the expression
+        body.value_type()
         minimum, _ = body.limits()
         _over(figures, "largest_table_elements", minimum, bounds)
         return False
+    body.value_type()
     minimum, _ = body.limits()
     _over(figures, "largest_table_elements", minimum, bounds)
     return True
@@ -247,8 +258,7 @@ def _function_body(body: _Reader, figures: dict[str, int], bounds: ModuleBounds)
         locals_ += inner.u32()
         if locals_ > bounds.max_locals_per_function:
             break
-        inner.byte()  # the value type (reference types with a heap type take more bytes,
-        # but they only occur with GC, which the engine does not enable: compile refuses them)
+        inner.value_type()
     _over(figures, "most_locals_in_a_function", locals_, bounds)
     body.pos = inner.end
 
