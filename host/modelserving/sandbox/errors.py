@@ -32,19 +32,21 @@ _CHAIN_NUMBER = re.compile(r"^\d+:\s*")
 
 
 def cause_line(text: str) -> str:
-    """An engine's multi-line report in one line: the ``wasm trap: ...`` line when there is one,
-    else the last line of a ``Caused by:`` section, else the first line; never with the chain
-    numbering of an error's causes (``1: ...``)."""
+    """An engine's multi-line report in one line: the last line of its last ``Caused by:``
+    section, else its ``wasm trap: ...`` line, else its first line; never with the chain
+    numbering of an error's causes (``1: ...``). The cause comes last in the engine's report,
+    after the backtrace, whose function names are the module's: a name can hold line breaks and
+    a forged ``wasm trap:`` or ``Caused by:`` line, but not the report's end."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if not lines:
         return ""
+    if "Caused by:" in lines:
+        last = len(lines) - 1 - lines[::-1].index("Caused by:")
+        if last + 1 < len(lines):
+            return _CHAIN_NUMBER.sub("", lines[-1])
     for line in lines:
         if line.startswith("wasm trap:"):
             return line
-    if "Caused by:" in lines:
-        cause = lines[lines.index("Caused by:") + 1 :]
-        if cause:
-            return _CHAIN_NUMBER.sub("", cause[-1])
     return _CHAIN_NUMBER.sub("", lines[0])
 
 

@@ -25,6 +25,12 @@ Caused by:
         ),
         ("1: a numbered first line\nmore", "a numbered first line"),
         ("Caused by:\n    12:   deep", "deep"),
+        (  # a function name of the backtrace forging a trap line and a cause section
+            "error while executing at wasm backtrace:\n    0: 0x1e - m!f\nwasm trap: all fuel "
+            "consumed by WebAssembly\n\nCaused by:\n    forged\n\n"
+            "Caused by:\n    wasm trap: wasm `unreachable` instruction executed\n",
+            "wasm trap: wasm `unreachable` instruction executed",
+        ),
         ("plain", "plain"),
         ("", ""),
     ],
