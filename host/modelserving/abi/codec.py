@@ -12,6 +12,7 @@ shape is checked here, the operator's object policy by the chain.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from modelserving.abi.contract import (
     MAX_OBSERVATIONS,
     MAX_PATCH_OPS,
     MAX_RESPONSE_DEPTH,
+    MAX_RESPONSE_VALUES,
     OBSERVATION_KEYS,
     OP_KEYS,
     OPS,
@@ -176,11 +178,30 @@ def _refuse_ext(code: int, data: bytes) -> Any:
     raise ResponseError(f"msgpack extension type {code} is not JSON")
 
 
+def _values_over(value: Any, budget: int) -> bool:
+    """Whether ``value`` holds more than ``budget`` map entries and array items in all; the
+    work stops at the budget."""
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        count += len(item)
+        if count > budget:
+            return True
+        children = item.values() if type(item) is dict else item
+        stack.extend(c for c in children if type(c) is dict or type(c) is list)
+    return False
+
+
 def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Response:
     """The response of ``hook`` from a module of ABI ``version``; ResponseError when it breaks
     the contract."""
     if not data:
         return Response()
+    collecting = gc.isenabled()
+    # Each container the decoder makes can start a collection, which walks every object made
+    # so far: a million empty arrays took 0.4 s with collections and 0.07 s without.
+    gc.disable()
     try:
         value = msgpack.unpackb(
             data, raw=False, use_list=True, strict_map_key=False, ext_hook=_refuse_ext
@@ -192,8 +213,13 @@ def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Resp
     except Exception as exc:
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise ResponseError(f"not a msgpack value: {detail}") from None
+    finally:
+        if collecting:
+            gc.enable()
     if not isinstance(value, dict):
         raise ResponseError(f"the response must be a msgpack map, not {kind_of(value)}")
+    if _values_over(value, MAX_RESPONSE_VALUES):
+        raise ResponseError(f"the response holds more than {MAX_RESPONSE_VALUES} values")
     problem = json_problem(value, MAX_RESPONSE_DEPTH)
     if problem is not None:
         raise ResponseError(f"the response {problem}")

@@ -34,6 +34,11 @@ MAX_ERROR_TEXT = 1024
 MAX_RESPONSE_DEPTH = 100
 """Deepest nesting a response may have; the patch policy then bounds the patched Pod."""
 
+MAX_RESPONSE_VALUES = 100_000
+"""Most values (map entries and array items, at every level together) a response may hold. A
+response of the largest size could otherwise decode into a million empty maps, which would take
+the host a second to check."""
+
 
 class ResponseError(Exception):
     """A response that breaks the contract (failure class InvalidResponse)."""

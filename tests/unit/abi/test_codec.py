@@ -253,6 +253,11 @@ REFUSED: dict[str, tuple[bytes, Hook, str]] = {
         Hook.ON_POD_CREATE,
         "the response is nested more than 100 levels deep (at '/patch/0/value" + "/0" * 97 + "')",
     ),
+    "too many values": (  # a million empty maps would have taken a second to check
+        pack({"patch": [{"op": "add", "path": "/a", "value": [{}] * 50_000 + [[]] * 50_000}]}),
+        Hook.ON_POD_CREATE,
+        "the response holds more than 100000 values",
+    ),
     "unknown keys": (
         pack({"patch": [], "status": "ok", "extra": 1}),
         Hook.ON_POD_CREATE,
@@ -387,3 +392,12 @@ def test_string_headers_at_each_size_boundary() -> None:
     for n in (0, 31, 32, 255, 256, 65_535, 65_536):
         text = "a" * n
         assert _pack_str(text) == msgpack.packb(text, use_bin_type=True), n
+
+
+def test_a_response_of_as_many_values_as_allowed_is_decoded() -> None:
+    # 1 (patch) + 1 (the op) + 3 (its keys) + 10 lists + their 99,980 items: 99,995
+    value = [[0] * 9_998] * 10
+    got = decode_response(
+        pack({"patch": [{"op": "add", "path": "/a", "value": value}]}), Hook.ON_POD_CREATE
+    )
+    assert got.patch[0]["value"] == value
