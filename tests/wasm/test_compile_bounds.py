@@ -18,7 +18,7 @@ import wasmtime
 
 from modelserving.api.errors import FailureClass
 from modelserving.plugins.exports import plugin_sandbox
-from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
+from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings, cache
 from modelserving.sandbox.compiler import _Spare
 from modelserving.sandbox.settings import ModuleBounds
 from tests.processes import mentioning
@@ -313,3 +313,57 @@ def test_no_worker_outlives_its_controller(tmp_path: Path) -> None:
 
 def _workers_of(pid: str) -> list[int]:
     return [found for found, argv in mentioning("compile_worker.py") if argv[-1] == pid]
+
+
+# --- what a refused module costs later, and who waits for a worker --------------------------------
+
+
+def test_a_refused_module_is_compiled_once_per_period_however_often_it_is_loaded() -> None:
+    sandbox = _sandbox()
+    now = [1000.0]
+    sandbox.modules._clock = lambda: now[0]
+    unmarked = many_functions(5)  # compiles, then the ABI check refuses it
+    first = _refusal(sandbox, unmarked)
+    for _ in range(3):
+        assert _refusal(sandbox, unmarked) == first
+    assert sandbox.modules.stats.compiled == 1
+    now[0] += cache.REFUSAL_TTL_S
+    assert _refusal(sandbox, unmarked) == first
+    assert sandbox.modules.stats.compiled == 2
+
+
+def test_loads_of_one_module_at_once_compile_it_once() -> None:
+    sandbox = _sandbox()
+    data = many_functions(3_000)
+    errors: list[str] = []
+
+    def load() -> None:
+        try:
+            sandbox.load(data)
+        except SandboxError as error:
+            errors.append(error.message)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(errors) == 4 and len(set(errors)) == 1  # the same refusal for each
+    assert sandbox.modules.stats.compiled == 1
+
+
+def test_a_load_waits_for_a_compile_worker_at_most_the_compile_deadline() -> None:
+    sandbox = _sandbox(compile_workers=1, compile_timeout_ms=300)
+    slots = sandbox.modules._compiler._slots
+    assert slots.acquire(timeout=5)  # the only worker, busy with someone else's module
+    try:
+        with pytest.raises(SandboxError) as busy:
+            sandbox.load(responding(b"\x80"))
+    finally:
+        slots.release()
+    assert busy.value.failure_class is FailureClass.TIMEOUT
+    assert busy.value.message == (
+        "all 1 compile workers stayed busy for 300 ms (operator setting "
+        "sandbox.compileWorkers); the module was not compiled"
+    )
+    sandbox.load(responding(b"\x80"))  # not remembered: the host was busy, not the module bad

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import wasmtime
 
+from modelserving.api.errors import FailureClass
 from modelserving.sandbox.artifacts import ARTIFACT_MAGIC, ArtifactStore, CacheStats
 from modelserving.sandbox.compiled import CompiledModule, ExtismModule
 from modelserving.sandbox.compiler import Compiler
@@ -26,6 +29,12 @@ from modelserving.sandbox.module import FLAVOUR_EXTISM, Entrypoint, check_module
 from modelserving.sandbox.structure import check_shape, detach_start
 
 __all__ = ["ARTIFACT_MAGIC", "CacheStats", "CompiledModule", "ModuleCache", "sha256_hex"]
+
+REFUSAL_TTL_S = 120.0
+"""How long a refused module is remembered by its digest: a load in that time fails at once
+with the same message, so a module that cannot compile costs at most one compile per this
+period, however many ModelServings use it and however often they are reconciled."""
+REFUSALS_KEPT = 256
 
 
 def sha256_hex(data: bytes) -> str:
@@ -43,8 +52,14 @@ class ModuleCache:
         entrypoints: tuple[Entrypoint, ...],
         size: int = 128,
         extism: ExtismWorker | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._engine = engine
+        self._clock = clock
+        self._refused: OrderedDict[str, tuple[SandboxError, float]] = OrderedDict()
+        """The latest refusals (``InvalidModule``) by digest, with when they were made."""
+        self._loading: dict[str, threading.Lock] = {}
+        """One lock per digest being loaded: loads of one module wait for the first."""
         self._entrypoints = entrypoints
         self._size = size
         self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
@@ -62,18 +77,55 @@ class ModuleCache:
                 f"sha256 mismatch: the module's digest is {digest}, the plugin pins "
                 f"{expected_sha256}"
             )
+        hit = self._known(digest)
+        if hit is not None:
+            return hit
+        with self._lock:
+            loading = self._loading.setdefault(digest, threading.Lock())
+        try:
+            with loading:  # a second load of the same module waits for the first one's result
+                hit = self._known(digest)
+                if hit is not None:
+                    return hit
+                try:
+                    compiled = self._compile(data, digest)
+                except SandboxError as exc:
+                    if exc.failure_class is FailureClass.INVALID_MODULE:
+                        self._remember_refusal(digest, exc)
+                    raise
+                with self._lock:
+                    self._modules[digest] = compiled
+                    while len(self._modules) > self._size:
+                        self._modules.popitem(last=False)
+                return compiled
+        finally:
+            with self._lock:
+                if not loading.locked():
+                    self._loading.pop(digest, None)
+
+    def _known(self, digest: str) -> CompiledModule | None:
+        """The module from memory; its refusal raised again while it is remembered."""
         with self._lock:
             hit = self._modules.get(digest)
             if hit is not None:
                 self._modules.move_to_end(digest)
                 self.stats.memory_hits += 1
                 return hit
-        compiled = self._compile(data, digest)
+            refused = self._refused.get(digest)
+            if refused is None:
+                return None
+            error, when = refused
+            if self._clock() - when < REFUSAL_TTL_S:
+                raise SandboxError(error.failure_class, error.message)
+            del self._refused[digest]
+            return None
+
+    def _remember_refusal(self, digest: str, error: SandboxError) -> None:
         with self._lock:
-            self._modules[digest] = compiled
-            while len(self._modules) > self._size:
-                self._modules.popitem(last=False)
-        return compiled
+            self._refused[digest] = (error, self._clock())
+            self._refused.move_to_end(digest)
+            while len(self._refused) > REFUSALS_KEPT:
+                self._refused.popitem(last=False)
 
     def _compile(self, data: bytes, digest: str) -> CompiledModule:
         settings = self._engine.settings

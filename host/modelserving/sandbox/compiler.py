@@ -26,9 +26,10 @@ import threading
 import time
 from pathlib import Path
 
+from modelserving.api.errors import FailureClass
 from modelserving.frames import frame
 from modelserving.sandbox import compile_worker
-from modelserving.sandbox.errors import cause_line, invalid_module
+from modelserving.sandbox.errors import SandboxError, cause_line, invalid_module
 from modelserving.sandbox.settings import MIB, SandboxSettings, setting_name
 
 _WORKER = Path(compile_worker.__file__)
@@ -93,14 +94,26 @@ class Compiler:
         self._slots = threading.BoundedSemaphore(settings.compile_workers)
 
     def compile(self, module: bytes) -> bytes:
-        """The serialized module; InvalidModule when it does not compile within the limits."""
-        with self._slots:
+        """The serialized module; InvalidModule when it does not compile within the limits,
+        Timeout when no worker became free within the compile deadline (the host was busy: the
+        module is not to blame, and a later load tries again)."""
+        wait_s = self._settings.compile_timeout_ms / 1000
+        if not self._slots.acquire(timeout=wait_s):
+            raise SandboxError(
+                FailureClass.TIMEOUT,
+                f"all {self._settings.compile_workers} compile workers stayed busy for "
+                f"{self._settings.compile_timeout_ms} ms (operator setting "
+                f"{setting_name('compile_workers')}); the module was not compiled",
+            )
+        try:
             worker = _Spare.take()
             try:
                 return self._run(worker, module)
             finally:
                 _reap(worker)
                 _Spare.refill()
+        finally:
+            self._slots.release()
 
     def _run(self, worker: subprocess.Popen[bytes], module: bytes) -> bytes:
         settings = self._settings
