@@ -4,6 +4,7 @@ wait for a failed ModelServing's backoff."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from kubernetes import client
 
 from modelserving.api.labels import NAME_LABEL
 from modelserving.api.operator import OperatorConfig
-from modelserving.controller.manager import EVENT_BATCH_S, Controller, Health
+from modelserving.controller.manager import EVENT_BATCH_S, PASS_SHARE, Controller, Health
 from modelserving.controller.queue import WorkQueue
 from modelserving.controller.watch import Watch
 from modelserving.plugins.exports import set_default_sandbox
@@ -163,6 +164,28 @@ def test_fixed_writes_when_adaptive_writes_is_off(tmp_path: Path) -> None:
     ctl = Controller(config, client.ApiClient(), serve_http=False)
     try:
         assert ctl.kube.pacer is None and ctl.reconciler.backlog is None
+    finally:
+        ctl.writes.shutdown()
+        set_default_sandbox(None)
+
+
+def test_a_pass_that_waits_for_the_api_server_does_not_widen_the_event_window(
+    tmp_path: Path,
+) -> None:
+    """The window is twice a pass's CPU time: a pass that spends a second waiting (for its
+    writes) leaves the next events gathering for 0.5 s, not 2 s."""
+    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
+    ctl = Controller(config, client.ApiClient(), serve_http=False)
+    try:
+        ctl.reconciler.reconcile = lambda key: time.sleep(1.0)  # type: ignore[method-assign]
+        ctl.queue.add(("ns", "big"))
+        worker = threading.Thread(target=ctl._work)
+        worker.start()
+        while not ctl.passes[("ns", "big")]:
+            time.sleep(0.05)
+        ctl.queue.shutdown()
+        worker.join(5)
+        assert ctl._pass_seconds[("ns", "big")] < EVENT_BATCH_S / PASS_SHARE
     finally:
         ctl.writes.shutdown()
         set_default_sandbox(None)
