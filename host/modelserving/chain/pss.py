@@ -178,13 +178,20 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     host_volumes = _volumes(spec, out)
     containers: set[str] = set()
     for kind in CONTAINER_KINDS:
-        noun = _NOUNS.get(kind, "ephemeralContainer")
         for i, container in enumerate(_as_list(spec.get(kind))):
             container = _as_map(container)
-            subject = f"{noun} {container.get('name')!r}"
+            subject = container_subject(kind, container)
             containers.add(subject)
             _container(container, subject, f"/spec/{kind}/{i}", pod_sc, host_volumes, out)
     return PodFacts(out, containers, pod_sc)
+
+
+def container_subject(kind: str, container: Mapping[str, Any]) -> str:
+    """How facts name a container of ``kind`` (``"container 'engine'"``)."""
+    return f"{_NOUNS.get(kind, 'ephemeralContainer')} {container.get('name')!r}"
+
+
+_HOST_USERS = "shares the node's user namespace (hostUsers is not false)"
 
 
 def _pod_level(
@@ -196,6 +203,8 @@ def _pod_level(
     for namespace in ("hostNetwork", "hostPID", "hostIPC"):
         if _set(spec.get(namespace)):
             out[HOST_NAMESPACES, THE_POD, f"sets {namespace}"] = (f"/spec/{namespace}", None)
+    if spec.get("hostUsers") is not False:  # the user namespace: root in the Pod is root outside
+        out[HOST_NAMESPACES, THE_POD, _HOST_USERS] = ("/spec/hostUsers", None)
     if _set(_as_map(pod_sc.get("windowsOptions")).get("hostProcess")):
         out[HOST_PROCESS, THE_POD, "runs as a Windows host process"] = (
             f"{_POD_SC}/windowsOptions/hostProcess",
