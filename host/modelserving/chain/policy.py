@@ -7,8 +7,11 @@ lists on an operation's path are copied), then checks what may never change: ide
 the controller's own labels and annotations, the fields the operator protects
 (``modelserving.chain.protected``), and the Pod's privileges: no Pod Security control may end
 weaker than the template made it unless the policy allows it (``modelserving.chain.pss``
-compares; skipped for operations that cannot change one, ``modelserving.chain.grants``). Any
-violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
+compares; skipped for operations that cannot change one, ``modelserving.chain.grants``), what it
+may reach besides them (Secrets, service-account credentials and identity, ``nodeName``:
+``modelserving.chain.access``), and what runs in a container the template grants a privilege
+a plugin could not add (``modelserving.chain.takeover``). Any violation raises
+``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
 from __future__ import annotations

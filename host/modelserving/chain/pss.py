@@ -1,7 +1,8 @@
 """Pod Security facts of a Pod, and those a patch added: the privilege comparison.
 
 The controls are those of the Kubernetes Pod Security Standards, baseline and restricted (the
-hosts of probes and lifecycle hooks are baseline since Kubernetes 1.34). ``pod_facts`` lists
+hosts of probes and lifecycle hooks are baseline since Kubernetes 1.34), and under Host
+Namespaces the user namespace: a Pod without ``hostUsers: false`` shares the node's. ``pod_facts`` lists
 what a Pod is allowed beyond the most restricted value of each control, one fact per
 ``(control, subject, what)``, e.g. ``("privileged", "container 'proxy'", "runs privileged")``;
 ``weakenings(before, after)`` returns the facts of the patched Pod that the template (the Pod
