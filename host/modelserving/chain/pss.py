@@ -2,9 +2,10 @@
 
 The controls are those of the Kubernetes Pod Security Standards, baseline and restricted (the
 hosts of probes and lifecycle hooks are baseline since Kubernetes 1.34), and under Host
-Namespaces the user namespace: a Pod without ``hostUsers: false`` shares the node's. ``pod_facts`` lists
-what a Pod is allowed beyond the most restricted value of each control, one fact per
-``(control, subject, what)``, e.g. ``("privileged", "container 'proxy'", "runs privileged")``;
+Namespaces the user namespace: a Pod without ``hostUsers: false`` shares the node's.
+``pod_facts`` lists what a Pod is allowed beyond the most restricted value of each control, one
+fact per ``(control, subject, what)``, e.g. ``("privileged", "container 'proxy'", "runs
+privileged")``;
 ``weakenings(before, after)`` returns the facts of the patched Pod that the template (the Pod
 before the patch) does not account for. ``modelserving.chain.policy.PatchValidator`` calls it
 for every patch that may change a privilege, and decides with the operator's PatchPolicy which
