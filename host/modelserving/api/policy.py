@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from modelserving.api._base import ApiModel
 from modelserving.api.labels import LABEL_PREFIX
+from modelserving.api.names import is_dns1123_subdomain
 
 MutatingOp = Literal["add", "remove", "replace"]
 ALL_MUTATING_OPS: tuple[MutatingOp, ...] = ("add", "remove", "replace")
@@ -189,10 +190,20 @@ def _protection(value: str) -> str:
     return value
 
 
+def _object_name(value: str) -> str:
+    if not is_dns1123_subdomain(value):
+        raise ValueError(
+            f"{value[:80]!r} is not an object name (lower-case letters, digits, '-' and '.', at "
+            "most 253 characters)"
+        )
+    return value
+
+
 Capability = Annotated[str, AfterValidator(_capability)]
 Sysctl = Annotated[str, AfterValidator(_sysctl)]
 VolumeType = Annotated[str, AfterValidator(_volume_type)]
 Protection = Annotated[str, AfterValidator(_protection)]
+ObjectName = Annotated[str, AfterValidator(_object_name)]
 
 
 class PathRule(ApiModel):
@@ -275,6 +286,12 @@ class PatchPolicy(ApiModel):
         default_factory=lambda: list(RESTRICTED_VOLUME_TYPES)
     )
     protected_fields: list[Protection] = Field(default_factory=lambda: list(NAMED_PROTECTIONS))
+    # What a Pod may reach beyond Pod Security (modelserving.chain.access, .takeover).
+    allowed_secrets: list[ObjectName] = Field(default_factory=list)
+    allow_service_account_tokens: bool = False
+    allowed_service_accounts: list[ObjectName] = Field(default_factory=list)
+    allow_node_name: bool = False
+    allow_privileged_container_changes: bool = False
 
 
 ObjectKind = Literal["ConfigMap"]

@@ -7,8 +7,11 @@ lists on an operation's path are copied), then checks what may never change: ide
 the controller's own labels and annotations, the fields the operator protects
 (``modelserving.chain.protected``), and the Pod's privileges: no Pod Security control may end
 weaker than the template made it unless the policy allows it (``modelserving.chain.pss``
-compares; skipped for operations that cannot change one, ``modelserving.chain.grants``). Any
-violation raises ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
+compares; skipped for operations that cannot change one, ``modelserving.chain.grants``), what it
+may reach besides them (Secrets, service-account credentials and identity, ``nodeName``:
+``modelserving.chain.access``), and what runs in a container the template grants a privilege
+a plugin could not add (``modelserving.chain.takeover``). Any violation raises
+``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PatchOperation
 from modelserving.api.policy import PatchPolicy, capability_name, sysctl_name
-from modelserving.chain import pss
+from modelserving.chain import access, pss, takeover
 from modelserving.chain.grants import adds_capabilities_only, may_grant
 from modelserving.chain.jsonpatch import (
     apply_one,
@@ -80,6 +83,8 @@ class PatchValidator:
             pss.CAPABILITIES: frozenset(map(capability_name, self.policy.allowed_capabilities)),
             pss.SYSCTLS: frozenset(map(sysctl_name, self.policy.allowed_sysctls)),
             pss.VOLUME_TYPES: frozenset(self.policy.allowed_volume_types),
+            access.SECRETS: frozenset(self.policy.allowed_secrets),
+            access.SERVICE_ACCOUNT: frozenset(self.policy.allowed_service_accounts),
         }
 
     def allows(self, path: str, op: str) -> bool:
@@ -178,23 +183,104 @@ class PatchValidator:
             _check_unique_container_names(after)
         if ops is None or any(_touches_names(op, ("volumes",)) for op in ops):
             _check_unique_volume_names(before, after)
+        facts: pss.PodFacts | None = None
         if ops is None or any(may_grant(op) for op in ops):
-            self.check_privileges(before, after)
+            facts = pss.pod_facts(before)
+            self.check_privileges(before, after, facts)
+        if ops is None or any(access.may_change(op) for op in ops):
+            self.check_access(before, after)
+        if ops is None or any(takeover.may_change(op) for op in ops):
+            self.check_takeover(before, after, facts)
 
-    def check_privileges(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
-        """Refuse the first Pod Security control ``after`` has weaker than ``before`` that the
-        policy does not allow to weaken."""
-        for weakening in pss.weakenings(pss.pod_facts(before), pss.pod_facts(after)):
+    def check_privileges(
+        self,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        facts: pss.PodFacts | None = None,
+    ) -> None:
+        """Refuse the first Pod Security control ``after`` has weaker than ``before`` (whose
+        facts are ``facts`` when given) that the policy does not allow to weaken."""
+        if facts is None:
+            facts = pss.pod_facts(before)
+        for weakening in pss.weakenings(facts, pss.pod_facts(after)):
             reason = self._refusal(weakening)
             if reason:
                 raise PatchRejected(weakening.path, reason)
+
+    def check_access(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        """Refuse the first Secret, service-account credential, ServiceAccount or node binding of
+        ``after`` that ``before`` does not have and the policy does not allow."""
+        for weakening in access.weakenings(before, after):
+            reason = self._refusal(weakening)
+            if reason:
+                raise PatchRejected(weakening.path, reason)
+
+    def check_takeover(
+        self,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        facts: pss.PodFacts | None = None,
+    ) -> None:
+        """Refuse a change to what runs in a container that the template grants a privilege the
+        policy would refuse a plugin to add (``modelserving.chain.takeover``): a plugin could
+        otherwise run its own code with that privilege. Not when the patched container has no
+        such privilege left."""
+        if self.policy.allow_privileged_container_changes:
+            return
+        granted = self._granted(pss.pod_facts(before) if facts is None else facts)
+        still: dict[str, tuple[str, str]] | None = None
+        for change in takeover.changes(before, after, list(granted)):
+            if still is None:
+                still = self._granted(pss.pod_facts(after))
+            if change.subject not in still:
+                continue
+            what = (
+                f"shares the Pod's processes with {change.subject}"
+                if change.path == "/spec/shareProcessNamespace"
+                else f"changes the {change.field} of {change.subject}"
+            )
+            grant, setting = granted[change.subject]
+            raise PatchRejected(
+                change.path,
+                f"{what}, which {grant} in the template; a plugin may not change what runs in a "
+                "container with a privilege it could not add itself "
+                "(patchPolicy.allowPrivilegedContainerChanges is false; or let plugins add that "
+                f"privilege: patchPolicy.{setting})",
+            )
+
+    def _granted(self, facts: pss.PodFacts) -> dict[str, tuple[str, str]]:
+        """The containers with a privilege of their own (one a container without settings would
+        not have in this Pod) of a baseline control that the policy would refuse a plugin to
+        add, each with the first such privilege and the setting that would allow adding it.
+        Probe hosts grant the container nothing."""
+        out: dict[str, tuple[str, str]] = {}
+        plain: frozenset[tuple[str, str]] | None = None
+        for (control, subject, what), (path, value) in facts.facts.items():
+            if (
+                subject in out
+                or subject not in facts.containers
+                or control == pss.HOST_PROBES
+                or pss.CONTROLS[control].restricted
+            ):
+                continue
+            if plain is None:
+                plain = facts.plain()
+            if (control, what) in plain:
+                continue
+            if self._refusal(pss.Weakening(control, subject, what, path, value, True)):
+                out[subject] = (what, _camel(_FLAGS.get(control) or _LISTS[control]))
+        return out
 
     def _refusal(self, w: pss.Weakening) -> str | None:
         """Why the policy refuses ``w``, or None when it allows it."""
         if w.control in self._open:
             return None
-        control = pss.CONTROLS[w.control]
-        weakens = f"weakens Pod Security control '{control.title}'"
+        control = pss.CONTROLS.get(w.control) or access.CONTROLS[w.control]
+        weakens = (
+            f"weakens Pod Security control '{control.title}'"
+            if w.control in pss.CONTROLS
+            else f"weakens control '{control.title}'"
+        )
         listed = self._listed.get(w.control)
         if w.control == pss.CAPABILITIES:
             if w.value is None:
@@ -213,7 +299,8 @@ class PatchValidator:
                 return None
             setting = _camel(_LISTS[w.control])
             if w.value is None:
-                return f"{w.subject} {w.what}, which is not a sysctl name ({weakens})"
+                noun = _NAMED[w.control]
+                return f"{w.subject} {w.what}, which is not a {noun} name ({weakens})"
             return f"{w.subject} {w.what}, which {weakens}; add {w.value} to patchPolicy.{setting}"
         unlike = (
             " (every container of the template meets this control)"
@@ -243,12 +330,23 @@ _FLAGS: dict[str, str] = {
     pss.NON_ROOT_NOT_REQUIRED: "allow_run_as_root",
     pss.ROOT_USER: "allow_run_as_root",
     pss.HOST_PROBES: "allow_probe_hosts",
+    access.CREDENTIALS: "allow_service_account_tokens",
+    access.NODE_NAME: "allow_node_name",
 }
 # control -> the PatchPolicy list of names it may use
 _LISTS: dict[str, str] = {
     pss.CAPABILITIES: "allowed_capabilities",
     pss.SYSCTLS: "allowed_sysctls",
     pss.VOLUME_TYPES: "allowed_volume_types",
+    access.SECRETS: "allowed_secrets",
+    access.SERVICE_ACCOUNT: "allowed_service_accounts",
+}
+# control -> what its list names (a value that is not a string is no name)
+_NAMED: dict[str, str] = {
+    pss.SYSCTLS: "sysctl",
+    pss.VOLUME_TYPES: "volume type",
+    access.SECRETS: "Secret",
+    access.SERVICE_ACCOUNT: "ServiceAccount",
 }
 
 

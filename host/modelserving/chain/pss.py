@@ -1,9 +1,11 @@
 """Pod Security facts of a Pod, and those a patch added: the privilege comparison.
 
 The controls are those of the Kubernetes Pod Security Standards, baseline and restricted (the
-hosts of probes and lifecycle hooks are baseline since Kubernetes 1.34). ``pod_facts`` lists
-what a Pod is allowed beyond the most restricted value of each control, one fact per
-``(control, subject, what)``, e.g. ``("privileged", "container 'proxy'", "runs privileged")``;
+hosts of probes and lifecycle hooks are baseline since Kubernetes 1.34), and under Host
+Namespaces the user namespace: a Pod without ``hostUsers: false`` shares the node's.
+``pod_facts`` lists what a Pod is allowed beyond the most restricted value of each control, one
+fact per ``(control, subject, what)``, e.g. ``("privileged", "container 'proxy'", "runs
+privileged")``;
 ``weakenings(before, after)`` returns the facts of the patched Pod that the template (the Pod
 before the patch) does not account for. ``modelserving.chain.policy.PatchValidator`` calls it
 for every patch that may change a privilege, and decides with the operator's PatchPolicy which
@@ -178,13 +180,20 @@ def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
     host_volumes = _volumes(spec, out)
     containers: set[str] = set()
     for kind in CONTAINER_KINDS:
-        noun = _NOUNS.get(kind, "ephemeralContainer")
         for i, container in enumerate(_as_list(spec.get(kind))):
             container = _as_map(container)
-            subject = f"{noun} {container.get('name')!r}"
+            subject = container_subject(kind, container)
             containers.add(subject)
             _container(container, subject, f"/spec/{kind}/{i}", pod_sc, host_volumes, out)
     return PodFacts(out, containers, pod_sc)
+
+
+def container_subject(kind: str, container: Mapping[str, Any]) -> str:
+    """How facts name a container of ``kind`` (``"container 'engine'"``)."""
+    return f"{_NOUNS.get(kind, 'ephemeralContainer')} {container.get('name')!r}"
+
+
+_HOST_USERS = "shares the node's user namespace (hostUsers is not false)"
 
 
 def _pod_level(
@@ -196,6 +205,8 @@ def _pod_level(
     for namespace in ("hostNetwork", "hostPID", "hostIPC"):
         if _set(spec.get(namespace)):
             out[HOST_NAMESPACES, THE_POD, f"sets {namespace}"] = (f"/spec/{namespace}", None)
+    if spec.get("hostUsers") is not False:  # the user namespace: root in the Pod is root outside
+        out[HOST_NAMESPACES, THE_POD, _HOST_USERS] = ("/spec/hostUsers", None)
     if _set(_as_map(pod_sc.get("windowsOptions")).get("hostProcess")):
         out[HOST_PROCESS, THE_POD, "runs as a Windows host process"] = (
             f"{_POD_SC}/windowsOptions/hostProcess",

@@ -609,7 +609,7 @@ def privileged_pod(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 EXISTING_PRIVILEGES_KEPT: dict[str, Ops] = {
-    "left alone": [op("add", "/spec/containers/0/env/-", {"name": "B", "value": "2"})],
+    "left alone": [op("add", "/spec/containers/0/resources/requests", {"cpu": "1"})],
     "sidecar inserted before it": [op("add", "/spec/containers/0", SIDECAR)],
     "init container inserted before it": [
         op("add", "/spec/initContainers/0", {"name": "w", "image": "w:1"})

@@ -145,7 +145,7 @@ def test_other_tolerations_may_change_next_to_control_plane_ones(pod: dict[str, 
 @pytest.mark.parametrize(
     ("entry", "ops"),
     [
-        ("/spec/serviceAccountName", [op("add", "/spec/serviceAccountName", "admin")]),
+        ("/spec/hostname", [op("add", "/spec/hostname", "db-0")]),
         ("/spec/schedulerName", [op("replace", "/spec/schedulerName", "default-scheduler")]),
         ("/spec/schedulerName", [op("remove", "/spec/schedulerName")]),
         ("/spec/nodeSelector/gpu", [op("replace", "/spec/nodeSelector", {"zone": "a"})]),

@@ -1,0 +1,188 @@
+"""What a Pod can reach besides its Pod Security privileges: Secrets, service-account
+credentials, and a node chosen by name. The comparison is the one of ``modelserving.chain.pss``.
+
+``access_facts`` lists them as facts of the Pod, one per ``(control, subject, what)``, e.g.
+``("secrets", "the Pod", "references Secret 'db'")``; ``weakenings(before, after)`` returns the
+facts of the patched Pod that the template (the Pod before the patch) does not have, as
+``pss.Weakening``s. ``modelserving.chain.policy.PatchValidator`` decides with the operator's
+PatchPolicy which of them a plugin may add; this module knows no policy.
+
+All facts are the Pod's: whatever container a Secret or a token is mounted in, the kubelet
+fetches it for the Pod, so giving a container of the Pod a credential the template already
+references is no new access. A plugin may not:
+
+- reference a Secret the template does not (a ``secret`` volume or projected source, a volume's
+  ``secretRef``, ``secretName`` or ``nodePublishSecretRef``, an env ``secretKeyRef``, an
+  ``envFrom`` ``secretRef``, an ``imagePullSecrets`` entry: the container cannot read the last,
+  but the Pod then pulls images with credentials the template did not use);
+- give the Pod a credential of its ServiceAccount: a projected ``serviceAccountToken`` (per
+  audience), a projected ``podCertificate``, ``automountServiceAccountToken`` no longer false (or
+  true where it was unset: the ServiceAccount could opt out);
+- change the ServiceAccount the Pod runs as (``serviceAccountName``, or the deprecated
+  ``serviceAccount``; unset is ``default``);
+- bind the Pod to a node (``nodeName``: the scheduler, and so taints, do not apply).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from modelserving.api.hook import PatchOperation
+from modelserving.chain import pss
+from modelserving.chain.jsonpatch import split_tokens
+
+SECRETS = "secrets"
+CREDENTIALS = "serviceAccountCredentials"
+SERVICE_ACCOUNT = "serviceAccount"
+NODE_NAME = "nodeName"
+
+CONTROLS: dict[str, pss.Control] = {
+    SECRETS: pss.Control("Secrets"),
+    CREDENTIALS: pss.Control("Service Account Credentials"),
+    SERVICE_ACCOUNT: pss.Control("Service Account"),
+    NODE_NAME: pss.Control("Node Name"),
+}
+
+THE_POD = pss.THE_POD
+_VOLUME_SECRET_KEYS = ("secretRef", "nodePublishSecretRef")  # {name: ...} in a volume source
+_READ_SPEC_FIELDS = frozenset(
+    {
+        "volumes",
+        "imagePullSecrets",
+        "automountServiceAccountToken",
+        "serviceAccountName",
+        "serviceAccount",
+        "nodeName",
+    }
+)
+_READ_CONTAINER_FIELDS = frozenset({"name", "env", "envFrom"})
+
+
+def may_change(op: PatchOperation) -> bool:
+    """Whether ``op`` can change what ``access_facts`` finds: False for paths it does not read
+    (metadata, scheduling fields, a container's image, command or resources...); a property test
+    checks this."""
+    if op["op"] == "test":
+        return False
+    tokens = split_tokens(op["path"])
+    if len(tokens) < 2:
+        return True
+    if tokens[0] != "spec":
+        return False
+    if tokens[1] in pss.CONTAINER_KINDS:
+        return len(tokens) < 4 or tokens[3] in _READ_CONTAINER_FIELDS
+    return tokens[1] in _READ_SPEC_FIELDS
+
+
+def weakenings(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterator[pss.Weakening]:
+    """The facts of ``after`` that ``before`` does not have, in the Pod's order."""
+    old = access_facts(before)
+    for (control, subject, what), (path, value) in access_facts(after).items():
+        if (control, subject, what) not in old:
+            yield pss.Weakening(control, subject, what, path, value, False)
+
+
+def access_facts(pod: Mapping[str, Any]) -> dict[pss.Key, pss.Fact]:
+    """Every fact of ``pod``: identity first, then volumes, containers and image pull Secrets. A
+    fact's value is the name the policy's lists judge (a Secret, a ServiceAccount), None when it
+    is not a string."""
+    spec = _as_map(pod.get("spec"))
+    out: dict[pss.Key, pss.Fact] = {}
+    _identity(spec, out)
+    for i, volume in enumerate(_as_list(spec.get("volumes"))):
+        _volume(_as_map(volume), f"/spec/volumes/{i}", out)
+    for kind in pss.CONTAINER_KINDS:
+        for i, container in enumerate(_as_list(spec.get(kind))):
+            _container(_as_map(container), f"/spec/{kind}/{i}", out)
+    for i, ref in enumerate(_as_list(spec.get("imagePullSecrets"))):
+        _secret(_as_map(ref).get("name"), f"/spec/imagePullSecrets/{i}", out)
+    return out
+
+
+def _identity(spec: Mapping[str, Any], out: dict[pss.Key, pss.Fact]) -> None:
+    field, account = "serviceAccountName", spec.get("serviceAccountName")
+    if account in (None, ""):
+        field, account = "serviceAccount", spec.get("serviceAccount")
+    if account in (None, ""):
+        field, account = "serviceAccountName", "default"
+    out[SERVICE_ACCOUNT, THE_POD, f"runs as ServiceAccount {account!r}"] = (
+        f"/spec/{field}",
+        _name(account),
+    )
+    automount = spec.get("automountServiceAccountToken")
+    if automount is None:
+        what = "mounts its ServiceAccount's API token unless the ServiceAccount opts out"
+        out[CREDENTIALS, THE_POD, f"{what} (automountServiceAccountToken is not set)"] = (
+            "/spec/automountServiceAccountToken",
+            None,
+        )
+    elif automount is not False:
+        out[CREDENTIALS, THE_POD, "mounts its ServiceAccount's API token"] = (
+            "/spec/automountServiceAccountToken",
+            None,
+        )
+    node = spec.get("nodeName")
+    if node not in (None, ""):
+        what = f"is bound to node {node!r} (the scheduler and taints do not apply)"
+        out[NODE_NAME, THE_POD, what] = ("/spec/nodeName", None)
+
+
+def _volume(volume: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:
+    for kind, source in volume.items():
+        source = _as_map(source)
+        if kind == "projected":
+            for item in _as_list(source.get("sources")):
+                _projection(_as_map(item), path, out)
+            continue
+        if "secretName" in source:  # secret, azureFile
+            _secret(source.get("secretName"), path, out)
+        for key in _VOLUME_SECRET_KEYS:  # csi, cephfs, flexVolume, iscsi, rbd, scaleIO...
+            if key in source:
+                _secret(_as_map(source.get(key)).get("name"), path, out)
+
+
+def _projection(item: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:
+    if "secret" in item:
+        _secret(_as_map(item.get("secret")).get("name"), path, out)
+    if "serviceAccountToken" in item:
+        audience = _as_map(item.get("serviceAccountToken")).get("audience")
+        aim = f"audience {audience!r}" if audience else "the Kubernetes API"
+        what = f"projects a token of its ServiceAccount for {aim}"
+        out.setdefault((CREDENTIALS, THE_POD, what), (path, None))
+    if "podCertificate" in item:
+        signer = _as_map(item.get("podCertificate")).get("signerName")
+        what = f"projects a certificate of its identity signed by {signer!r}"
+        out.setdefault((CREDENTIALS, THE_POD, what), (path, None))
+
+
+def _container(container: Mapping[str, Any], base: str, out: dict[pss.Key, pss.Fact]) -> None:
+    for j, var in enumerate(_as_list(container.get("env"))):
+        value_from = _as_map(_as_map(var).get("valueFrom"))
+        if "secretKeyRef" in value_from:
+            name = _as_map(value_from.get("secretKeyRef")).get("name")
+            _secret(name, f"{base}/env/{j}", out)
+    for j, source in enumerate(_as_list(container.get("envFrom"))):
+        source = _as_map(source)
+        if "secretRef" in source:
+            _secret(_as_map(source.get("secretRef")).get("name"), f"{base}/envFrom/{j}", out)
+
+
+def _secret(name: Any, path: str, out: dict[pss.Key, pss.Fact]) -> None:
+    """One fact per Secret, wherever the Pod references it (its path: the first reference)."""
+    out.setdefault((SECRETS, THE_POD, f"references Secret {name!r}"), (path, _name(name)))
+
+
+def _name(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _as_map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,157 @@
+"""What runs in a container: the fields a plugin could use to take over a privileged container
+without touching its privileges.
+
+Privileges are compared by container name (``modelserving.chain.pss``), so a plugin that leaves
+a privileged container's ``securityContext`` alone passes that comparison whatever else it does
+to the container. Yet replacing its image, command or arguments, setting ``LD_PRELOAD`` or
+``BASH_ENV`` in its env, mounting a volume over its ``/bin``, or adding an ``exec`` probe or
+lifecycle hook runs the plugin's code with the container's privileges. ``changes`` lists, for
+the containers it is given, each such field that differs between the template and the patched
+Pod; ``modelserving.chain.policy.PatchValidator`` picks the containers (those the template
+grants what the policy would not let a plugin add) and decides. This module knows no policy.
+
+What runs: ``image``, ``command``, ``args``, ``workingDir``, ``env``, ``envFrom``,
+``volumeMounts`` and ``volumeDevices`` (with the definition of each volume they name),
+``lifecycle``, and the ``exec`` handler of each probe; and, for the Pod, ``shareProcessNamespace``
+(another container would see, and could signal, the privileged container's processes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from modelserving.api.hook import PatchOperation
+from modelserving.chain import pss
+from modelserving.chain.jsonpatch import split_tokens
+
+RUNS = (
+    "image",
+    "command",
+    "args",
+    "workingDir",
+    "env",
+    "envFrom",
+    "volumeMounts",
+    "volumeDevices",
+    "lifecycle",
+)
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+_READ_CONTAINER_FIELDS = frozenset({*RUNS, *PROBES, "name"})
+_READ_SPEC_FIELDS = frozenset({"volumes", "shareProcessNamespace", *pss.CONTAINER_KINDS})
+
+
+class Change(NamedTuple):
+    """A field of what ``subject`` runs that the patch changed, at ``path`` (patched Pod)."""
+
+    subject: str
+    field: str
+    path: str
+
+
+def may_change(op: PatchOperation) -> bool:
+    """Whether ``op`` can change what a container runs: False for paths ``changes`` does not read
+    (metadata, scheduling fields, a container's resources, ports or securityContext...); a
+    property test checks this."""
+    if op["op"] == "test":
+        return False
+    tokens = split_tokens(op["path"])
+    if len(tokens) < 2:
+        return True
+    if tokens[0] != "spec" or tokens[1] not in _READ_SPEC_FIELDS:
+        return False
+    if tokens[1] in pss.CONTAINER_KINDS:
+        return len(tokens) < 4 or tokens[3] in _READ_CONTAINER_FIELDS
+    return True
+
+
+def containers(pod: Mapping[str, Any]) -> Iterator[tuple[str, str, int, Mapping[str, Any]]]:
+    """``(subject, kind, index, container)`` of every container, as ``pss`` names them."""
+    spec = _as_map(pod.get("spec"))
+    for kind in pss.CONTAINER_KINDS:
+        for i, container in enumerate(_as_list(spec.get(kind))):
+            container = _as_map(container)
+            yield pss.container_subject(kind, container), kind, i, container
+
+
+def changes(
+    before: Mapping[str, Any], after: Mapping[str, Any], subjects: Sequence[str]
+) -> Iterator[Change]:
+    """For each of ``subjects`` (containers of ``before``), the fields of what it runs that differ
+    in ``after``; a container ``after`` no longer has runs nothing. Then ``shareProcessNamespace``
+    when it is newly set (named after the first subject)."""
+    if not subjects:
+        return
+    spec_b, spec_a = _as_map(before.get("spec")), _as_map(after.get("spec"))
+    if spec_b is spec_a:
+        return
+    old = {s: c for s, _, _, c in containers(before) if s in subjects}
+    vols_b, vols_a = _by_name(spec_b.get("volumes")), _by_name(spec_a.get("volumes"))
+    same_volumes = spec_b.get("volumes") is spec_a.get("volumes")
+    for subject, kind, i, new in containers(after):  # a subject names its kind too
+        was = old.get(subject)
+        if was is None or (was is new and same_volumes):
+            continue
+        base = f"/spec/{kind}/{i}"
+        for field in RUNS:
+            if not _same(was.get(field), new.get(field)):
+                yield Change(subject, field, f"{base}/{field}")
+        for probe in PROBES:
+            if not _same(_exec(was, probe), _exec(new, probe)):
+                yield Change(subject, f"{probe} exec", f"{base}/{probe}")
+        for name in _mounted(new):
+            j, volume = vols_a.get(name, (-1, None))
+            if j >= 0 and not _same(vols_b.get(name, (-1, None))[1], volume):
+                yield Change(subject, f"volume {name!r}", f"/spec/volumes/{j}")
+    if _set(spec_a.get("shareProcessNamespace")) and not _set(spec_b.get("shareProcessNamespace")):
+        yield Change(subjects[0], "process namespace", "/spec/shareProcessNamespace")
+
+
+def _exec(container: Mapping[str, Any], probe: str) -> Any:
+    return _as_map(container.get(probe)).get("exec")
+
+
+def _mounted(container: Mapping[str, Any]) -> list[str]:
+    names = []
+    for field in ("volumeMounts", "volumeDevices"):
+        for mount in _as_list(container.get(field)):
+            name = _as_map(mount).get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+def _by_name(volumes: Any) -> dict[str, tuple[int, Any]]:
+    """Volumes by name, each with its index (the first of a name: the validator keeps them
+    unique)."""
+    out: dict[str, tuple[int, Any]] = {}
+    for i, volume in enumerate(_as_list(volumes)):
+        name = _as_map(volume).get("name")
+        if isinstance(name, str):
+            out.setdefault(name, (i, volume))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (so true is not 1)."""
+    if a is b:
+        return True
+    if type(a) is str and type(b) is str:
+        return a == b
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _set(flag: Any) -> bool:
+    return flag is not None and flag is not False
+
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _as_map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
