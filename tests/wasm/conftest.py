@@ -1,7 +1,9 @@
-"""Fixtures of the sandbox tests: a sandbox with a private disk cache, and a sample request."""
+"""Fixtures of the sandbox tests: a sandbox with a private disk cache, a sample request, and
+Extism workers that tests can tell apart."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from modelserving.api.hook import Hook
 from modelserving.api.place import PodPlace
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxSettings
+from modelserving.sandbox.extism import call as extism_call
 from modelserving.sandbox.settings import Limits
 
 
@@ -49,3 +52,14 @@ def request_bytes() -> bytes:
     where = PodPlace("sample-0", "server", "server-0", True)
     ms = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
     return encode_request(Hook.ON_POD_CREATE, "p", None, ms, where, sample_pod())
+
+
+@pytest.fixture
+def worker_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Workers started during the test run a copy of the worker script under ``tmp_path``, so
+    ``mentioning(marker)`` finds exactly them."""
+    copy = tmp_path / "worker" / "worker.py"
+    copy.parent.mkdir()
+    shutil.copy(Path(extism_call.__file__).with_name("worker.py"), copy)
+    monkeypatch.setattr(extism_call, "_WORKER", copy)
+    return str(copy.parent)

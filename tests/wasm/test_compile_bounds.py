@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -17,8 +18,9 @@ import pytest
 import wasmtime
 
 from modelserving.api.errors import FailureClass
+from modelserving.frames import frame
 from modelserving.plugins.exports import plugin_sandbox
-from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings, cache
+from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings, cache, compile_worker
 from modelserving.sandbox.compiler import _Spare
 from modelserving.sandbox.settings import ModuleBounds
 from tests.processes import mentioning
@@ -259,6 +261,42 @@ def test_a_module_within_the_limits_still_loads_and_runs(request_bytes: bytes) -
     assert sandbox.modules.stats.compiled == 1
     result = sandbox.call(compiled, "ms_on_pod_create", request_bytes, sandbox.limits())
     assert result.response == b"\x80"
+
+
+def test_a_stack_size_other_than_the_warm_engines_gets_an_engine_of_its_own(
+    request_bytes: bytes,
+) -> None:
+    sandbox = plugin_sandbox(SandboxSettings(cache_dir=None, max_wasm_stack_bytes=256 * 1024))
+    compiled = sandbox.load(responding(b"\x80"))
+    result = sandbox.call(compiled, "ms_on_pod_create", request_bytes, sandbox.limits())
+    assert result.response == b"\x80"
+
+
+def test_the_worker_ends_right_after_its_reply(tmp_path: Path) -> None:
+    """No interpreter shutdown after the reply (the controller would wait for it): an exit
+    handler registered before the worker runs is never called, and the reply is complete."""
+    flag = tmp_path / "shutdown-ran"
+    script = (
+        "import atexit, runpy, sys\n"
+        f"atexit.register(lambda: open({str(flag)!r}, 'w').close())\n"
+        f"sys.argv = ['compile_worker', sys.argv[1]]\n"
+        f"runpy.run_path({compile_worker.__file__!r}, run_name='__main__')\n"
+    )
+    module = responding(b"\x80")
+    params = json.dumps(
+        {"stack": 512 * 1024, "memory": 512 * 1024 * 1024, "moduleBytes": len(module)}
+    )
+    worker = subprocess.run(
+        [sys.executable, "-c", script, str(os.getpid())],
+        input=frame(params.encode()) + frame(module),
+        capture_output=True,
+        timeout=60,
+    )
+    assert worker.returncode == 0, worker.stderr
+    reply = worker.stdout
+    assert reply[:1] == compile_worker.OK
+    assert int.from_bytes(reply[1:5], "big") == len(reply) - 5 > 0
+    assert not flag.exists()
 
 
 def test_the_compiled_module_is_kept_on_disk_and_reloaded_without_a_worker(

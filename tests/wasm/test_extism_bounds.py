@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,6 @@ from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import CompiledModule
 from modelserving.sandbox.extism import call as extism_call
-from modelserving.sandbox.extism.call import extism_cache_config
 from tests.processes import mentioning, wait_until_gone
 from tests.wasm.guests import extism_copy_out, extism_function, extism_guest, extism_responding
 
@@ -91,17 +89,6 @@ def call_failure(sandbox: Sandbox, compiled: CompiledModule, **limits: int) -> C
 
 
 @pytest.fixture
-def worker_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Workers started during the test run a copy of the worker script under ``tmp_path``, so
-    ``mentioning(marker)`` finds exactly them."""
-    copy = tmp_path / "worker" / "worker.py"
-    copy.parent.mkdir()
-    shutil.copy(Path(extism_call.__file__).with_name("worker.py"), copy)
-    monkeypatch.setattr(extism_call, "_WORKER", copy)
-    return str(copy.parent)
-
-
-@pytest.fixture
 def own(tmp_path: Path) -> Iterator[Callable[..., Sandbox]]:
     """New sandboxes (closed at the end), with settings changed from the defaults."""
     made: list[Sandbox] = []
@@ -140,13 +127,13 @@ def test_a_loop_in_the_function_is_cancelled_in_the_worker(own: Callable[..., Sa
     sandbox = own()
     loop = extism_guest(extism_function("on_pod_create", "(loop $l (br $l)) i32.const 0"))
     compiled = sandbox.load(loop)
-    pid = sandbox.extism.pid
+    pids = sandbox.extism.pids()
     failure = call_failure(sandbox, compiled, fuel=2_000_000_000, timeout_ms=30)
     assert (failure.failure_class, failure.message) == (
         "Timeout",
         "the call passed its deadline (30 ms)",
     )
-    assert sandbox.extism.pid == pid
+    assert sandbox.extism.pids() == pids
 
 
 @pytest.mark.parametrize("guest", [start_spinning, initialize_spinning])
@@ -277,13 +264,13 @@ def test_the_compiled_plugins_are_a_bounded_lru(own: Callable[..., Sandbox]) -> 
     for fuel in range(1_000_000, 1_000_020):
         result = sandbox.call(compiled, "on_pod_create", b"", sandbox.limits(fuel=fuel))
         assert result.response == b"\x80"
-    assert sandbox.extism.stats() == {"compiled": 3, "modules": 1}
+    assert sandbox.extism.stats() == [{"compiled": 3}]
     for timeout_ms in range(100, 110):  # the deadline is not compiled in
         limits = sandbox.limits(fuel=1_000_019, timeout_ms=timeout_ms)
         assert sandbox.call(compiled, "on_pod_create", b"", limits).response == b"\x80"
-    assert sandbox.extism.stats() == {"compiled": 3, "modules": 1}
+    assert sandbox.extism.stats() == [{"compiled": 3}]
     others = [sandbox.load(erring(f"module {i}".encode())) for i in range(5)]
-    assert sandbox.extism.stats() == {"compiled": 3, "modules": 3}
+    assert sandbox.extism.stats() == [{"compiled": 3}]
     # a module the worker forgot is given to it again
     assert call_failure(sandbox, others[0]).message == "module 0"
     assert sandbox.call(compiled, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
@@ -301,16 +288,16 @@ def test_a_killed_call_leaves_only_the_current_worker(
 ) -> None:
     sandbox = own()
     slow = sandbox.load(start_spinning(FINITE))
-    first = sandbox.extism.pid
-    assert [pid for pid, _ in mentioning(worker_copy)] == [first]
+    first = sandbox.extism.pids()
+    assert [pid for pid, _ in mentioning(worker_copy)] == first
     assert call_failure(sandbox, slow, timeout_ms=20).failure_class == "Timeout"
-    assert sandbox.extism.pid is None
+    assert sandbox.extism.pids() == []
     assert mentioning(worker_copy) == []  # killed and reaped
     ok = sandbox.load(OK)
     assert sandbox.call(ok, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
-    current = sandbox.extism.pid
-    assert current not in (None, first)
-    assert [pid for pid, _ in mentioning(worker_copy)] == [current]
+    current = sandbox.extism.pids()
+    assert len(current) == 1 and current != first
+    assert [pid for pid, _ in mentioning(worker_copy)] == current
     sandbox.close()
     assert wait_until_gone(worker_copy) == []
 
@@ -347,7 +334,7 @@ def test_a_dead_worker_fails_the_call_and_is_replaced(
         "the Extism worker ended during the call (signal SIGKILL)",
     )
     assert sandbox.call(ok, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
-    assert [pid for pid, _ in mentioning(worker_copy)] == [sandbox.extism.pid]
+    assert [pid for pid, _ in mentioning(worker_copy)] == sandbox.extism.pids()
 
 
 @pytest.mark.parametrize("ending", ["exit", "sigkill"])
@@ -355,7 +342,8 @@ def test_no_worker_outlives_the_controller_process(
     tmp_path: Path, worker_copy: str, ending: str
 ) -> None:
     """Neither a controller that exits without cleaning up nor one that is killed leaves a
-    worker, even one busy in an endless start-up (here: the load of such a module)."""
+    worker, even the pool's two workers busy in endless start-ups (here: the loads of such
+    modules)."""
     script = textwrap.dedent(
         """
         import os, sys, threading, time
@@ -363,12 +351,15 @@ def test_no_worker_outlives_the_controller_process(
         from modelserving.plugins.exports import plugin_sandbox
         from modelserving.sandbox import SandboxSettings
         from modelserving.sandbox.extism import call as extism_call
-        from tests.wasm.test_extism_bounds import OK, start_spinning
+        from tests.wasm.test_extism_bounds import OK, initialize_spinning, start_spinning
 
         extism_call._WORKER = Path(os.environ["TEST_EXTISM_WORKER"])
         sandbox = plugin_sandbox(SandboxSettings(cache_dir=Path(os.environ["TEST_CACHE"])))
         sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
-        threading.Thread(target=sandbox.load, args=(start_spinning(None),), daemon=True).start()
+        for spinning in (start_spinning, initialize_spinning):
+            threading.Thread(target=sandbox.load, args=(spinning(None),), daemon=True).start()
+        while len(sandbox.extism.pids()) < 2:
+            time.sleep(0.05)
         time.sleep(1)  # compiled by now, and starting
         print("busy", flush=True)
         sys.stdin.read()
@@ -390,7 +381,7 @@ def test_no_worker_outlives_the_controller_process(
     assert child.stdout is not None and child.stdin is not None
     try:
         assert child.stdout.readline() == b"busy\n"
-        assert len(mentioning(worker_copy)) == 1
+        assert len(mentioning(worker_copy)) == 2
         if ending == "exit":
             child.stdin.close()
         else:
@@ -415,28 +406,3 @@ def test_extism_writes_no_wasmtime_cache(
     sandbox = own()
     sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
     assert list(home.rglob("*")) == []
-
-
-def test_extism_compiles_into_the_sandboxs_own_cache(
-    tmp_path: Path, own: Callable[..., Sandbox]
-) -> None:
-    """Extism's compile cache lives in the sandbox's cache directory, so a new worker (a
-    restart, a kill) does not compile the module again."""
-    sandbox = own()
-    sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
-    assert sandbox.settings.cache_dir is not None
-    artifacts = sandbox.settings.cache_dir / "extism" / "artifacts"
-    stored = [p for p in artifacts.rglob("*") if p.is_file()]
-    assert stored, "nothing in the sandbox's Extism cache"
-    config = extism_cache_config(sandbox.settings)
-    assert 'files-total-size-soft-limit = "' in Path(config).read_text()
-
-
-def test_no_extism_cache_without_a_private_directory(tmp_path: Path) -> None:
-    assert extism_cache_config(SandboxSettings(cache_dir=None)) == ""
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    assert extism_cache_config(SandboxSettings(cache_dir=shared)) == ""
-    private = tmp_path / "private"
-    assert extism_cache_config(SandboxSettings(cache_dir=private)).startswith(str(private))

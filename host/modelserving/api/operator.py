@@ -87,6 +87,7 @@ class SandboxConfig(ApiModel):
     max_artifact_bytes: int = Field(default=256 * MIB, ge=1, le=INT64_MAX)
     cache_max_bytes: int = Field(default=512 * MIB, ge=1, le=INT64_MAX)
     extism_compiled_plugins: int = Field(default=8, ge=1, le=1024)
+    extism_workers: int = Field(default=2, ge=1, le=64)
 
     @model_validator(mode="after")
     def _defaults_within_maxima(self) -> Self:

@@ -119,4 +119,5 @@ def sandbox_settings(config: OperatorConfig) -> SandboxSettings:
         max_artifact_bytes=sb.max_artifact_bytes,
         cache_max_bytes=sb.cache_max_bytes,
         extism_compiled_plugins=sb.extism_compiled_plugins,
+        extism_workers=sb.extism_workers,
     )

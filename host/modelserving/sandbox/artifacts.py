@@ -144,7 +144,7 @@ class ArtifactStore:
 
     def _open_dir(self, directory: Path, create: bool) -> int | None:
         try:
-            dfd = _open_private_dir(directory, create)
+            dfd = open_private_dir(directory, create)
         except DirectoryRefused as exc:
             if str(exc) != self._dir_problem:  # noted once while it lasts, not on every load
                 self._stats.note(f"{directory}: disk cache not used: {exc}")
@@ -241,7 +241,7 @@ class ArtifactStore:
         )
 
 
-def _open_private_dir(path: Path, create: bool) -> int | None:
+def open_private_dir(path: Path, create: bool) -> int | None:
     """A descriptor of ``path``, a directory of this user that no one else can write (checked on
     the descriptor); None when it is missing and ``create`` is False. Created 0700 when missing.
     """

@@ -24,7 +24,7 @@ from modelserving.sandbox.compiled import CompiledModule, ExtismModule
 from modelserving.sandbox.compiler import Compiler
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
-from modelserving.sandbox.extism.call import ExtismWorker, check_links
+from modelserving.sandbox.extism.call import ExtismPool, check_links
 from modelserving.sandbox.module import FLAVOUR_EXTISM, Entrypoint, check_module
 from modelserving.sandbox.structure import check_shape, detach_start
 
@@ -51,7 +51,7 @@ class ModuleCache:
         cache_dir: Path | None,
         entrypoints: tuple[Entrypoint, ...],
         size: int = 128,
-        extism: ExtismWorker | None = None,
+        extism: ExtismPool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._engine = engine
@@ -67,7 +67,7 @@ class ModuleCache:
         self.stats = CacheStats()
         self._store = ArtifactStore(cache_dir, engine.key, self.stats, engine.settings)
         self._compiler = Compiler(engine.settings)
-        self._extism = extism or ExtismWorker(engine.settings)
+        self._extism = extism or ExtismPool(engine.settings)
 
     def load(self, data: bytes, expected_sha256: str | None = None) -> CompiledModule:
         """The compiled module for ``data``; InvalidModule when it is refused."""

@@ -16,8 +16,8 @@ from modelserving.sandbox.module import ModuleInfo
 
 
 class ExtismModule:
-    """One Extism-flavoured module: its bytes (the worker is given them again whenever it has
-    forgotten them, after a restart for instance), their digest, and whether it uses WASI."""
+    """One Extism-flavoured module: its bytes (a worker is given them whenever it compiles the
+    module), their digest, and whether it uses WASI."""
 
     def __init__(self, data: bytes, wasi: bool) -> None:
         self.data = data

@@ -16,7 +16,7 @@ from modelserving.sandbox.cache import CompiledModule, ModuleCache
 from modelserving.sandbox.core.call import call_export, start_instance
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import error_line, invalid_module
-from modelserving.sandbox.extism.call import ExtismWorker, call_extism
+from modelserving.sandbox.extism.call import ExtismPool, call_extism
 from modelserving.sandbox.module import FLAVOUR_EXTISM, Entrypoint
 from modelserving.sandbox.results import CallFailure, CallResult
 from modelserving.sandbox.settings import Limits, SandboxSettings, default_cache_dir, resolve_limits
@@ -31,8 +31,8 @@ class Sandbox:
     def __init__(self, settings: SandboxSettings | None, entrypoints: Sequence[Entrypoint]) -> None:
         self.settings = settings or SandboxSettings(cache_dir=default_cache_dir())
         self.engine = SandboxEngine(self.settings)
-        # Extism modules run in a worker process of this sandbox, started on first use.
-        self.extism = ExtismWorker(self.settings)
+        # Extism modules run in worker processes of this sandbox, each started on first use.
+        self.extism = ExtismPool(self.settings)
         self.modules = ModuleCache(
             self.engine, self.settings.cache_dir, tuple(entrypoints), extism=self.extism
         )
@@ -68,7 +68,7 @@ class Sandbox:
         wasmtime.Module(self.engine.engine, data)
 
     def close(self) -> None:
-        """Stop the sandbox's Extism worker, if one runs (also done when it is collected)."""
+        """Stop the sandbox's Extism workers (also done when it is collected)."""
         self.extism.close()
 
 

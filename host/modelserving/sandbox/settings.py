@@ -84,6 +84,7 @@ class SandboxSettings:
     compile_workers: int = 2
     max_artifact_bytes: int = 256 * MIB
     extism_compiled_plugins: int = 8
+    extism_workers: int = 2
     cache_max_bytes: int = 512 * MIB
 
     def default_limits(self) -> Limits:

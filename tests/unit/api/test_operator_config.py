@@ -89,6 +89,7 @@ def test_camel_case_names_round_trip() -> None:
             "maxArtifactBytes": 25,
             "cacheMaxBytes": 26,
             "extismCompiledPlugins": 27,
+            "extismWorkers": 28,
         },
         "patchPolicy": {"allowPrivileged": True, "allowedCapabilities": ["IPC_LOCK"]},
         "pluginNamespaces": ["plugins", "shared-modules"],

@@ -291,6 +291,7 @@ def test_module_limits_and_compile_bounds_reach_the_sandbox() -> None:
                 "compileWorkers": 3,
                 "maxArtifactBytes": 4096,
                 "extismCompiledPlugins": 5,
+                "extismWorkers": 3,
             }
         }
     )
@@ -299,7 +300,7 @@ def test_module_limits_and_compile_bounds_reach_the_sandbox() -> None:
     assert settings.module_bounds.max_locals_per_function == 99
     assert settings.module_bounds.max_code_bytes == ModuleBounds().max_code_bytes
     assert (settings.compile_timeout_ms, settings.compile_memory_mib) == (777, 300)
-    assert settings.extism_compiled_plugins == 5
+    assert (settings.extism_compiled_plugins, settings.extism_workers) == (5, 3)
     assert (settings.compile_workers, settings.max_artifact_bytes) == (3, 4096)
 
 

@@ -1,23 +1,27 @@
-"""Hook calls of Extism-flavoured modules (they import ``extism:host/env``), in a worker process.
+"""Hook calls of Extism-flavoured modules (they import ``extism:host/env``), in worker processes.
 
 The module's ``on_pod_create`` / ``on_pod_ready`` / ``validate_config`` take the same request
 bytes as Extism input and give the same response bytes as Extism output, under the same fuel,
 memory (``max_pages``) and deadline limits as native-flavour modules. Extism does not report the
 fuel used (reported as 0), nor does it pass the guest's WASI output on (it is dropped).
 
-Extism runs in one worker process per sandbox (``worker``), never in the controller:
-nothing in-process can interrupt what Extism does before a call (the module's start function and
-``_initialize`` run when a plugin is created) nor a host function such as ``random_get``. The
-worker is started on first use and serves one request at a time; waiting for it counts against
-the call's deadline. It keeps a bounded LRU of compiled plugins by (module, fuel, memory limit)
+Extism runs in worker processes (``worker``), never in the controller: nothing in-process can
+interrupt what Extism does before a call (the module's start function and ``_initialize`` run
+when a plugin is created) nor a host function such as ``random_get``. Each sandbox has a pool
+(``ExtismPool``) of at most ``SandboxSettings.extism_workers`` workers, each started on first
+use and serving one request at a time, so calls of different ModelServings run in parallel; a
+request takes a free worker (one that already holds its compiled plugin first), and waiting for
+one counts against the call's deadline (a Timeout naming that all are busy). Each worker keeps a
+bounded LRU of compiled plugins by (module, fuel, memory limit)
 (``SandboxSettings.extism_compiled_plugins``; the deadline is the worker's watchdog's, not
-compiled in) and is given a module's bytes again whenever it has forgotten them. Every step is
-waited for at most its deadline: compiling (and, at load, creating the plugin once)
-``compile_timeout_ms``, a call its own deadline plus ``GRACE_MS``. A worker that is late is
-killed (SIGKILL, then reaped), and a new one is started on the next use; a worker that dies by
-itself fails the request it was serving the same way. No worker outlives its sandbox: it is
-killed when the sandbox is closed or collected, and it exits by itself when the controller
-process ends (``worker`` watches a liveness pipe).
+compiled in) and is given the module's bytes, with what Extism's compile cache kept for it
+(``disk``), whenever it compiles. Every step is waited for at most its deadline: starting the
+worker and compiling (and, at load, creating the plugin once) ``compile_timeout_ms``, a call its
+own deadline plus ``GRACE_MS``. A worker that is late is killed (SIGKILL, then reaped), and its
+slot starts a new one on its next use; a worker that dies by itself fails the request it was
+serving the same way. No worker outlives its sandbox: the pool's workers are killed when the
+sandbox is closed (a busy one when its request ends) or collected, and each exits by itself
+when the controller process ends (``worker`` watches a liveness pipe).
 
 Failure classes come only from facts the host observed (``_judge``): a killed call is a Timeout;
 Extism's own texts (the worker shadows ``error_set``, so Extism never holds guest text) give
@@ -34,12 +38,12 @@ import os
 import re
 import selectors
 import signal
-import stat
 import subprocess
 import sys
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,8 +51,10 @@ from typing import Any
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.compiled import ExtismModule
 from modelserving.sandbox.errors import cause_line
+from modelserving.sandbox.extism.disk import ExtismDisk, remove_stage
+from modelserving.sandbox.extism.worker import listing, split_files
 from modelserving.sandbox.results import CallFailure, CallResult
-from modelserving.sandbox.settings import MIB, WASM_PAGE, Limits, SandboxSettings, setting_name
+from modelserving.sandbox.settings import WASM_PAGE, Limits, SandboxSettings, setting_name
 
 _WORKER = Path(__file__).with_name("worker.py")
 GRACE_MS = 100
@@ -85,14 +91,14 @@ class _Gone(Exception):
 class _Process:
     """One running worker: its pipes, and what it printed but was not read yet."""
 
-    def __init__(self, size: int, cache_config: str) -> None:
+    def __init__(self, size: int, stage: str) -> None:
+        # Extism reads EXTISM_* settings; the worker sets EXTISM_CACHE_CONFIG itself (Stage).
         env = {k: v for k, v in os.environ.items() if not k.startswith("EXTISM_")}
-        # Extism's compile cache: ours (see extism_cache_config), never ~/.cache/wasmtime.
-        env["EXTISM_CACHE_CONFIG"] = cache_config
+        self.stage = stage
         liveness, self._alive = os.pipe()
         try:
             self.popen = subprocess.Popen(
-                [sys.executable, "-I", str(_WORKER), str(liveness), str(size)],
+                [sys.executable, "-I", str(_WORKER), str(liveness), str(size), stage],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -103,6 +109,7 @@ class _Process:
             )
         except BaseException:
             os.close(self._alive)
+            remove_stage(stage)
             raise
         finally:
             os.close(liveness)
@@ -217,18 +224,40 @@ class _Process:
         alive, self._alive = self._alive, -1
         if alive >= 0:  # once: the number may belong to another file afterwards
             os.close(alive)
+            remove_stage(self.stage)
 
 
 class _Slot:
-    """The worker of one sandbox, if started; what the finalizer stops."""
+    """One place of the pool: its worker process once started, the compiled plugins that worker
+    holds (by key, in the worker's own LRU order, so a call can prefer a worker that has its
+    plugin), and whether a request holds it."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int) -> None:
         self.process: _Process | None = None
+        self.keys: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self.size = max(1, size)
+        self.busy = False
+        self.generation = 0
+
+    def has(self, key: tuple[Any, ...]) -> bool:
+        return self.process is not None and key in self.keys
+
+    def used(self, key: tuple[Any, ...]) -> None:
+        self.keys[key] = None
+        self.keys.move_to_end(key)
+        while len(self.keys) > self.size:
+            self.keys.popitem(last=False)
 
     def stop(self) -> None:
         process, self.process = self.process, None
+        self.keys.clear()
         if process is not None:
             process.kill()
+
+
+def _stop_all(slots: list[_Slot]) -> None:
+    for slot in slots:
+        slot.stop()
 
 
 @dataclass(frozen=True)
@@ -241,79 +270,92 @@ class _Request:
     payload: bytes
     max_response: int
 
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What the worker's compiled plugin is kept by (as the worker's ``_key``)."""
+        return (self.module.digest, self.module.wasi, self.limits.fuel, self.pages)
+
+    @property
+    def pages(self) -> int:
+        return max(1, self.limits.memory_bytes // WASM_PAGE)
+
     def header(self, deadline_ms: int) -> dict[str, Any]:
         return {
             "op": "run",
             "digest": self.module.digest,
             "wasi": self.module.wasi,
             "fuel": self.limits.fuel,
-            "pages": max(1, self.limits.memory_bytes // WASM_PAGE),
+            "pages": self.pages,
             "function": self.function,
             "deadlineMs": deadline_ms,
             "maxResponse": self.max_response,
         }
 
 
-def extism_cache_config(settings: SandboxSettings) -> str:
-    """The wasmtime cache configuration Extism is started with: a file naming ``extism/`` in the
-    sandbox's cache directory, bounded to a quarter of ``cache_max_bytes`` (wasmtime evicts
-    beyond it), so a module is compiled by Extism once per machine, not once per worker start
-    (the standard Go example takes seconds). Empty (no cache) without a cache directory, or when
-    that directory is not private to this user: a cached plugin is native code."""
-    if settings.cache_dir is None:
-        return ""
-    where = settings.cache_dir / "extism"
-    try:
-        where.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for path in (settings.cache_dir, where):
-            st = os.stat(path, follow_symlinks=False)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-                return ""
-        config = where / "wasmtime-cache.toml"
-        text = (
-            "[cache]\n"
-            f"directory = {json.dumps(str(where / 'artifacts'))}\n"
-            f'files-total-size-soft-limit = "{max(1, settings.cache_max_bytes // 4 // MIB)}Mi"\n'
-        )
-        if not config.is_file() or config.read_text() != text:
-            partial = where / f".config-{os.getpid()}.toml"
-            partial.write_text(text)
-            os.replace(partial, config)
-    except OSError:
-        return ""
-    return str(config)
-
-
-class ExtismWorker:
-    """Runs the Extism modules of one sandbox in its worker process, one request at a time."""
+class ExtismPool:
+    """Runs the Extism modules of one sandbox in at most ``extism_workers`` worker processes,
+    each serving one request at a time; a request waits for a free worker at most its own
+    deadline."""
 
     def __init__(self, settings: SandboxSettings) -> None:
         self._settings = settings
-        self._lock = threading.Lock()
-        self._slot = _Slot()
-        self._finalizer = weakref.finalize(self, _Slot.stop, self._slot)
+        self.disk = ExtismDisk(settings)
+        self._slots = [
+            _Slot(settings.extism_compiled_plugins) for _ in range(max(1, settings.extism_workers))
+        ]
+        self._free = threading.Condition()
+        self._generation = 0
+        self._finalizer = weakref.finalize(self, _stop_all, self._slots)
 
     @property
-    def pid(self) -> int | None:
-        """The running worker's process id (None before the first use and after a kill)."""
-        process = self._slot.process
-        return process.pid if process is not None and process.alive() else None
+    def size(self) -> int:
+        return len(self._slots)
+
+    def pids(self) -> list[int]:
+        """The process ids of the running workers, in pool order."""
+        processes = [slot.process for slot in self._slots]
+        return [p.pid for p in processes if p is not None and p.alive()]
+
+    def busy(self) -> int:
+        """How many workers serve a request right now."""
+        with self._free:
+            return sum(slot.busy for slot in self._slots)
+
+    def busy_pids(self) -> list[int]:
+        """The process ids of the workers serving a request right now (once started)."""
+        with self._free:
+            processes = [slot.process for slot in self._slots if slot.busy]
+        return [p.pid for p in processes if p is not None]
 
     def close(self) -> None:
-        """Stop the worker (a later use starts a new one)."""
-        with self._lock:
-            self._slot.stop()
+        """Stop the workers: the idle ones now, a busy one when its request ends (a later use
+        starts new ones)."""
+        with self._free:
+            self._generation += 1
+            for slot in self._slots:
+                if not slot.busy:
+                    slot.stop()
 
-    def stats(self) -> dict[str, int]:
-        """How many compiled plugins and module byte strings the worker keeps."""
-        with self._lock:
-            process = self._process()
-            try:
-                process.send({"op": "stats"})
-                header, _ = process.receive(time.monotonic() + 10, 0)
-            except (_Late, _Gone):
-                raise RuntimeError("the Extism worker did not answer") from None
-            return {"compiled": int(header["compiled"]), "modules": int(header["modules"])}
+    def stats(self) -> list[dict[str, int]]:
+        """How many compiled plugins each idle running worker keeps, in pool order."""
+        with self._free:
+            idle = [s for s in self._slots if not s.busy and s.process is not None]
+            for slot in idle:
+                slot.busy = True
+        found = []
+        try:
+            for slot in idle:
+                process = self._process(slot)
+                try:
+                    process.send({"op": "stats"})
+                    header, _ = process.receive(time.monotonic() + 10, 0)
+                except (_Late, _Gone):
+                    raise RuntimeError("an Extism worker did not answer") from None
+                found.append({"compiled": int(header["compiled"])})
+        finally:
+            for slot in idle:
+                self._release(slot)
+        return found
 
     def check(self, module: ExtismModule, limits: Limits) -> None:
         """Compile the module and create a plugin once, all within ``compile_timeout_ms``;
@@ -321,10 +363,13 @@ class ExtismWorker:
         timeout_ms = self._settings.compile_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
         request = _Request(module, limits, None, b"", 0)
-        if not self._lock.acquire(timeout=timeout_ms / 1000):
-            raise _invalid(f"the Extism worker was busy for {timeout_ms} ms ({_COMPILE_SETTING})")
+        slot = self._acquire(request.key, deadline)
+        if slot is None:
+            raise _invalid(
+                f"all {self.size} Extism workers were busy for {timeout_ms} ms ({_COMPILE_SETTING})"
+            )
         try:
-            facts, _, _ = self._exchange(request, deadline, deadline)
+            facts, _, written, _ = self._exchange(slot, request, deadline, deadline)
         except _Late:
             raise _invalid(
                 f"compiling the module with Extism and starting it (its start function and "
@@ -335,29 +380,33 @@ class ExtismWorker:
                 f"the Extism worker ended while loading the module ({gone.why})"
             ) from None
         finally:
-            self._lock.release()
+            self._release(slot)
         if not facts.get("created"):
             text = _one_line(str(facts.get("extismError") or "")).removeprefix(_CREATE)
             raise _invalid(f"Extism cannot link the module: {text}")
+        self.disk.keep(module.digest, written)
 
     def call(
         self, module: ExtismModule, function: str, request: bytes, limits: Limits
     ) -> CallResult:
         """Run ``function`` on ``request`` in a fresh plugin; CallFailure on any failure."""
         start = time.monotonic()
-        budget = limits.timeout_ms / 1000
-        if not self._lock.acquire(timeout=budget):
+        deadline = start + limits.timeout_ms / 1000
+        run = _Request(module, limits, function, request, self._settings.max_response_bytes)
+        slot = self._acquire(run.key, deadline)
+        if slot is None:
             raise CallFailure(
                 FailureClass.TIMEOUT,
-                f"the Extism worker did not become free within the deadline "
-                f"({limits.timeout_ms} ms)",
+                f"no Extism worker became free within the deadline ({limits.timeout_ms} ms): "
+                f"all {self.size} are busy",
                 0,
                 _micros(start),
             )
-        run = _Request(module, limits, function, request, self._settings.max_response_bytes)
         try:
             compile_deadline = time.monotonic() + self._settings.compile_timeout_ms / 1000
-            facts, output, compiling = self._exchange(run, compile_deadline, start + budget)
+            facts, output, written, preparing = self._exchange(
+                slot, run, compile_deadline, deadline
+            )
         except _Late as late:
             if late.compiling:
                 raise _invalid(
@@ -378,38 +427,97 @@ class ExtismWorker:
                 _micros(start),
             ) from None
         finally:
-            self._lock.release()
-        # the time the worker spent compiling is not the call's
-        return _judge(facts, output, run, _micros(start) - compiling * 1e6)
+            self._release(slot)
+        self.disk.keep(module.digest, written)
+        # starting the worker and compiling are not the call's time
+        return _judge(facts, output, run, _micros(start) - preparing * 1e6)
 
-    def _process(self) -> _Process:
-        process = self._slot.process
+    def _acquire(self, key: tuple[Any, ...], deadline: float) -> _Slot | None:
+        """A free slot, waited for until ``deadline`` (then None): one whose worker holds the
+        compiled plugin ``key`` first, then one with a running worker, then the first."""
+        with self._free:
+            while True:
+                free = [slot for slot in self._slots if not slot.busy]
+                if free:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._free.wait(left)
+            slot = min(free, key=lambda s: (not s.has(key), s.process is None))
+            slot.busy, slot.generation = True, self._generation
+            return slot
+
+    def _release(self, slot: _Slot) -> None:
+        with self._free:
+            if slot.generation != self._generation:  # closed meanwhile
+                slot.stop()
+            slot.busy = False
+            self._free.notify()
+
+    def _process(self, slot: _Slot) -> _Process:
+        """The slot's worker, started when it has none (or it has ended)."""
+        process = slot.process
         if process is None or not process.alive():
-            self._slot.stop()
+            slot.stop()
             try:
-                process = _Process(
-                    self._settings.extism_compiled_plugins, extism_cache_config(self._settings)
-                )
+                process = _Process(self._settings.extism_compiled_plugins, self.disk.new_stage())
             except OSError as exc:
                 raise _Gone(f"it could not be started: {exc}") from None
-            self._slot.process = process
+            slot.process = process
         return process
 
     def _exchange(
-        self, request: _Request, compile_deadline: float, deadline: float
-    ) -> tuple[dict[str, Any], bytes, float]:
-        """Send ``request``, give the module's bytes when asked, wait for ``ready`` until
-        ``compile_deadline`` and then for the facts until ``deadline`` (moved on by the time
-        compiling took) plus the grace. The facts, the output and the seconds until ``ready``;
-        _Late or _Gone when the worker fails that."""
-        process = self._process()
-        sent = time.monotonic()
-        process.send(request.header(max(1, int((deadline - sent) * 1000))), request.payload)
+        self, slot: _Slot, request: _Request, compile_deadline: float, deadline: float
+    ) -> tuple[dict[str, Any], bytes, list[tuple[str, bytes]], float]:
+        """Send ``request`` to the slot's worker (started if needed), give the module's bytes
+        and its cache files when asked, wait for ``ready`` until ``compile_deadline`` and then
+        for the facts until ``deadline`` (moved on by the time starting and compiling took)
+        plus the grace. The facts, the output, the cache files Extism wrote and the seconds
+        until ``ready``; _Late or _Gone when the worker fails that (it has been killed)."""
+        begun = time.monotonic()
         try:
-            header, _ = process.receive(compile_deadline, 0)
+            process = self._process(slot)
+            process.send(request.header(max(1, int((deadline - begun) * 1000))), request.payload)
+            written = self._ready(slot, process, request, compile_deadline)
+        except (_Late, _Gone):
+            slot.stop()
+            raise
+        ready = time.monotonic()
+        if request.function is not None:
+            deadline += ready - begun + GRACE_MS / 1000
+        try:
+            facts, output = process.receive(deadline, request.max_response)
+        except (_Late, _Gone):
+            slot.stop()
+            raise
+        if facts.get("state") != "done":
+            slot.stop()
+            raise _Gone(f"it answered {facts.get('state')!r} instead of the call's facts")
+        return facts, output, written, ready - begun
+
+    def _ready(
+        self, slot: _Slot, process: _Process, request: _Request, compile_deadline: float
+    ) -> list[tuple[str, bytes]]:
+        """Wait for the worker's ``ready`` (giving it the module when it asks); the cache files
+        it wrote. _Late(compiling=True) when it is late."""
+        limit = self._settings.max_artifact_bytes
+        files: list[tuple[str, bytes]] = []
+        try:
+            header, payload = process.receive(compile_deadline, 0)
             if header.get("state") == "module":
-                process.send({"op": "module", "digest": request.module.digest}, request.module.data)
-                header, _ = process.receive(compile_deadline, 0)
+                module = request.module
+                files = self.disk.files(module.digest)
+                process.send(
+                    {
+                        "op": "module",
+                        "digest": module.digest,
+                        "moduleBytes": len(module.data),
+                        "cacheFiles": listing(files),
+                    },
+                    module.data + b"".join(data for _, data in files),
+                )
+                header, payload = process.receive(compile_deadline, limit)
         except _Late:
             raise _Late(compiling=True) from None
         if header.get("state") == "refused":
@@ -418,14 +526,13 @@ class ExtismWorker:
         if header.get("state") != "ready":
             process.kill()
             raise _Gone(f"it answered {header.get('state')!r} instead of 'ready'")
-        ready = time.monotonic()
-        if request.function is not None:
-            deadline += ready - sent + GRACE_MS / 1000
-        facts, output = process.receive(deadline, request.max_response)
-        if facts.get("state") != "done":
-            process.kill()
-            raise _Gone(f"it answered {facts.get('state')!r} instead of the call's facts")
-        return facts, output, ready - sent
+        slot.used(request.key)
+        written = split_files(header.get("cacheFiles"), payload) or []
+        if written:
+            self.disk.stats.compiled += 1
+        elif files:  # Extism compiled from the cache files it was given
+            self.disk.stats.disk_hits += 1
+        return written
 
 
 _COMPILE_SETTING = f"operator setting {setting_name('compile_timeout_ms')}"
@@ -439,18 +546,18 @@ def _micros(start: float) -> float:
     return (time.monotonic() - start) * 1e6
 
 
-def check_links(worker: ExtismWorker, module: ExtismModule, limits: Limits) -> None:
+def check_links(pool: ExtismPool, module: ExtismModule, limits: Limits) -> None:
     """Compile and create the module once, so a module Extism cannot link (an
     ``extism:host/env`` function Extism does not have) or whose start-up does not end within
     the compile deadline is refused at load, not at its first call."""
-    worker.check(module, limits)
+    pool.check(module, limits)
 
 
 def call_extism(
-    worker: ExtismWorker, module: ExtismModule, function: str, request: bytes, limits: Limits
+    pool: ExtismPool, module: ExtismModule, function: str, request: bytes, limits: Limits
 ) -> CallResult:
     """Run ``function`` on ``request`` in a fresh Extism plugin; CallFailure on any failure."""
-    return worker.call(module, function, request, limits)
+    return pool.call(module, function, request, limits)
 
 
 def _judge(facts: dict[str, Any], output: bytes, run: _Request, elapsed_us: float) -> CallResult:

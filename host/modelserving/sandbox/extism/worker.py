@@ -10,11 +10,12 @@ for each answer at most as long as the request's deadline allows, and kills the 
 is late.
 
 What the worker does for a call: it finds the compiled plugin for (module digest, fuel, memory
-limit) in a bounded LRU (asking the controller for the module's bytes when it has forgotten
-them), compiles it when missing, answers ``ready``, then creates a fresh plugin, calls the
-function under a watchdog that cancels the call at the deadline (repeatedly: a cancel sent before
-Extism's timer has started is lost; the manifest sets no timeout of Extism's own, so a new
-deadline needs no new compiled plugin), and answers with facts: whether the plugin could be
+limit) in a bounded LRU; when it is missing, it asks the controller for the module's bytes and
+for what Extism's compile cache held for that module (``Stage``), and compiles it; it answers
+``ready`` (with the cache files Extism wrote, if it wrote any), then creates a fresh plugin,
+calls the function under a watchdog that cancels the call at the deadline (repeatedly: a cancel
+sent before Extism's timer has started is lost; the manifest sets no timeout of Extism's own, so
+a new deadline needs no new compiled plugin), and answers with facts: whether the plugin could be
 created, the function's status, Extism's own error text, the guest's error text, the output, the
 time taken and whether the watchdog fired. It never classifies; the controller does, from these
 facts.
@@ -27,6 +28,14 @@ Two host functions are defined for every plugin:
 - ``wasi_snapshot_preview1.poll_oneoff`` (WASI modules) answers ENOTSUP at once, as for
   native-flavour modules: a sleep in native code would outlast the call's deadline.
 
+Extism's compile cache (wasmtime's, which reads a file by path, through symlinks, blocking on a
+FIFO, and loads it as native code without checking its owner or mode) reads only from this
+worker's own stage directory (``Stage``): the controller creates it (mode 0700, in its private
+cache directory) and passes its path; before each compile the worker empties it and writes
+there, itself, the files the controller read under the artifact rules
+(``modelserving.sandbox.artifacts``) for that module. Without a stage directory,
+``EXTISM_CACHE_CONFIG`` is empty: Extism caches nothing and reads no configuration file.
+
 The worker exits when its request stream ends or when the liveness pipe it is given closes (the
 controller process ended, however it ended). Its standard output is the reply stream only: file
 descriptor 1 is pointed at standard error before Extism is loaded.
@@ -34,7 +43,10 @@ descriptor 1 is pointed at standard error before Extism is loaded.
 Wire format: frames (``modelserving.frames``). A request is a JSON frame
 and a payload frame (the call's input, the module's bytes, or empty); so is a reply. Requests:
 ``{"op": "run", ...}`` (the ``function`` is null to create the plugin only), ``{"op": "module",
-"digest": ...}`` (only after a ``module`` reply), ``{"op": "stats"}``.
+"digest": ..., "moduleBytes": ..., "cacheFiles": [[name, size], ...]}`` (only after a
+``module`` reply; the payload is the module and then each cache file), ``{"op": "stats"}``.
+The ``ready`` reply names the cache files it carries the same way (none unless Extism wrote
+one).
 """
 
 from __future__ import annotations
@@ -42,6 +54,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
+import shutil
+import stat
 import sys
 import threading
 import time
@@ -60,6 +75,12 @@ _HOST_FUNCTION = (
 )
 _CANCEL_EVERY = 0.002
 _U64 = (1 << 64) - 1
+CACHE_FILE = re.compile(r"modules/[A-Za-z0-9][A-Za-z0-9._+-]{0,127}/[A-Za-z0-9_-]{43}")
+"""The name of a file of wasmtime's compile cache, relative to its directory: the compiler's
+version and the base64 of a sha256 (``.stats`` files and unfinished writes do not match)."""
+MAX_CACHE_FILES = 16
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class _GuestError:
@@ -116,7 +137,6 @@ class _Worker:
         self._ffi, self._lib = ffi, lib
         self._size = max(1, size)
         self._compiled: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-        self._modules: OrderedDict[str, bytes] = OrderedDict()
         self._guest = _GuestError()
         self._watchdog = _Watchdog(ffi, lib)
         self._error_set = ffi.callback(_HOST_FUNCTION, self._on_error_set)
@@ -170,19 +190,7 @@ class _Worker:
     # -- requests -------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        return {"state": "stats", "compiled": len(self._compiled), "modules": len(self._modules)}
-
-    def remember(self, digest: str, data: bytes) -> None:
-        self._modules[digest] = data
-        self._modules.move_to_end(digest)
-        while len(self._modules) > self._size:
-            self._modules.popitem(last=False)
-
-    def module_bytes(self, digest: str) -> bytes | None:
-        data = self._modules.get(digest)
-        if data is not None:
-            self._modules.move_to_end(digest)
-        return data
+        return {"state": "stats", "compiled": len(self._compiled)}
 
     def compiled(self, request: dict[str, Any], data: bytes) -> tuple[Any, str | None]:
         """The compiled plugin for the request's module and limits (compiled when missing), or
@@ -324,7 +332,94 @@ def _exit_with_parent(liveness: int) -> None:
     threading.Thread(target=watch, name="extism-liveness", daemon=True).start()
 
 
-def _serve(worker: _Worker, stdin: BinaryIO, stdout: BinaryIO) -> None:
+class Stage:
+    """The directory Extism's compile cache reads and writes: this worker's own (created by the
+    controller, mode 0700), emptied and filled with the controller's checked files before each
+    compile; or none (``path`` empty), and then no cache at all."""
+
+    def __init__(self, path: str) -> None:
+        # The configuration lies beside the cache directory: wasmtime's cleanup deletes files
+        # it does not know from the cache directory.
+        self.path = os.path.join(path, "cache") if path else ""
+        config = ""
+        if path:
+            config = os.path.join(path, "wasmtime-cache.toml")
+            _write_new(config, f"[cache]\ndirectory = {json.dumps(self.path)}\n".encode())
+        # read by Extism at every compile; empty: no cache, and no configuration file read
+        os.environ["EXTISM_CACHE_CONFIG"] = config
+
+    def fill(self, files: list[tuple[str, bytes]]) -> None:
+        """Empty the cache directory, then write ``files`` (named by ``CACHE_FILE``) into it."""
+        if not self.path:
+            return
+        shutil.rmtree(os.path.join(self.path, "modules"), ignore_errors=True)
+        for name, data in files:
+            if CACHE_FILE.fullmatch(name):
+                path = os.path.join(self.path, name)
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                _write_new(path, data)
+
+    def files(self) -> list[tuple[str, bytes]]:
+        """The cache files now in the directory (regular files only, at most
+        ``MAX_CACHE_FILES``), by name."""
+        found: list[tuple[str, bytes]] = []
+        modules = os.path.join(self.path, "modules")
+        if not self.path or not os.path.isdir(modules):
+            return found
+        for folder in sorted(os.listdir(modules)):
+            inner = os.path.join(modules, folder)
+            if not stat.S_ISDIR(os.lstat(inner).st_mode):
+                continue
+            for leaf in sorted(os.listdir(inner)):
+                name = f"modules/{folder}/{leaf}"
+                if CACHE_FILE.fullmatch(name) and len(found) < MAX_CACHE_FILES:
+                    data = _read_regular(os.path.join(inner, leaf))
+                    if data is not None:
+                        found.append((name, data))
+        return found
+
+
+def _write_new(path: str, data: bytes) -> None:
+    fd = os.open(path, _WRITE_FLAGS, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _read_regular(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return file.read()
+
+
+def split_files(listing: Any, payload: bytes, offset: int = 0) -> list[tuple[str, bytes]] | None:
+    """The files a ``cacheFiles`` listing names, cut from ``payload`` after ``offset``; None when
+    the listing is malformed, does not add up, or names a file ``CACHE_FILE`` does not match."""
+    if not isinstance(listing, list) or len(listing) > MAX_CACHE_FILES:
+        return None
+    files = []
+    for entry in listing:
+        if not (isinstance(entry, list) and len(entry) == 2):
+            return None
+        name, size = entry
+        if not (isinstance(name, str) and CACHE_FILE.fullmatch(name)):
+            return None
+        if not (isinstance(size, int) and 0 <= size <= len(payload) - offset):
+            return None
+        files.append((name, payload[offset : offset + size]))
+        offset += size
+    return files if offset == len(payload) else None
+
+
+def listing(files: list[tuple[str, bytes]]) -> list[list[Any]]:
+    return [[name, len(data)] for name, data in files]
+
+
+def _serve(worker: _Worker, stage: Stage, stdin: BinaryIO, stdout: BinaryIO) -> None:
     while True:
         header = read_frame(stdin, MAX_HEADER)
         if header is None:
@@ -336,26 +431,34 @@ def _serve(worker: _Worker, stdin: BinaryIO, stdout: BinaryIO) -> None:
         if request["op"] == "stats":
             _reply(stdout, worker.stats())
             continue
+        written: list[tuple[str, bytes]] = []
         compiled = worker.cached(request)
         if compiled is None:
-            data = worker.module_bytes(str(request["digest"]))
+            _reply(stdout, {"state": "module"})
+            module_header = read_frame(stdin, MAX_HEADER)
+            if module_header is None:
+                return
+            given = json.loads(module_header)
+            data = read_frame(stdin, int(given["payloadBytes"]))
             if data is None:
-                _reply(stdout, {"state": "module"})
-                module_header = read_frame(stdin, MAX_HEADER)
-                if module_header is None:
-                    return
-                given = json.loads(module_header)
-                data = read_frame(stdin, int(given["payloadBytes"]))
-                if data is None:
-                    return
-                worker.remember(str(given["digest"]), data)
-            compiled, error = worker.compiled(request, data)
+                return
+            size = int(given["moduleBytes"])
+            staged = split_files(given.get("cacheFiles", []), data, size) or []
+            stage.fill(staged)
+            compiled, error = worker.compiled(request, data[:size])
             if compiled is None:
                 _reply(stdout, {"state": "refused", "extismError": error})
                 continue
-        _reply(stdout, {"state": "ready"})
+            after = stage.files()
+            if after != staged:  # Extism compiled and wrote what it compiled
+                written = after
+        _reply(stdout, {"state": "ready", "cacheFiles": listing(written)}, _joined(written))
         facts, output = worker.run(compiled, request, payload)
         _reply(stdout, facts, output)
+
+
+def _joined(files: list[tuple[str, bytes]]) -> bytes:
+    return b"".join(data for _, data in files)
 
 
 def _reply(stdout: BinaryIO, header: dict[str, Any], payload: bytes = b"") -> None:
@@ -364,14 +467,15 @@ def _reply(stdout: BinaryIO, header: dict[str, Any], payload: bytes = b"") -> No
 
 
 def main() -> None:
-    liveness, size = int(sys.argv[1]), int(sys.argv[2])
+    liveness, size, stage = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     _exit_with_parent(liveness)
     # The replies get their own descriptor; whatever else writes to stdout goes to stderr.
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    cache = Stage(stage)  # before Extism is loaded
     from extism_sys import ffi, lib  # type: ignore[import-untyped]
 
-    _serve(_Worker(ffi, lib, size), sys.stdin.buffer, replies)
+    _serve(_Worker(ffi, lib, size), cache, sys.stdin.buffer, replies)
 
 
 if __name__ == "__main__":
