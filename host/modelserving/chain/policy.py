@@ -261,6 +261,7 @@ class PatchValidator:
                 or subject not in facts.containers
                 or control == pss.HOST_PROBES
                 or pss.CONTROLS[control].restricted
+                or not _takeover_grant(control, what, value)
             ):
                 continue
             if plain is None:
@@ -309,6 +310,24 @@ class PatchValidator:
         )
         setting = _camel(_FLAGS[w.control])
         return f"{w.subject} {w.what}{unlike}, which {weakens} (patchPolicy.{setting} is false)"
+
+
+TAKEOVER_EXEMPT_CAPABILITIES = frozenset({"IPC_LOCK"})
+"""Capabilities that do not make a container worth taking over: IPC_LOCK lets it lock its own
+memory (RDMA needs it), nothing beyond the container."""
+
+
+def _takeover_grant(control: str, what: str, value: Any) -> bool:
+    """Whether a privilege of a container makes changes to what it runs a takeover: not a
+    hostPath mount that is read-only (what a plugin's code could do there, read those host
+    files, the accelerator and model-cache mounts of serving Pods allow any process of the
+    container), nor an exempt capability. A writable hostPath mount, or one with mount
+    propagation, still counts."""
+    if control == pss.HOST_PATH:
+        return ", writable" in what or "propagat" in what
+    if control == pss.CAPABILITIES:
+        return value not in TAKEOVER_EXEMPT_CAPABILITIES
+    return True
 
 
 # control -> the PatchPolicy flag that lets plugins weaken it

@@ -541,6 +541,33 @@ def test_host_path_mounts_and_host_ports_protect_the_container() -> None:
     )
 
 
+def _read_only_host_mount(**mount: Any) -> dict[str, Any]:
+    """A template whose agent mounts the host's /usr/local/Ascend/driver read-only, and nothing
+    else beyond the restricted profile."""
+    pod = template(agent(), volumes=[STATE, {"name": "driver", "hostPath": {"path": "/d"}}])
+    pod["spec"]["containers"][1]["securityContext"] = dict(RESTRICTED)
+    pod["spec"]["containers"][1]["volumeMounts"].append(
+        {"name": "driver", "mountPath": "/usr/local/Ascend/driver", "readOnly": True, **mount}
+    )
+    return pod
+
+
+def test_a_writable_or_propagating_host_mount_still_protects_the_container() -> None:
+    ops = [op("add", f"{AGENT}/env", [{"name": "A", "value": "1"}])]
+    for mount, says in (
+        ({"readOnly": False}, "writable"),
+        ({"mountPropagation": "HostToContainer"}, "with mounts propagated from the host"),
+    ):
+        refused(
+            _read_only_host_mount(**mount),
+            ops,
+            f"{AGENT}/env",
+            says,
+            *TAKEOVER,
+            allow_privileged_container_changes=True,
+        )
+
+
 NOT_TAKEOVERS: dict[str, tuple[dict[str, Any], Ops, dict[str, Any]]] = {
     "env of the unprivileged container next to it": (
         template(agent(), volumes=[STATE]),
@@ -570,6 +597,16 @@ NOT_TAKEOVERS: dict[str, tuple[dict[str, Any], Ops, dict[str, Any]]] = {
         template(agent(capabilities={"add": ["IPC_LOCK"]}), volumes=[STATE]),
         [op("add", f"{AGENT}/volumeMounts/-", {"name": "state", "mountPath": "/dev/hugepages"})],
         {"allowed_capabilities": [*BASELINE_CAPABILITIES, "IPC_LOCK"]},
+    ),
+    "IPC_LOCK, which reaches nothing beyond the container": (
+        template(agent(capabilities={"add": ["IPC_LOCK"]}), volumes=[STATE]),
+        [op("add", f"{AGENT}/volumeMounts/-", {"name": "state", "mountPath": "/dev/hugepages"})],
+        {},
+    ),
+    "a read-only hostPath mount (drivers, a model cache)": (
+        _read_only_host_mount(),
+        [op("add", f"{AGENT}/env", [{"name": "ASCEND_VISIBLE_DEVICES", "value": "0"}])],
+        {},
     ),
     "a baseline capability": (
         template(agent(capabilities={"add": ["NET_BIND_SERVICE"]}), volumes=[STATE]),
