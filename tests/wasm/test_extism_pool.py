@@ -123,11 +123,16 @@ def test_a_load_waits_for_a_worker_at_most_the_compile_deadline(
     monkeypatch.setattr(sandbox.extism, "_settings", short)
     with pytest.raises(SandboxError) as info:
         sandbox.extism.check(ExtismModule(OK, wasi=False), sandbox.limits())
-    assert (info.value.failure_class, info.value.message) == (
-        "InvalidModule",
+    busy = (
+        "Timeout",
         "all 1 Extism workers were busy for 100 ms (operator setting sandbox.compileTimeoutMs)",
     )
+    assert (info.value.failure_class, info.value.message) == busy
+    with pytest.raises(SandboxError) as loading:  # through the module cache: the same Timeout
+        sandbox.load(OK)
+    assert (loading.value.failure_class, loading.value.message) == busy
     blocked.release()
+    sandbox.load(OK)  # not remembered as a refusal: the host was busy, not the module bad
 
 
 def test_sequential_calls_use_one_worker(own: Callable[..., Sandbox]) -> None:

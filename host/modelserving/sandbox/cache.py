@@ -153,6 +153,8 @@ class ModuleCache:
             try:
                 check_links(self._extism, extism, settings.default_limits())
             except SandboxError as exc:
+                if exc.failure_class is FailureClass.TIMEOUT:
+                    raise SandboxError(exc.failure_class, exc.message) from None
                 raise invalid_module(exc.message) from None
             return CompiledModule(info=info, module=module, pre=None, extism=extism)
         try:

@@ -364,9 +364,11 @@ class ExtismPool:
         deadline = time.monotonic() + timeout_ms / 1000
         request = _Request(module, limits, None, b"", 0)
         slot = self._acquire(request.key, deadline)
-        if slot is None:
-            raise _invalid(
-                f"all {self.size} Extism workers were busy for {timeout_ms} ms ({_COMPILE_SETTING})"
+        if slot is None:  # the host was busy, not the module bad: a later load tries again
+            raise CallFailure(
+                FailureClass.TIMEOUT,
+                f"all {self.size} Extism workers were busy for {timeout_ms} ms "
+                f"({_COMPILE_SETTING})",
             )
         try:
             facts, _, written, _ = self._exchange(slot, request, deadline, deadline)
