@@ -16,6 +16,8 @@ a plugin could not add (``modelserving.chain.takeover``). Any violation raises
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -227,11 +229,11 @@ class PatchValidator:
         such privilege left."""
         if self.policy.allow_privileged_container_changes:
             return
-        granted = self._granted(pss.pod_facts(before) if facts is None else facts)
+        granted = self._granted(pss.pod_facts(before) if facts is None else facts, before)
         still: dict[str, tuple[str, str]] | None = None
         for change in takeover.changes(before, after, list(granted)):
             if still is None:
-                still = self._granted(pss.pod_facts(after))
+                still = self._granted(pss.pod_facts(after), after)
             if change.subject not in still:
                 continue
             what = (
@@ -247,21 +249,48 @@ class PatchValidator:
                 "(patchPolicy.allowPrivilegedContainerChanges is false; or let plugins add that "
                 f"privilege: patchPolicy.{setting})",
             )
+        if granted and _shares_processes(after):
+            self._refuse_new_container(before, after, granted)
 
-    def _granted(self, facts: pss.PodFacts) -> dict[str, tuple[str, str]]:
+    def _refuse_new_container(
+        self,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        granted: Mapping[str, tuple[str, str]],
+    ) -> None:
+        """In a Pod that shares its processes, a container the patch adds could see and signal
+        the processes of a container the template grants a privilege (and read their memory
+        through /proc): that is a takeover too."""
+        old = set(_container_names(before).values())
+        for path, name in _container_names(after).items():
+            if name in old:
+                continue
+            subject = min(granted)
+            grant, setting = granted[subject]
+            raise PatchRejected(
+                path,
+                f"adds container {name!r}, which shares the Pod's processes with {subject}, "
+                f"which {grant} in the template; a plugin may not change what runs in a "
+                "container with a privilege it could not add itself "
+                "(patchPolicy.allowPrivilegedContainerChanges is false; or let plugins add that "
+                f"privilege: patchPolicy.{setting})",
+            )
+
+    def _granted(self, facts: pss.PodFacts, pod: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
         """The containers with a privilege of their own (one a container without settings would
         not have in this Pod) of a baseline control that the policy would refuse a plugin to
         add, each with the first such privilege and the setting that would allow adding it.
         Probe hosts grant the container nothing."""
         out: dict[str, tuple[str, str]] = {}
         plain: frozenset[tuple[str, str]] | None = None
+        inert = _inert_host_volumes(pod)
         for (control, subject, what), (path, value) in facts.facts.items():
             if (
                 subject in out
                 or subject not in facts.containers
                 or control == pss.HOST_PROBES
                 or pss.CONTROLS[control].restricted
-                or not _takeover_grant(control, what, value)
+                or not _takeover_grant(control, what, value, inert)
             ):
                 continue
             if plain is None:
@@ -312,19 +341,85 @@ class PatchValidator:
         return f"{w.subject} {w.what}{unlike}, which {weakens} (patchPolicy.{setting} is false)"
 
 
+def _shares_processes(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec")
+    return isinstance(spec, Mapping) and spec.get("shareProcessNamespace") is True
+
+
+def _container_names(pod: Mapping[str, Any]) -> dict[str, str]:
+    """Each container's name by its path (every kind of container)."""
+    spec = pod.get("spec")
+    out: dict[str, str] = {}
+    for kind in pss.CONTAINER_KINDS:
+        listed = spec.get(kind) if isinstance(spec, Mapping) else None
+        for i, container in enumerate(listed if isinstance(listed, list) else ()):
+            name = container.get("name") if isinstance(container, Mapping) else None
+            out[f"/spec/{kind}/{i}"] = str(name)
+    return out
+
+
 TAKEOVER_EXEMPT_CAPABILITIES = frozenset({"IPC_LOCK"})
 """Capabilities that do not make a container worth taking over: IPC_LOCK lets it lock its own
 memory (RDMA needs it), nothing beyond the container."""
 
 
-def _takeover_grant(control: str, what: str, value: Any) -> bool:
-    """Whether a privilege of a container makes changes to what it runs a takeover: not a
-    hostPath mount that is read-only (what a plugin's code could do there, read those host
-    files, the accelerator and model-cache mounts of serving Pods allow any process of the
-    container), nor an exempt capability. A writable hostPath mount, or one with mount
-    propagation, still counts."""
+INERT_HOST_PATH_TYPES = frozenset({"Directory", "DirectoryOrCreate", "File", "FileOrCreate"})
+"""hostPath types whose mount, read-only, gives a container's code nothing but files to read."""
+LIVE_HOST_DIRECTORIES = (
+    "/dev",
+    "/proc",
+    "/sys",
+    "/run",
+    "/var/run",
+    "/var/lib",
+    "/tmp",
+    "/etc/kubernetes",
+)
+"""Host directories that hold sockets, devices or other Pods' data: a read-only mount of one (or
+of a directory above one) still lets code connect to a runtime's socket or write to a device."""
+_MOUNT_OF = re.compile(r"mounts hostPath volume '([^'\\]*)' at ")
+
+
+def _inert_host_volumes(pod: Mapping[str, Any]) -> frozenset[str]:
+    """The hostPath volumes of ``pod`` whose read-only mount grants nothing worth taking a
+    container over for: of a typed directory or file (never a socket, a device or an unchecked
+    path), neither in nor above a host directory of ``LIVE_HOST_DIRECTORIES``."""
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
+    found: set[str] = set()
+    for volume in volumes if isinstance(volumes, list) else ():
+        if not isinstance(volume, Mapping) or not isinstance(volume.get("name"), str):
+            continue
+        source = volume.get("hostPath")
+        if not isinstance(source, Mapping) or source.get("type") not in INERT_HOST_PATH_TYPES:
+            continue
+        path = source.get("path")
+        if not isinstance(path, str) or not path.startswith("/"):
+            continue
+        clean = posixpath.normpath(path)
+        if any(
+            clean == live
+            or clean.startswith(live + "/")
+            or live.startswith(clean.rstrip("/") + "/")
+            for live in LIVE_HOST_DIRECTORIES
+        ):
+            continue
+        found.add(volume["name"])
+    return frozenset(found)
+
+
+def _takeover_grant(control: str, what: str, value: Any, inert: frozenset[str]) -> bool:
+    """Whether a privilege of a container makes changes to what it runs a takeover. Not a
+    read-only mount of an inert hostPath volume (``_inert_host_volumes``; what a plugin's code
+    could do there, read those host files, the driver and model-cache mounts of serving Pods
+    allow any process of the container), unless it has a ``subPathExpr`` (its env, which a
+    plugin could change, would choose the host directory); nor an exempt capability. A
+    writable hostPath mount, or one with mount propagation, always counts."""
     if control == pss.HOST_PATH:
-        return ", writable" in what or "propagat" in what
+        if ", writable" in what or "propagat" in what or "subPathExpr" in what:
+            return True
+        mount = _MOUNT_OF.match(what)
+        return mount is None or mount.group(1) not in inert
     if control == pss.CAPABILITIES:
         return value not in TAKEOVER_EXEMPT_CAPABILITIES
     return True

@@ -541,10 +541,11 @@ def test_host_path_mounts_and_host_ports_protect_the_container() -> None:
     )
 
 
-def _read_only_host_mount(**mount: Any) -> dict[str, Any]:
-    """A template whose agent mounts the host's /usr/local/Ascend/driver read-only, and nothing
-    else beyond the restricted profile."""
-    pod = template(agent(), volumes=[STATE, {"name": "driver", "hostPath": {"path": "/d"}}])
+def _read_only_host_mount(source: dict[str, Any] | None = None, **mount: Any) -> dict[str, Any]:
+    """A template whose agent mounts the host's /usr/local/Ascend/driver (or ``source``)
+    read-only, and nothing else beyond the restricted profile."""
+    driver = source or {"path": "/usr/local/Ascend/driver", "type": "Directory"}
+    pod = template(agent(), volumes=[STATE, {"name": "driver", "hostPath": driver}])
     pod["spec"]["containers"][1]["securityContext"] = dict(RESTRICTED)
     pod["spec"]["containers"][1]["volumeMounts"].append(
         {"name": "driver", "mountPath": "/usr/local/Ascend/driver", "readOnly": True, **mount}
@@ -566,6 +567,36 @@ def test_a_writable_or_propagating_host_mount_still_protects_the_container() -> 
             *TAKEOVER,
             allow_privileged_container_changes=True,
         )
+
+
+@pytest.mark.parametrize(
+    ("source", "mount"),
+    [
+        ({"path": "/run/containerd/containerd.sock", "type": "Socket"}, {}),
+        ({"path": "/dev/nvidia0", "type": "CharDevice"}, {}),
+        ({"path": "/var/run/docker.sock"}, {}),  # no type: whatever is there
+        ({"path": "/var/run", "type": "Directory"}, {}),
+        ({"path": "/", "type": "Directory"}, {}),  # above every live directory
+        ({"path": "/var/lib/kubelet/pods", "type": "Directory"}, {}),
+        # a safe directory, but the env a plugin could change picks the subdirectory
+        ({"path": "/data/logs", "type": "Directory"}, {"subPathExpr": "$(POD_UID)"}),
+    ],
+    ids=["socket", "device", "untyped", "run-directory", "root", "kubelet", "subPathExpr"],
+)
+def test_a_read_only_mount_of_a_live_host_path_still_protects_the_container(
+    source: dict[str, Any], mount: dict[str, Any]
+) -> None:
+    """A read-only mount stops writes to files, not connecting to a socket or writing to a
+    device: such mounts keep what the container runs closed."""
+    ops = [op("add", f"{AGENT}/env", [{"name": "POD_UID", "value": "other"}])]
+    refused(
+        _read_only_host_mount(source, **mount),
+        ops,
+        f"{AGENT}/env",
+        "mounts hostPath volume 'driver'",
+        *TAKEOVER,
+        allow_privileged_container_changes=True,
+    )
 
 
 NOT_TAKEOVERS: dict[str, tuple[dict[str, Any], Ops, dict[str, Any]]] = {
@@ -702,3 +733,19 @@ def test_operations_the_checks_skip_change_nothing_they_read(
     subjects = [s for s, *_ in takeover.containers(RICH_POD)]
     if next(takeover.changes(RICH_POD, after, subjects), None):
         assert takeover.may_change(patch)  # type: ignore[arg-type]
+
+
+def test_a_container_added_to_a_pod_that_shares_its_processes_with_a_privileged_one() -> None:
+    sidecar = {"name": "spy", "image": "spy:1", "securityContext": dict(RESTRICTED)}
+    ops = [op("add", "/spec/containers/-", sidecar)]
+    shared = template(agent(), volumes=[STATE], shareProcessNamespace=True)
+    refused(
+        shared,
+        ops,
+        "/spec/containers/2",
+        "adds container 'spy', which shares the Pod's processes with container 'agent'",
+        *TAKEOVER,
+        allow_privileged_container_changes=True,
+    )
+    # not shared: the new container sees only its own processes
+    PatchValidator(PatchPolicy(allowed_paths=OPEN)).apply(template(agent(), volumes=[STATE]), ops)
