@@ -405,3 +405,21 @@ def test_a_load_waits_for_a_compile_worker_at_most_the_compile_deadline() -> Non
         "sandbox.compileWorkers); the module was not compiled"
     )
     sandbox.load(responding(b"\x80"))  # not remembered: the host was busy, not the module bad
+
+
+def test_a_compile_late_beside_another_is_not_remembered_one_late_alone_is() -> None:
+    """Passing the deadline while another compile ran may be the busy host's fault: such a
+    refusal is not remembered; a compile late on its own is."""
+    bounds = dataclasses.replace(ModuleBounds(), max_functions=200_000)
+    sandbox = _sandbox(module_bounds=bounds, compile_timeout_ms=1_000)
+    slow = [many_functions(count, b"\x01\x01\x0b") for count in (100_000, 100_001)]
+    compiler = sandbox.modules._compiler
+    first = threading.Thread(target=_refusal, args=(sandbox, slow[0]))
+    first.start()
+    while compiler._running == 0:  # the first compile is under way
+        time.sleep(0.005)
+    _refusal(sandbox, slow[1])
+    first.join(30)
+    assert not sandbox.modules._refused  # both overlapped: neither is remembered
+    assert _refusal(sandbox, slow[0]).startswith("compiling the module took longer than")
+    assert list(sandbox.modules._refused) == [cache.sha256_hex(slow[0])]  # alone: remembered

@@ -90,7 +90,7 @@ class ModuleCache:
                 try:
                     compiled = self._compile(data, digest)
                 except SandboxError as exc:
-                    if exc.failure_class is FailureClass.INVALID_MODULE:
+                    if exc.failure_class is FailureClass.INVALID_MODULE and not exc.contended:
                         self._remember_refusal(digest, exc)
                     raise
                 with self._lock:

@@ -92,6 +92,11 @@ class Compiler:
     def __init__(self, settings: SandboxSettings) -> None:
         self._settings = settings
         self._slots = threading.BoundedSemaphore(settings.compile_workers)
+        self._lock = threading.Lock()
+        self._running = 0
+        self._overlaps = 0
+        """Compiles started while another ran: a late compile that overlapped one may have been
+        slowed by it."""
 
     def compile(self, module: bytes) -> bytes:
         """The serialized module; InvalidModule when it does not compile within the limits,
@@ -105,14 +110,27 @@ class Compiler:
                 f"{self._settings.compile_timeout_ms} ms (operator setting "
                 f"{setting_name('compile_workers')}); the module was not compiled",
             )
+        with self._lock:
+            self._running += 1
+            shared = self._running > 1
+            if shared:
+                self._overlaps += 1
+            overlaps_before = self._overlaps
         try:
             worker = _Spare.take()
             try:
                 return self._run(worker, module)
+            except _LateCompile as late:
+                with self._lock:
+                    shared = shared or self._overlaps != overlaps_before
+                # passed its deadline beside another compile: perhaps only slowed by it
+                raise SandboxError(late.failure_class, late.message, contended=shared) from None
             finally:
                 _reap(worker)
                 _Spare.refill()
         finally:
+            with self._lock:
+                self._running -= 1
             self._slots.release()
 
     def _run(self, worker: subprocess.Popen[bytes], module: bytes) -> bytes:
@@ -134,11 +152,16 @@ class Compiler:
         deadline = time.monotonic() + settings.compile_timeout_ms / 1000
         reply, errors, late = _collect(worker, deadline, settings.max_artifact_bytes)
         if late:
-            raise invalid_module(
+            raise _LateCompile(
+                FailureClass.INVALID_MODULE,
                 f"compiling the module took longer than {settings.compile_timeout_ms} ms "
-                f"(operator setting {setting_name('compile_timeout_ms')})"
+                f"(operator setting {setting_name('compile_timeout_ms')})",
             )
         return _parse(worker, reply, errors, settings)
+
+
+class _LateCompile(SandboxError):
+    """A compile passed its deadline (``Compiler.compile`` decides whether it was contended)."""
 
 
 def _collect(

@@ -18,9 +18,12 @@ class SandboxError(Exception):
     """A module was refused or a call failed, with exactly one failure class; ``message`` is
     one line (control characters escaped)."""
 
-    def __init__(self, failure_class: FailureClass, message: str) -> None:
+    def __init__(self, failure_class: FailureClass, message: str, contended: bool = False) -> None:
         self.failure_class = failure_class
         self.message = escape_controls(message)
+        self.contended = contended
+        """The failure may be the busy host's, not the module's (a compile that passed its
+        deadline while another compile ran): it is not remembered as the module's refusal."""
         super().__init__(f"{failure_class}: {self.message}")
 
 
