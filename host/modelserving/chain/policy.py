@@ -8,9 +8,10 @@ the controller's own labels and annotations, the fields the operator protects
 (``modelserving.chain.protected``), and the Pod's privileges: no Pod Security control may end
 weaker than the template made it unless the policy allows it (``modelserving.chain.pss``
 compares; skipped for operations that cannot change one, ``modelserving.chain.grants``), what it
-may reach besides them (Secrets, service-account credentials and identity, ``nodeName``:
-``modelserving.chain.access``), and what runs in a container the template grants a privilege
-a plugin could not add (``modelserving.chain.takeover``). Any violation raises
+may reach besides them (Secrets, service-account credentials and identity, CSI drivers,
+volume claims, ``nodeName``: ``modelserving.chain.access``), and what runs in a container the
+template grants a privilege a plugin could not add, or in one that writes a volume it mounts
+(``modelserving.chain.takeover``). Any violation raises
 ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
@@ -212,8 +213,9 @@ class PatchValidator:
                 raise PatchRejected(weakening.path, reason)
 
     def check_access(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
-        """Refuse the first Secret, service-account credential, ServiceAccount or node binding of
-        ``after`` that ``before`` does not have and the policy does not allow."""
+        """Refuse the first Secret, service-account credential, ServiceAccount, CSI volume, volume
+        claim or node binding of ``after`` that ``before`` does not have and the policy does not
+        allow."""
         for weakening in access.weakenings(before, after):
             reason = self._refusal(weakening)
             if reason:
