@@ -199,11 +199,24 @@ def _object_name(value: str) -> str:
     return value
 
 
+_CSI_DRIVER = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+def _csi_driver(value: str) -> str:
+    if not _CSI_DRIVER.fullmatch(value):
+        raise ValueError(
+            f"{value[:80]!r} is not a CSI driver name (letters, digits, '-', '_' and '.', at most "
+            "63 characters, e.g. secrets-store.csi.k8s.io)"
+        )
+    return value
+
+
 Capability = Annotated[str, AfterValidator(_capability)]
 Sysctl = Annotated[str, AfterValidator(_sysctl)]
 VolumeType = Annotated[str, AfterValidator(_volume_type)]
 Protection = Annotated[str, AfterValidator(_protection)]
 ObjectName = Annotated[str, AfterValidator(_object_name)]
+CsiDriver = Annotated[str, AfterValidator(_csi_driver)]
 
 
 class PathRule(ApiModel):
@@ -288,6 +301,8 @@ class PatchPolicy(ApiModel):
     protected_fields: list[Protection] = Field(default_factory=lambda: list(NAMED_PROTECTIONS))
     # What a Pod may reach beyond Pod Security (modelserving.chain.access, .takeover).
     allowed_secrets: list[ObjectName] = Field(default_factory=list)
+    allowed_csi_drivers: list[CsiDriver] = Field(default_factory=list)
+    allowed_claims: list[ObjectName] = Field(default_factory=list)
     allow_service_account_tokens: bool = False
     allowed_service_accounts: list[ObjectName] = Field(default_factory=list)
     allow_node_name: bool = False

@@ -1,5 +1,6 @@
 """What a Pod can reach besides its Pod Security privileges: Secrets, service-account
-credentials, and a node chosen by name. The comparison is the one of ``modelserving.chain.pss``.
+credentials, CSI drivers, other workloads' volume claims, and a node chosen by name. The
+comparison is the one of ``modelserving.chain.pss``.
 
 ``access_facts`` lists them as facts of the Pod, one per ``(control, subject, what)``, e.g.
 ``("secrets", "the Pod", "references Secret 'db'")``; ``weakenings(before, after)`` returns the
@@ -18,6 +19,12 @@ references is no new access. A plugin may not:
 - give the Pod a credential of its ServiceAccount: a projected ``serviceAccountToken`` (per
   audience), a projected ``podCertificate``, ``automountServiceAccountToken`` no longer false (or
   true where it was unset: the ServiceAccount could opt out);
+- mount an inline ``csi`` volume of a driver and ``volumeAttributes`` the template does not have
+  (the Secrets Store driver fetches external secrets, cert-manager's issues certificates, the
+  SPIFFE driver hands out the Workload API: each a credential the template did not give);
+- use a PersistentVolumeClaim the template does not (another workload's data), or fill an
+  ``ephemeral`` volume from a ``dataSource`` / ``dataSourceRef`` (a clone of another claim, a
+  snapshot) or bind it to a PersistentVolume by ``volumeName`` where the template does not;
 - change the ServiceAccount the Pod runs as (``serviceAccountName``, or the deprecated
   ``serviceAccount``; unset is ``default``);
 - bind the Pod to a node (``nodeName``: the scheduler, and so taints, do not apply).
@@ -25,6 +32,7 @@ references is no new access. A plugin may not:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -36,9 +44,13 @@ SECRETS = "secrets"
 CREDENTIALS = "serviceAccountCredentials"
 SERVICE_ACCOUNT = "serviceAccount"
 NODE_NAME = "nodeName"
+CSI_DRIVERS = "csiDrivers"
+CLAIMS = "claims"
 
 CONTROLS: dict[str, pss.Control] = {
     SECRETS: pss.Control("Secrets"),
+    CSI_DRIVERS: pss.Control("CSI Drivers"),
+    CLAIMS: pss.Control("Volume Claims"),
     CREDENTIALS: pss.Control("Service Account Credentials"),
     SERVICE_ACCOUNT: pss.Control("Service Account"),
     NODE_NAME: pss.Control("Node Name"),
@@ -85,8 +97,8 @@ def weakenings(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterator[
 
 def access_facts(pod: Mapping[str, Any]) -> dict[pss.Key, pss.Fact]:
     """Every fact of ``pod``: identity first, then volumes, containers and image pull Secrets. A
-    fact's value is the name the policy's lists judge (a Secret, a ServiceAccount), None when it
-    is not a string."""
+    fact's value is the name the policy's lists judge (a Secret, a ServiceAccount, a CSI driver,
+    a claim or the source of one), None when it is not a string."""
     spec = _as_map(pod.get("spec"))
     out: dict[pss.Key, pss.Fact] = {}
     _identity(spec, out)
@@ -140,6 +152,44 @@ def _volume(volume: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) 
         for key in _VOLUME_SECRET_KEYS:  # csi, cephfs, flexVolume, iscsi, rbd, scaleIO...
             if key in source:
                 _secret(_as_map(source.get(key)).get("name"), path, out)
+        if kind == "csi":
+            _csi(source, path, out)
+        elif kind == "persistentVolumeClaim":
+            name = source.get("claimName")
+            what = f"uses PersistentVolumeClaim {name!r}"
+            out.setdefault((CLAIMS, THE_POD, what), (path, _name(name)))
+        elif kind == "ephemeral":
+            _ephemeral(_as_map(_as_map(source.get("volumeClaimTemplate")).get("spec")), path, out)
+
+
+def _csi(source: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:
+    """One fact per (driver, volumeAttributes): the attributes choose what the driver hands out
+    (a SecretProviderClass, a certificate's names and issuer)."""
+    driver, attributes = source.get("driver"), source.get("volumeAttributes")
+    what = f"mounts an inline CSI volume of driver {driver!r}"
+    if attributes:
+        what += f" with volumeAttributes {json.dumps(attributes, sort_keys=True, default=str)}"
+    out.setdefault((CSI_DRIVERS, THE_POD, what), (path, _name(driver)))
+
+
+def _ephemeral(claim: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:
+    """What an ephemeral volume's claim starts from: a data source (another claim to clone, a
+    snapshot, a populator's object) or a PersistentVolume named by ``volumeName``. The
+    ``dataSource`` and ``dataSourceRef`` of one claim naming the same object are one fact."""
+    for field in ("dataSource", "dataSourceRef"):
+        if field not in claim:
+            continue
+        ref = _as_map(claim.get(field))
+        kind, group, name = ref.get("kind"), ref.get("apiGroup"), ref.get("name")
+        source = f"{kind} {name!r}" if not group else f"{kind} ({group}) {name!r}"
+        if ref.get("namespace"):
+            source += f" of namespace {ref.get('namespace')!r}"
+        what = f"fills an ephemeral volume from {source}"
+        out.setdefault((CLAIMS, THE_POD, what), (path, _name(name)))
+    if claim.get("volumeName") not in (None, ""):
+        name = claim.get("volumeName")
+        what = f"binds an ephemeral volume to PersistentVolume {name!r}"
+        out.setdefault((CLAIMS, THE_POD, what), (path, _name(name)))
 
 
 def _projection(item: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:

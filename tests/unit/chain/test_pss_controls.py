@@ -43,7 +43,12 @@ def sidecar(**security: Any) -> dict[str, Any]:
 
 
 # Only the Pod Security comparison decides here: the controls of test_access_controls are open.
-NOT_PSS = {"allow_privileged_container_changes": True, "allowed_secrets": ["s"]}
+NOT_PSS = {
+    "allow_privileged_container_changes": True,
+    "allowed_secrets": ["s"],
+    "allowed_csi_drivers": ["d"],
+    "allowed_claims": ["c"],
+}
 
 
 def validator(**settings: Any) -> PatchValidator:
