@@ -314,19 +314,21 @@ def test_a_collected_sandbox_leaves_no_worker(tmp_path: Path, worker_copy: str) 
 def test_a_dead_worker_fails_the_call_and_is_replaced(
     own: Callable[..., Sandbox], worker_copy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A worker that dies during a call (here: SIGKILLed right after the call was sent, as the
-    kernel's OOM killer would) fails that call with its exit status; the next call gets a new
-    worker."""
+    """A worker that dies during a call (here: SIGKILLed as the call is sent, as the kernel's
+    OOM killer would) fails that call with its exit status; the next call gets a new worker.
+    (Killed after the call was sent, a worker that already holds the compiled plugin could
+    answer first on a busy machine.)"""
     sandbox = own()
     ok = sandbox.load(OK)
     send = extism_call._Process.send
 
-    def send_and_kill(process: Any, header: dict[str, Any], payload: bytes = b"") -> None:
-        send(process, header, payload)
+    def kill_and_send(process: Any, header: dict[str, Any], payload: bytes = b"") -> None:
         if header["op"] == "run":
             os.kill(process.pid, signal.SIGKILL)
+            process.popen.wait(10)
+        send(process, header, payload)
 
-    monkeypatch.setattr(extism_call._Process, "send", send_and_kill)
+    monkeypatch.setattr(extism_call._Process, "send", kill_and_send)
     failure = call_failure(sandbox, ok)
     monkeypatch.setattr(extism_call._Process, "send", send)
     assert (failure.failure_class, failure.message) == (

@@ -132,6 +132,7 @@ def test_a_load_waits_for_a_worker_at_most_the_compile_deadline(
         sandbox.load(OK)
     assert (loading.value.failure_class, loading.value.message) == busy
     blocked.release()
+    monkeypatch.undo()
     sandbox.load(OK)  # not remembered as a refusal: the host was busy, not the module bad
 
 
