@@ -84,6 +84,7 @@ def test_a_huge_log_line_is_not_copied_whole(sandbox: Sandbox, request_bytes: by
 def test_a_busy_pool_times_the_call_out_instead_of_failing_it(request_bytes: bytes) -> None:
     sandbox = plugin_sandbox(SandboxSettings(pool_slots=1))
     busy = sandbox.load(guest(hook("(loop $l (br $l)) unreachable")))
+    quick = sandbox.load(responding(b""))
     failures: list[str] = []
 
     def hold_the_only_slot() -> None:
@@ -99,8 +100,9 @@ def test_a_busy_pool_times_the_call_out_instead_of_failing_it(request_bytes: byt
 
     holder = threading.Thread(target=hold_the_only_slot)
     holder.start()
-    time.sleep(0.1)
-    quick = sandbox.load(responding(b""))
+    slots = sandbox.engine.slots
+    while slots._value:  # until the holder has the only slot
+        time.sleep(0.005)
     with pytest.raises(CallFailure) as info:
         sandbox.call(quick, "ms_on_pod_create", request_bytes, sandbox.limits(timeout_ms=20))
     holder.join()
