@@ -188,6 +188,7 @@ class Controller:
         self.serve_http = serve_http
         self.sandbox = plugin_sandbox(sandbox_settings(config))
         set_default_sandbox(self.sandbox)
+        self.metrics.watch_module_memory(self.sandbox.modules.memory_bytes)
         self.metrics.api_writes_limit.set(writes.api_writes)
         self.events = EventRecorder(api_client, host=identity)
         self.reports = _Reports(self.events, self.metrics, self.sandbox)
