@@ -4,6 +4,7 @@ an evicted module that is still in use (a live ModelServing's chain) loaded agai
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -178,4 +179,26 @@ def test_a_chain_whose_module_was_evicted_still_runs(tmp_path: Path, request_byt
         reply = plugin.call_bytes(Hook.ON_POD_CREATE, request_bytes)
         assert reply.failure is None, reply.message
         assert plugin.compiled.native is not None
+    assert sb.modules.stats.memory_modules == 1
+
+
+def test_calls_on_several_threads_survive_evictions_by_each_other(
+    tmp_path: Path, request_bytes: bytes
+) -> None:
+    sb = sandbox(tmp_path, 1)  # every load or call of another module evicts the one held
+    loaded = [sb.load(module) for module in MODULES]
+    wrong: list[str] = []
+
+    def run(offset: int) -> None:
+        for n in range(12):
+            i = (n + offset) % len(loaded)
+            if not answers(sb, loaded[i], request_bytes, ANSWERS[i]):
+                wrong.append(f"module {i}")
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
     assert sb.modules.stats.memory_modules == 1

@@ -77,8 +77,9 @@ class ModuleCache:
         self._entrypoints = entrypoints
         self._size = size
         self._max_bytes = engine.settings.memory_cache_max_bytes
-        self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
-        """The modules held in memory (their ``native`` set), least recently used first."""
+        self._modules: OrderedDict[str, tuple[CompiledModule, int]] = OrderedDict()
+        """The modules held in memory (their ``native`` set) with the bytes counted for each,
+        least recently used first."""
         self._bytes = 0
         self._handles: weakref.WeakValueDictionary[str, CompiledModule] = (
             weakref.WeakValueDictionary()
@@ -125,18 +126,22 @@ class ModuleCache:
         """What a call of ``compiled`` runs: its native part, loaded again (from disk, else
         compiled from the bytes it keeps) when it was evicted; SandboxError when that fails."""
         digest = compiled.digest
+        held = self._held(compiled)
+        if held is not None:
+            return held
+        with self._loading_lock(digest):
+            held = self._held(compiled)
+            return held if held is not None else self._attach(compiled)
+
+    def _held(self, compiled: CompiledModule) -> Native | None:
+        """``compiled``'s native part when memory holds it (now the most recently used)."""
         with self._lock:
             native = compiled.native
-            if native is not None and self._modules.get(digest) is compiled:
-                self._modules.move_to_end(digest)
-                return native
-        with self._loading_lock(digest):
-            with self._lock:
-                native = compiled.native
-                if native is not None and self._modules.get(digest) is compiled:
-                    self._modules.move_to_end(digest)
-                    return native
-            return self._attach(compiled)
+            entry = self._modules.get(compiled.digest)
+            if native is None or entry is None or entry[0] is not compiled:
+                return None
+            self._modules.move_to_end(compiled.digest)
+            return native
 
     def memory_bytes(self) -> int:
         """Bytes of the artifacts of the modules held in memory."""
@@ -164,19 +169,18 @@ class ModuleCache:
         digest = compiled.digest
         with self._lock:
             previous = self._modules.pop(digest, None)
-            if previous is not None and previous.native is not None:
-                self._bytes -= previous.native.size
-            self._modules[digest] = compiled
+            if previous is not None:
+                self._bytes -= previous[1]
+            self._modules[digest] = (compiled, native.size)
             self._bytes += native.size
             while len(self._modules) > 1 and (
                 self._bytes > self._max_bytes or len(self._modules) > self._size
             ):
-                _, old = self._modules.popitem(last=False)
-                if old.native is not None:
-                    self._bytes -= old.native.size
-                    self.stats.memory_evicted += 1
-                    self.stats.memory_evicted_bytes += old.native.size
-                    old.native = None  # a call under way keeps what it took; nothing else does
+                _, (old, size) = self._modules.popitem(last=False)
+                self._bytes -= size
+                self.stats.memory_evicted += 1
+                self.stats.memory_evicted_bytes += size
+                old.native = None  # a call under way keeps what it took; nothing else does
             self.stats.memory_bytes = self._bytes
             self.stats.memory_modules = len(self._modules)
 
@@ -204,11 +208,11 @@ class ModuleCache:
     def _known(self, digest: str) -> CompiledModule | None:
         """The module from memory; its refusal raised again while it is remembered."""
         with self._lock:
-            hit = self._modules.get(digest)
-            if hit is not None:
+            entry = self._modules.get(digest)
+            if entry is not None:
                 self._modules.move_to_end(digest)
                 self.stats.memory_hits += 1
-                return hit
+                return entry[0]
             refused = self._refused.get(digest)
             if refused is None:
                 return None
