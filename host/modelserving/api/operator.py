@@ -86,6 +86,7 @@ class SandboxConfig(ApiModel):
     compile_workers: int = Field(default=2, ge=1, le=64)
     max_artifact_bytes: int = Field(default=256 * MIB, ge=1, le=INT64_MAX)
     cache_max_bytes: int = Field(default=512 * MIB, ge=1, le=INT64_MAX)
+    memory_cache_max_bytes: int = Field(default=256 * MIB, ge=1, le=INT64_MAX)
     extism_compiled_plugins: int = Field(default=8, ge=1, le=1024)
     extism_workers: int = Field(default=2, ge=1, le=64)
 

@@ -1,7 +1,11 @@
 """Reuses a ModelServing's chain for as long as its generation and plugin list stay the same.
 
 ``ChainCache`` keeps chains by ``chain_key`` (the controller adds the resourceVersions of module
-ConfigMaps), least recently used evicted; a chain is built outside the lock.
+ConfigMaps), least recently used evicted; a chain is built outside the lock. It keeps one chain
+per ModelServing, the latest built: a new generation, plugin list or module replaces the old
+chain, so what the old one held (its plugins, their module handles) is let go at once, and
+``forget`` drops a deleted ModelServing's. Chains keep module handles, not compiled code: the
+module cache alone holds that in memory, within its bounds (``sandbox.cache``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ def chain_key(ms: ModelServing) -> tuple[str, str, str, int | None, str]:
 
 
 class ChainCache:
-    """Chains by ``chain_key``, least recently used evicted past ``size``."""
+    """Chains by ``chain_key``, one per ModelServing, least recently used evicted past
+    ``size``."""
 
     def __init__(
         self,
@@ -58,16 +63,27 @@ class ChainCache:
             if chain is not None:
                 self._chains.move_to_end(key)
                 return chain
-        # Built outside the lock: a cold compile must not hold up other ModelServings.
-        chain = build_chain(
-            ms, self._registry, self._validator, modules or self._modules, self._sandbox
-        )
+        # Built outside the lock: a cold compile must not hold up other ModelServings. The
+        # previous chain stays until then (its modules are found in memory), and goes even when
+        # the build fails.
+        try:
+            chain = build_chain(
+                ms, self._registry, self._validator, modules or self._modules, self._sandbox
+            )
+        finally:
+            with self._lock:
+                for old in [k for k in self._chains if k[:2] == key[:2]]:
+                    del self._chains[old]
         with self._lock:
             self.builds += 1
             self._chains[key] = chain
             while len(self._chains) > self._size:
                 self._chains.popitem(last=False)
         return chain
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._chains)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop every chain of one ModelServing (it was deleted)."""

@@ -118,6 +118,7 @@ def sandbox_settings(config: OperatorConfig) -> SandboxSettings:
         compile_workers=sb.compile_workers,
         max_artifact_bytes=sb.max_artifact_bytes,
         cache_max_bytes=sb.cache_max_bytes,
+        memory_cache_max_bytes=sb.memory_cache_max_bytes,
         extism_compiled_plugins=sb.extism_compiled_plugins,
         extism_workers=sb.extism_workers,
     )

@@ -88,9 +88,12 @@ class _Reports(Recorder):
     def objects(self, plugin: str, action: str, n: int) -> None:
         self.metrics.count_objects(plugin, action, n)
 
-    def chain_built(self, failed: bool = False) -> None:
+    def sync_modules(self) -> None:
         with self._lock:
             self.metrics.sync_module_cache(self.sandbox.modules.stats)
+
+    def chain_built(self, failed: bool = False) -> None:
+        self.sync_modules()
         if failed:
             self.metrics.observe_module_load("failed")
 
@@ -188,6 +191,7 @@ class Controller:
         self.serve_http = serve_http
         self.sandbox = plugin_sandbox(sandbox_settings(config))
         set_default_sandbox(self.sandbox)
+        self.metrics.watch_module_memory(self.sandbox.modules.memory_bytes)
         self.metrics.api_writes_limit.set(writes.api_writes)
         self.events = EventRecorder(api_client, host=identity)
         self.reports = _Reports(self.events, self.metrics, self.sandbox)
@@ -349,6 +353,7 @@ class Controller:
                 self.queue.done(key)
                 self.metrics.observe_reconcile(result, time.perf_counter() - started)
                 self.metrics.set_queue_depth(len(self.queue))
+                self.reports.sync_modules()  # calls reload evicted modules, not only builds
 
     def _resync(self, stop: threading.Event) -> None:
         while not stop.wait(self.config.resync_seconds):

@@ -3,17 +3,18 @@
 The reconciler and the plugin chain's caller feed a ``Metrics`` instance: every hook call
 (``observe_hook``), what OnPodReady plugins measured (``observe_plugin_value``), module loads
 (``observe_module_load``, ``sync_module_cache``, which also carries the disk cache's rejected
-and evicted artifacts and its size), every reconcile, Pods created and deleted, the work queue's
-depth and leadership. ``serve`` exposes
-the registry over HTTP for scraping. Each ``Metrics`` owns a private ``CollectorRegistry`` (not
-prometheus_client's global one), so tests and several controllers in one process do not share
-counters.
+and evicted artifacts and its size, and the modules evicted from memory; ``watch_module_memory``
+reads the bytes held in memory at each scrape), every reconcile, Pods created and deleted, the
+work queue's depth and leadership. ``serve`` exposes the registry over HTTP for scraping. Each
+``Metrics`` owns a private ``CollectorRegistry`` (not prometheus_client's global one), so tests
+and several controllers in one process do not share counters.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 from wsgiref.simple_server import WSGIServer
@@ -55,6 +56,7 @@ MODULE_LOAD_RESULTS: Final = frozenset({"compiled", "memory_cache", "disk_cache"
 RECONCILE_RESULTS: Final = frozenset({"ok", "requeue", "error"})
 _CACHE_COUNTS: Final = (
     "compiled", "memory_hits", "disk_hits", "disk_rejected", "disk_evicted", "disk_evicted_bytes",
+    "memory_evicted",
 )  # fmt: skip
 """The ``CacheCounts`` that only grow; ``sync_module_cache`` adds their growth."""
 
@@ -74,6 +76,8 @@ class CacheCounts(Protocol):
     def disk_evicted(self) -> int: ...
     @property
     def disk_evicted_bytes(self) -> int: ...
+    @property
+    def memory_evicted(self) -> int: ...
     @property
     def disk_bytes(self) -> int: ...
 
@@ -157,6 +161,20 @@ class Metrics:
         self.cache_bytes = Gauge(
             "module_cache_bytes",
             "Bytes of compiled modules in the disk cache after its last write.",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.memory_cache_bytes = Gauge(
+            "module_memory_cache_bytes",
+            "Bytes of compiled modules held in the controller's memory (their artifacts' "
+            "sizes; sandbox.memoryCacheMaxBytes at most, unless one module alone is larger).",
+            namespace=PREFIX,
+            registry=reg,
+        )
+        self.memory_evictions = Counter(
+            "module_memory_evictions",
+            "Compiled modules evicted from memory to keep within sandbox.memoryCacheMaxBytes "
+            "(loaded again from the disk cache when next called).",
             namespace=PREFIX,
             registry=reg,
         )
@@ -302,7 +320,8 @@ class Metrics:
         """Add what a ``ModuleCache``'s stats counted since the last sync: to
         ``module_loads_total`` (compiled, memory_cache, disk_cache) and to the disk cache's
         ``module_cache_rejected_total``, ``module_cache_evictions_total`` and
-        ``module_cache_evicted_bytes_total``; set ``module_cache_bytes``.
+        ``module_cache_evicted_bytes_total``, and ``module_memory_evictions_total``; set
+        ``module_cache_bytes``.
 
         Safe to call from several workers sharing one cache: only the growth since the previous
         sync is added. Counts lower than the last ones mean a new stats object (a new cache),
@@ -328,9 +347,15 @@ class Metrics:
             (self.cache_rejected, "disk_rejected"),
             (self.cache_evictions, "disk_evicted"),
             (self.cache_evicted_bytes, "disk_evicted_bytes"),
+            (self.memory_evictions, "memory_evicted"),
         ):
             if grown[name] > 0:
                 counter.inc(grown[name])
+
+    def watch_module_memory(self, read: Callable[[], int]) -> None:
+        """Have ``module_memory_cache_bytes`` read ``read()`` at each scrape (the module cache's
+        ``memory_bytes``: modules are evicted and loaded again by calls too, not only loads)."""
+        self.memory_cache_bytes.set_function(read)
 
     def observe_reconcile(self, result: str, seconds: float) -> None:
         """One reconcile; ``result`` in ``RECONCILE_RESULTS`` (ValueError otherwise)."""

@@ -56,7 +56,8 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEX
 @dataclass
 class CacheStats:
     """What the module cache did: compiles, hits in memory and on disk, refused and evicted
-    artifacts, and the bytes its directory held after the last write."""
+    artifacts, and the bytes its directory held after the last write; what it holds in memory
+    (modules, their artifacts' bytes) and evicted from memory."""
 
     compiled: int = 0
     disk_hits: int = 0
@@ -65,6 +66,10 @@ class CacheStats:
     disk_evicted: int = 0
     disk_evicted_bytes: int = 0
     disk_bytes: int = 0
+    memory_bytes: int = 0
+    memory_modules: int = 0
+    memory_evicted: int = 0
+    memory_evicted_bytes: int = 0
     disk_errors: list[str] = field(default_factory=list)
 
     def note(self, message: str) -> None:

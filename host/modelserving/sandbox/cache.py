@@ -5,22 +5,32 @@ limits), then compiled by a worker process under a deadline and a memory cap
 (``compiler.Compiler``), and only then deserialized here. The artifact is kept on disk
 (``artifacts.ArtifactStore``) once the module has passed the ABI checks, so a restart loads it
 without compiling.
+
+In memory, compiled modules are bounded by bytes (``SandboxSettings.memory_cache_max_bytes``,
+each counted by the length of its serialized artifact) and by count, least recently used
+evicted first; the module just loaded or reloaded stays even when it alone is over the bound.
+Eviction drops the module's native part from its handle (``CompiledModule.native``), so the
+memory is freed even while chains keep the handle; ``native`` loads it again when the handle is
+next called: from disk, else by compiling the bytes the handle keeps. One handle per digest is
+live at a time (``_handles``), so a load finds the handle chains already use.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import wasmtime
 
 from modelserving.api.errors import FailureClass
 from modelserving.sandbox.artifacts import ARTIFACT_MAGIC, ArtifactStore, CacheStats
-from modelserving.sandbox.compiled import CompiledModule, ExtismModule
+from modelserving.sandbox.compiled import CompiledModule, ExtismModule, Native
 from modelserving.sandbox.compiler import Compiler
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
@@ -35,6 +45,9 @@ REFUSAL_TTL_S = 120.0
 with the same message, so a module that cannot compile costs at most one compile per this
 period, however many ModelServings use it and however often they are reconciled."""
 REFUSALS_KEPT = 256
+MODULES_KEPT = 1024
+"""At most this many compiled modules in memory, whatever their bytes: each costs more than its
+artifact (its InstancePre, mappings rounded up to pages), which matters only for tiny ones."""
 
 
 def sha256_hex(data: bytes) -> str:
@@ -42,15 +55,16 @@ def sha256_hex(data: bytes) -> str:
 
 
 class ModuleCache:
-    """Compiled modules by digest; at most ``size`` kept in memory, least recently used evicted.
-    Each is checked against ``entrypoints``, the functions the host may call."""
+    """Compiled modules by digest; in memory at most ``settings.memory_cache_max_bytes`` of
+    artifacts and ``size`` modules, least recently used evicted. Each is checked against
+    ``entrypoints``, the functions the host may call."""
 
     def __init__(
         self,
         engine: SandboxEngine,
         cache_dir: Path | None,
         entrypoints: tuple[Entrypoint, ...],
-        size: int = 128,
+        size: int = MODULES_KEPT,
         extism: ExtismPool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -62,7 +76,15 @@ class ModuleCache:
         """One lock per digest being loaded: loads of one module wait for the first."""
         self._entrypoints = entrypoints
         self._size = size
-        self._modules: OrderedDict[str, CompiledModule] = OrderedDict()
+        self._max_bytes = engine.settings.memory_cache_max_bytes
+        self._modules: OrderedDict[str, tuple[CompiledModule, int]] = OrderedDict()
+        """The modules held in memory (their ``native`` set) with the bytes counted for each,
+        least recently used first."""
+        self._bytes = 0
+        self._handles: weakref.WeakValueDictionary[str, CompiledModule] = (
+            weakref.WeakValueDictionary()
+        )
+        """Every handle still referenced (by chains, callers), in memory or not."""
         self._lock = threading.Lock()
         self.stats = CacheStats()
         self._store = ArtifactStore(cache_dir, engine.key, self.stats, engine.settings)
@@ -70,7 +92,7 @@ class ModuleCache:
         self._extism = extism or ExtismPool(engine.settings)
 
     def load(self, data: bytes, expected_sha256: str | None = None) -> CompiledModule:
-        """The compiled module for ``data``; InvalidModule when it is refused."""
+        """The compiled module for ``data``, in memory; InvalidModule when it is refused."""
         digest = sha256_hex(data)
         if expected_sha256 is not None and digest != expected_sha256:
             raise invalid_module(
@@ -80,37 +102,117 @@ class ModuleCache:
         hit = self._known(digest)
         if hit is not None:
             return hit
+        with self._loading_lock(digest):
+            hit = self._known(digest)
+            if hit is not None:
+                return hit
+            with self._lock:
+                handle = self._handles.get(digest)
+            if handle is not None:  # evicted, but still in use: the same handle, reloaded
+                self._attach(handle)
+                return handle
+            try:
+                compiled = self._compile(data, digest)
+            except SandboxError as exc:
+                if exc.failure_class is FailureClass.INVALID_MODULE and not exc.contended:
+                    self._remember_refusal(digest, exc)
+                raise
+            with self._lock:
+                self._handles[digest] = compiled
+            self._keep(compiled)
+            return compiled
+
+    def native(self, compiled: CompiledModule) -> Native:
+        """What a call of ``compiled`` runs: its native part, loaded again (from disk, else
+        compiled from the bytes it keeps) when it was evicted; SandboxError when that fails."""
+        digest = compiled.digest
+        held = self._held(compiled)
+        if held is not None:
+            return held
+        with self._loading_lock(digest):
+            held = self._held(compiled)
+            return held if held is not None else self._attach(compiled)
+
+    def _held(self, compiled: CompiledModule) -> Native | None:
+        """``compiled``'s native part when memory holds it (now the most recently used)."""
+        with self._lock:
+            native = compiled.native
+            entry = self._modules.get(compiled.digest)
+            if native is None or entry is None or entry[0] is not compiled:
+                return None
+            self._modules.move_to_end(compiled.digest)
+            return native
+
+    def memory_bytes(self) -> int:
+        """Bytes of the artifacts of the modules held in memory."""
+        with self._lock:
+            return self._bytes
+
+    @contextlib.contextmanager
+    def _loading_lock(self, digest: str) -> Iterator[None]:
+        """Held while ``digest`` is loaded: a second load of one module waits for the first."""
         with self._lock:
             loading = self._loading.setdefault(digest, threading.Lock())
         try:
-            with loading:  # a second load of the same module waits for the first one's result
-                hit = self._known(digest)
-                if hit is not None:
-                    return hit
-                try:
-                    compiled = self._compile(data, digest)
-                except SandboxError as exc:
-                    if exc.failure_class is FailureClass.INVALID_MODULE and not exc.contended:
-                        self._remember_refusal(digest, exc)
-                    raise
-                with self._lock:
-                    self._modules[digest] = compiled
-                    while len(self._modules) > self._size:
-                        self._modules.popitem(last=False)
-                return compiled
+            with loading:
+                yield
         finally:
             with self._lock:
                 if not loading.locked():
                     self._loading.pop(digest, None)
 
+    def _keep(self, compiled: CompiledModule) -> None:
+        """Hold ``compiled`` (its ``native`` set) as the most recently used; evict the least
+        recently used others until the rest fit both bounds."""
+        native = compiled.native
+        assert native is not None
+        digest = compiled.digest
+        with self._lock:
+            previous = self._modules.pop(digest, None)
+            if previous is not None:
+                self._bytes -= previous[1]
+            self._modules[digest] = (compiled, native.size)
+            self._bytes += native.size
+            while len(self._modules) > 1 and (
+                self._bytes > self._max_bytes or len(self._modules) > self._size
+            ):
+                _, (old, size) = self._modules.popitem(last=False)
+                self._bytes -= size
+                self.stats.memory_evicted += 1
+                self.stats.memory_evicted_bytes += size
+                old.native = None  # a call under way keeps what it took; nothing else does
+            self.stats.memory_bytes = self._bytes
+            self.stats.memory_modules = len(self._modules)
+
+    def _attach(self, compiled: CompiledModule) -> Native:
+        """Load an evicted module's native part again and hold it; the caller holds its
+        loading lock."""
+        digest = compiled.digest
+        found = self._from_disk(digest)
+        if found is None:
+            data = compiled.source()
+            detached = detach_start(data)
+            payload = self._compiler.compile(data if detached is None else detached)
+            found = self._deserialize(payload), len(payload)
+            self.stats.compiled += 1
+            self._store.put(digest, payload)
+        module, size = found
+        pre = None
+        if compiled.info.flavour != FLAVOUR_EXTISM:
+            pre = self._link(module)
+        native = Native(module, pre, size)
+        compiled.native = native
+        self._keep(compiled)
+        return native
+
     def _known(self, digest: str) -> CompiledModule | None:
         """The module from memory; its refusal raised again while it is remembered."""
         with self._lock:
-            hit = self._modules.get(digest)
-            if hit is not None:
+            entry = self._modules.get(digest)
+            if entry is not None:
                 self._modules.move_to_end(digest)
                 self.stats.memory_hits += 1
-                return hit
+                return entry[0]
             refused = self._refused.get(digest)
             if refused is None:
                 return None
@@ -136,12 +238,13 @@ class ModuleCache:
         # A start function runs as an export the host calls (see detach_start); the artifact on
         # disk is of the rewritten module, under the original module's digest.
         detached = detach_start(data)
-        module = self._from_disk(digest)
+        found = self._from_disk(digest)
         payload: bytes | None = None
-        if module is None:
+        if found is None:
             payload = self._compiler.compile(data if detached is None else detached)
-            module = self._deserialize(payload)
+            found = self._deserialize(payload), len(payload)
             self.stats.compiled += 1
+        module, size = found
         info = check_module(
             module, digest, len(data), self._entrypoints, detached_start=detached is not None
         )
@@ -156,14 +259,16 @@ class ModuleCache:
                 if exc.failure_class is FailureClass.TIMEOUT:
                     raise SandboxError(exc.failure_class, exc.message) from None
                 raise invalid_module(exc.message) from None
-            return CompiledModule(info=info, module=module, pre=None, extism=extism)
+            return CompiledModule(info, Native(module, None, size), data, extism)
+        return CompiledModule(info, Native(module, self._link(module), size), data)
+
+    def _link(self, module: wasmtime.Module) -> wasmtime.InstancePre:
         try:
-            pre = self._engine.linker.instantiate_pre(module)
+            return self._engine.linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:
             raise invalid_module(
                 f"the module's imports cannot be linked: {error_line(exc)}"
             ) from None
-        return CompiledModule(info=info, module=module, pre=pre)
 
     def _deserialize(self, payload: bytes) -> wasmtime.Module:
         try:
@@ -171,7 +276,8 @@ class ModuleCache:
         except wasmtime.WasmtimeError as exc:
             raise invalid_module(f"the compiled module does not load: {error_line(exc)}") from None
 
-    def _from_disk(self, digest: str) -> wasmtime.Module | None:
+    def _from_disk(self, digest: str) -> tuple[wasmtime.Module, int] | None:
+        """The module from its disk artifact, with the artifact's length; None when absent."""
         payload = self._store.get(digest)
         if payload is None:
             return None
@@ -181,4 +287,4 @@ class ModuleCache:
             self._store.discard(digest, f"wasmtime refused it: {error_line(exc)}")
             return None
         self.stats.disk_hits += 1
-        return module
+        return module, len(payload)

@@ -15,7 +15,7 @@ from modelserving.api.errors import FailureClass
 from modelserving.sandbox.cache import CompiledModule, ModuleCache
 from modelserving.sandbox.core.call import call_export, start_instance
 from modelserving.sandbox.engine import SandboxEngine
-from modelserving.sandbox.errors import error_line, invalid_module
+from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
 from modelserving.sandbox.extism.call import ExtismPool, call_extism
 from modelserving.sandbox.module import FLAVOUR_EXTISM, Entrypoint
 from modelserving.sandbox.results import CallFailure, CallResult
@@ -56,11 +56,23 @@ class Sandbox:
         if compiled.info.flavour == FLAVOUR_EXTISM:
             assert compiled.extism is not None
             return call_extism(self.extism, compiled.extism, export, request, limits)
-        return call_export(self.engine, compiled, export, request, limits)
+        return call_export(self.engine, compiled, self._pre(compiled), export, request, limits)
 
     def start_instance(self, compiled: CompiledModule, limits: Limits) -> None:
         """Start a fresh instance of a core module and drop it (for benchmarks)."""
-        start_instance(self.engine, compiled, limits)
+        start_instance(self.engine, compiled, self._pre(compiled), limits)
+
+    def _pre(self, compiled: CompiledModule) -> wasmtime.InstancePre:
+        """The module's InstancePre, loaded again when the module cache evicted it; a failure
+        to load it is the call's (CallFailure)."""
+        try:
+            native = self.modules.native(compiled)
+        except SandboxError as exc:
+            raise CallFailure(
+                exc.failure_class, f"the module could not be loaded again: {exc.message}"
+            ) from None
+        assert native.pre is not None
+        return native.pre
 
     def compile_here(self, data: bytes) -> None:
         """Compile ``data`` in this process, unchecked and uncached: what the compile worker

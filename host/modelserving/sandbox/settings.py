@@ -86,6 +86,7 @@ class SandboxSettings:
     extism_compiled_plugins: int = 8
     extism_workers: int = 2
     cache_max_bytes: int = 512 * MIB
+    memory_cache_max_bytes: int = 256 * MIB
 
     def default_limits(self) -> Limits:
         return Limits(

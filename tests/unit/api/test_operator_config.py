@@ -88,6 +88,7 @@ def test_camel_case_names_round_trip() -> None:
             "compileWorkers": 24,
             "maxArtifactBytes": 25,
             "cacheMaxBytes": 26,
+            "memoryCacheMaxBytes": 27,
             "extismCompiledPlugins": 27,
             "extismWorkers": 28,
         },

@@ -540,7 +540,23 @@ def test_cache_rebuilds_when_what_the_chain_depends_on_changes(
     assert rebuilt is not first
     assert rebuilt.model_serving is changed
     assert cache.builds == 2
-    assert cache.get(two_role_ms([annotate("a")])) is first, "the old key is still cached"
+    again = cache.get(two_role_ms([annotate("a")]))
+    if "name" in change:  # another ModelServing: both chains are kept
+        assert again is first
+    else:  # one chain per ModelServing: the new one replaced the old one
+        assert again is not first
+        assert len(cache) == 1
+
+
+def test_a_failed_build_drops_the_model_servings_previous_chain(
+    two_role_ms: MsFactory, registry: Registry
+) -> None:
+    cache = ChainCache(registry)
+    cache.get(two_role_ms([annotate("a")]))
+    cache.get(two_role_ms(name="other"))
+    with pytest.raises(PluginConfigError):
+        cache.get(two_role_ms([plugin("nope")], generation=2))
+    assert len(cache) == 1, "only the other ModelServing's chain is left"
 
 
 def test_cache_evicts_the_least_recently_used_past_its_size(

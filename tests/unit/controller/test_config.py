@@ -290,6 +290,7 @@ def test_module_limits_and_compile_bounds_reach_the_sandbox() -> None:
                 "compileMemoryMiB": 300,
                 "compileWorkers": 3,
                 "maxArtifactBytes": 4096,
+                "memoryCacheMaxBytes": 8192,
                 "extismCompiledPlugins": 5,
                 "extismWorkers": 3,
             }
@@ -302,6 +303,7 @@ def test_module_limits_and_compile_bounds_reach_the_sandbox() -> None:
     assert (settings.compile_timeout_ms, settings.compile_memory_mib) == (777, 300)
     assert (settings.extism_compiled_plugins, settings.extism_workers) == (5, 3)
     assert (settings.compile_workers, settings.max_artifact_bytes) == (3, 4096)
+    assert settings.memory_cache_max_bytes == 8192
 
 
 def test_the_config_defaults_of_module_limits_are_the_sandboxs() -> None:

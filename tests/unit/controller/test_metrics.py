@@ -87,6 +87,7 @@ class Stats:
     disk_evicted: int = 0
     disk_evicted_bytes: int = 0
     disk_bytes: int = 0
+    memory_evicted: int = 0
 
 
 def test_sync_module_cache_adds_only_the_growth(metrics: Metrics) -> None:
@@ -109,6 +110,21 @@ def test_sync_module_cache_adds_only_the_growth(metrics: Metrics) -> None:
 def test_sync_module_cache_reads_the_real_cache_stats(metrics: Metrics) -> None:
     metrics.sync_module_cache(CacheStats(compiled=1, disk_hits=2, memory_hits=3))
     assert value(metrics, "modelserving_module_loads_total", result="disk_cache") == 2
+
+
+def test_memory_evictions_are_counted_and_the_memory_gauge_reads_the_cache(
+    metrics: Metrics,
+) -> None:
+    stats = CacheStats(memory_evicted=2)
+    metrics.sync_module_cache(stats)
+    stats.memory_evicted += 1
+    metrics.sync_module_cache(stats)
+    assert value(metrics, "modelserving_module_memory_evictions_total") == 3
+    held = [1000]
+    metrics.watch_module_memory(lambda: held[0])
+    assert value(metrics, "modelserving_module_memory_cache_bytes") == 1000
+    held[0] = 250
+    assert value(metrics, "modelserving_module_memory_cache_bytes") == 250
 
 
 def test_sync_module_cache_exports_the_disk_caches_rejections_evictions_and_size(

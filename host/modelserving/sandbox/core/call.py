@@ -73,7 +73,13 @@ class _Failed(Exception):
 class _Instance:
     """A fresh instance in its own store, with raw handles to what the call needs."""
 
-    def __init__(self, engine: SandboxEngine, compiled: CompiledModule, limits: Limits) -> None:
+    def __init__(
+        self,
+        engine: SandboxEngine,
+        compiled: CompiledModule,
+        pre: wasmtime.InstancePre,
+        limits: Limits,
+    ) -> None:
         self.store = wasmtime.Store(engine.engine)
         self.ctx = self.store._context()
         self.limit_bytes = limits.memory_bytes
@@ -94,13 +100,13 @@ class _Instance:
         self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
         self.args = (ffi.wasmtime_val_raw_t * 2)()
         self._compiled = compiled
+        self._pre = pre
 
     def start(self, wasi: wasmtime.WasiConfig | None) -> None:
         if wasi is not None:
             self.store.set_wasi(wasi)
-        assert self._compiled.pre is not None
         error = ffi.wasmtime_instance_pre_instantiate(
-            self._compiled.pre.ptr(), self.ctx, ctypes.byref(self.instance), ctypes.byref(self.trap)
+            self._pre.ptr(), self.ctx, ctypes.byref(self.instance), ctypes.byref(self.trap)
         )
         self._check(error)
         memory = self.export(_NAMES[MEMORY])
@@ -172,10 +178,12 @@ class _Instance:
         self.store.close()
 
 
-def start_instance(engine: SandboxEngine, compiled: CompiledModule, limits: Limits) -> None:
-    """Start a fresh instance of a core module and drop it: what every call pays before the
-    hook runs (for benchmarks)."""
-    inst = _Instance(engine, compiled, limits)
+def start_instance(
+    engine: SandboxEngine, compiled: CompiledModule, pre: wasmtime.InstancePre, limits: Limits
+) -> None:
+    """Start a fresh instance of a core module (``pre``, its InstancePre) and drop it: what
+    every call pays before the hook runs (for benchmarks)."""
+    inst = _Instance(engine, compiled, pre, limits)
     try:
         inst.start(None)
     finally:
@@ -185,11 +193,13 @@ def start_instance(engine: SandboxEngine, compiled: CompiledModule, limits: Limi
 def call_export(
     engine: SandboxEngine,
     compiled: CompiledModule,
+    pre: wasmtime.InstancePre,
     export: str,
     request: bytes,
     limits: Limits,
 ) -> CallResult:
-    """Run ``export(ptr, len)`` on ``request`` in a fresh instance; CallFailure on any failure."""
+    """Run ``export(ptr, len)`` on ``request`` in a fresh instance of ``compiled`` (``pre``,
+    its InstancePre, which the call keeps alive); CallFailure on any failure."""
     settings = engine.settings
     sink = LogSink(settings.log_max_lines, settings.log_max_line_bytes, settings.log_max_bytes)
     if compiled.info.memory_min_bytes > limits.memory_bytes:
@@ -208,7 +218,7 @@ def call_export(
             f"all {settings.pool_slots} are busy",
         )
     try:
-        return _run(engine, compiled, export, request, limits, sink, start)
+        return _run(engine, compiled, pre, export, request, limits, sink, start)
     finally:
         engine.slots.release()
 
@@ -216,6 +226,7 @@ def call_export(
 def _run(
     engine: SandboxEngine,
     compiled: CompiledModule,
+    pre: wasmtime.InstancePre,
     export: str,
     request: bytes,
     limits: Limits,
@@ -223,7 +234,7 @@ def _run(
     start: float,
 ) -> CallResult:
     settings = engine.settings
-    inst = _Instance(engine, compiled, limits)
+    inst = _Instance(engine, compiled, pre, limits)
     scope = CallScope(sink, time.monotonic() + limits.timeout_ms / 1000)
     set_current_scope(scope)
     try:
