@@ -115,7 +115,7 @@ class ConcurrencyConfig(ApiModel):
     api_writes: int = Field(default=16, ge=1, le=256)
     adaptive_writes: bool = True
     write_latency_factor: float = Field(default=3.0, ge=1.5, le=100.0)
-    max_starting_pods: int = Field(default=256, ge=0, le=100_000)
+    max_starting_pods: int = Field(default=1024, ge=0, le=100_000)
     start_window_seconds: int = Field(default=30, ge=1, le=3_600)
 
 

@@ -262,7 +262,7 @@ def test_waiting_for_room_ends_when_the_pass_stops_and_never_starts_when_off() -
 def test_the_settings_and_their_defaults() -> None:
     concurrency = OperatorConfig().concurrency
     assert (concurrency.adaptive_writes, concurrency.write_latency_factor) == (True, 3.0)
-    assert (concurrency.max_starting_pods, concurrency.start_window_seconds) == (256, 30)
+    assert (concurrency.max_starting_pods, concurrency.start_window_seconds) == (1024, 30)
     parsed = OperatorConfig.model_validate(
         {"concurrency": {"adaptiveWrites": False, "maxStartingPods": 0}}
     )
