@@ -12,7 +12,7 @@ were built (a live ModelServing's next pass). Kinds:
   ``memory.fill`` each; 2000 x 100 is about 6 KB gzipped and a 5 MiB artifact);
 - ``tiny``: the smallest module the ABI accepts.
 
-    .venv/bin/python tests/perf/module_memory.py KIND COUNT [--bound BYTES] [--funcs F --repeat R]
+    .venv/bin/python -m tests.perf.module_memory KIND COUNT [--bound BYTES] [--funcs F --repeat R]
 
 It prints VmRSS after every tenth module, the growth per module, the artifacts' mean size, and
 what the memory cache holds at the end.
@@ -25,17 +25,17 @@ import gc
 import gzip
 import statistics
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modelserving.api import PluginSpec, parse_model_serving
+from modelserving.api import parse_model_serving
 from modelserving.api.hook import Hook
 from modelserving.chain import ChainCache
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.plugins.wasm import WasmPlugin
-from modelserving.sandbox import SandboxSettings, assemble_wat, sha256_hex
+from modelserving.sandbox import SandboxSettings, assemble_wat
 from modelserving.sandbox.structure import encode_section, leb128
+from tests.wasm.test_memory_cache import manifest, resolver
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {
@@ -81,50 +81,6 @@ def module_of(kind: str, index: int, args: argparse.Namespace) -> bytes:
     if kind == "tiny":
         return tagged(assemble_wat(f"(module {ABI})".encode()), index)
     return tagged(SOURCES[kind].read_bytes(), index)
-
-
-def resolver(module: bytes) -> Callable[[PluginSpec], bytes]:
-    """What the controller's ConfigMap reader gives the chain: the module's bytes."""
-
-    def fetch(spec: PluginSpec) -> bytes:
-        return module
-
-    return fetch
-
-
-def manifest(index: int, data: bytes) -> dict[str, Any]:
-    template = {"spec": {"containers": [{"name": "engine", "image": "e:1"}]}}
-    plugin = {
-        "name": f"p{index}",
-        "type": "Wasm",
-        "module": {
-            "configMapRef": {"name": f"module-{index}", "key": "plugin.wasm"},
-            "sha256": sha256_hex(data),
-        },
-    }
-    return {
-        "apiVersion": "workload.serving.volcano.sh/v1alpha1",
-        "kind": "ModelServing",
-        "metadata": {
-            "name": f"ms-{index}",
-            "namespace": "team",
-            "uid": f"u{index}",
-            "generation": 1,
-        },
-        "spec": {
-            "template": {
-                "roles": [
-                    {
-                        "name": "server",
-                        "replicas": 1,
-                        "workerReplicas": 0,
-                        "entryTemplate": template,
-                    }
-                ]
-            },
-            "plugins": [plugin],
-        },
-    }
 
 
 def main() -> None:
