@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +45,23 @@ def _pending(queue: WorkQueue[tuple[str, str]]) -> list[tuple[str, str]]:
     return keys
 
 
+@contextmanager
+def controller(tmp_path: Path, **settings: Any) -> Iterator[Controller]:
+    """A controller without its HTTP servers, its sandbox's cache under ``tmp_path``, and
+    ``settings`` (camelCase) on top; its write pool stopped and the default sandbox reset after."""
+    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}, **settings})
+    ctl = Controller(config, client.ApiClient(), serve_http=False)
+    try:
+        yield ctl
+    finally:
+        ctl.writes.shutdown()
+        set_default_sandbox(None)
+
+
 def test_status_and_pod_events_wait_for_the_backoff_but_spec_changes_do_not(
     tmp_path: Path,
 ) -> None:
-    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
-    ctl = Controller(config, client.ApiClient(), serve_http=False)
-    try:
+    with controller(tmp_path) as ctl:
         clock = _Clock()
         ctl.queue = WorkQueue(clock=clock)
         key = ("ns", "llm")
@@ -69,15 +82,10 @@ def test_status_and_pod_events_wait_for_the_backoff_but_spec_changes_do_not(
         ctl.queue.add_rate_limited(key)
         ctl.model_serving_event("DELETED", changed)
         assert _pending(ctl.queue) == [key]
-    finally:
-        ctl.writes.shutdown()
-        set_default_sandbox(None)
 
 
 def test_the_watch_tells_a_running_pass_that_its_model_serving_is_deleted(tmp_path: Path) -> None:
-    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
-    ctl = Controller(config, client.ApiClient(), serve_http=False)
-    try:
+    with controller(tmp_path) as ctl:
         key = ("ns", "llm")
         meta = {"namespace": "ns", "name": "llm", "generation": 1}
         ctl.model_serving_event("ADDED", {"metadata": meta})
@@ -88,15 +96,10 @@ def test_the_watch_tells_a_running_pass_that_its_model_serving_is_deleted(tmp_pa
         assert ctl.reconciler.stopping(key)
         ctl.model_serving_event("ADDED", {"metadata": meta})  # made again under the same name
         assert not ctl.reconciler.stopping(key)
-    finally:
-        ctl.writes.shutdown()
-        set_default_sandbox(None)
 
 
 def test_events_of_a_model_serving_with_long_passes_gather_longer(tmp_path: Path) -> None:
-    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
-    ctl = Controller(config, client.ApiClient(), serve_http=False)
-    try:
+    with controller(tmp_path) as ctl:
         clock = _Clock()
         ctl.queue = WorkQueue(clock=clock)
         pod = {"metadata": {"namespace": "ns", "name": "p", "labels": {NAME_LABEL: "big"}}}
@@ -109,9 +112,6 @@ def test_events_of_a_model_serving_with_long_passes_gather_longer(tmp_path: Path
         assert _pending(ctl.queue) == []
         clock.now += 0.1
         assert _pending(ctl.queue) == [("ns", "big")]  # 2 x the last pass: 3 s
-    finally:
-        ctl.writes.shutdown()
-        set_default_sandbox(None)
 
 
 def test_pods_and_services_are_watched_in_each_watched_namespace(
@@ -119,25 +119,16 @@ def test_pods_and_services_are_watched_in_each_watched_namespace(
 ) -> None:
     monkeypatch.setattr(Watch, "start", lambda self: self)  # no threads
     for namespaces, expected in (([], [None]), (["a", "b"], ["a", "b"])):
-        config = OperatorConfig.model_validate(
-            {"sandbox": {"cacheDir": str(tmp_path)}, "watchNamespaces": namespaces}
-        )
-        ctl = Controller(config, client.ApiClient(), serve_http=False)
-        try:
+        with controller(tmp_path, watchNamespaces=namespaces) as ctl:
             watches = ctl._watches()
             assert sorted((w.res.plural, w.namespace or "") for w in watches) == sorted(
                 (plural, ns or "") for plural in ("pods", "services") for ns in expected
             )
             assert {w.selector for w in watches} == {NAME_LABEL}
-        finally:
-            ctl.writes.shutdown()
-            set_default_sandbox(None)
 
 
 def test_writes_are_paced_and_the_pod_watch_feeds_the_start_backlog(tmp_path: Path) -> None:
-    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
-    ctl = Controller(config, client.ApiClient(), serve_http=False)
-    try:
+    with controller(tmp_path) as ctl:
         assert ctl.kube.pacer is ctl.pacer is not None
         assert ctl.reconciler.backlog is ctl.backlog is not None
         meta = {"namespace": "ns", "name": "p", "uid": "u1", "labels": {NAME_LABEL: "llm"}}
@@ -152,21 +143,11 @@ def test_writes_are_paced_and_the_pod_watch_feeds_the_start_backlog(tmp_path: Pa
         rendered = ctl.metrics.render()
         assert b"modelserving_api_writes_limit 8.0" in rendered
         assert b"modelserving_api_throttled_total 1.0" in rendered
-    finally:
-        ctl.writes.shutdown()
-        set_default_sandbox(None)
 
 
 def test_fixed_writes_when_adaptive_writes_is_off(tmp_path: Path) -> None:
-    config = OperatorConfig.model_validate(
-        {"sandbox": {"cacheDir": str(tmp_path)}, "concurrency": {"adaptiveWrites": False}}
-    )
-    ctl = Controller(config, client.ApiClient(), serve_http=False)
-    try:
+    with controller(tmp_path, concurrency={"adaptiveWrites": False}) as ctl:
         assert ctl.kube.pacer is None and ctl.reconciler.backlog is None
-    finally:
-        ctl.writes.shutdown()
-        set_default_sandbox(None)
 
 
 def test_a_pass_that_waits_for_the_api_server_does_not_widen_the_event_window(
@@ -174,9 +155,7 @@ def test_a_pass_that_waits_for_the_api_server_does_not_widen_the_event_window(
 ) -> None:
     """The window is twice a pass's CPU time: a pass that spends a second waiting (for its
     writes) leaves the next events gathering for 0.5 s, not 2 s."""
-    config = OperatorConfig.model_validate({"sandbox": {"cacheDir": str(tmp_path)}})
-    ctl = Controller(config, client.ApiClient(), serve_http=False)
-    try:
+    with controller(tmp_path) as ctl:
         ctl.reconciler.reconcile = lambda key: time.sleep(1.0)  # type: ignore[method-assign]
         ctl.queue.add(("ns", "big"))
         worker = threading.Thread(target=ctl._work)
@@ -186,6 +165,3 @@ def test_a_pass_that_waits_for_the_api_server_does_not_widen_the_event_window(
         ctl.queue.shutdown()
         worker.join(5)
         assert ctl._pass_seconds[("ns", "big")] < EVENT_BATCH_S / PASS_SHARE
-    finally:
-        ctl.writes.shutdown()
-        set_default_sandbox(None)
