@@ -9,7 +9,8 @@ build + generation + OnPodCreate, YAML output, reading the
 rendered 1,000-Pod stream back (all the input checks), the whole ``modelserving render`` command
 in-process, and then as a user runs it: a new process (Python start-up, imports, render), with the
 start-up and import cost alone (``modelserving --version``) beside it. Each figure is the median
-(and minimum) of several runs. Then the plugin benchmark (``bench.plugins``), the controller
+(and minimum) of several runs. Then the plugin benchmark (``bench.plugins``), the pass
+benchmark (``bench.passes``: one reconcile decision over 1k, 5k and 10k Pods), the controller
 benchmark (``bench.controller``: 800 Pods created against a local control plane, without plugins
 and with three WASM plugins) and the fleet benchmark (``bench.fleet``: 1k, 5k and 10k Pods).
 """
@@ -30,6 +31,7 @@ from typing import Any
 from modelserving.api.validation import parse_model_serving
 from modelserving.bench import controller as bench_controller
 from modelserving.bench import fleet as bench_fleet
+from modelserving.bench import passes as bench_passes
 from modelserving.bench import plugins as bench_plugins
 from modelserving.bench import startup as bench_startup
 from modelserving.chain import build_chain
@@ -153,6 +155,8 @@ def main() -> None:
     print("  target: whole command under 1000 ms")
     print()
     bench_plugins.main()
+    print()
+    bench_passes.main([])
     print()
     bench_controller.main([])
     print()

@@ -12,6 +12,7 @@ container and it waits as standby.
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import threading
 import time
@@ -50,6 +51,13 @@ from modelserving.sandbox import Sandbox
 from modelserving.workload.gang import NO_VOLCANO, POD_GROUP_CRD, VolcanoApi, volcano_api
 
 log = logging.getLogger("modelserving.controller")
+GC_THRESHOLDS = (50_000, 20, 10)
+"""The cyclic garbage collector's thresholds while the controller runs (Python's default:
+700, 10, 10). A pass allocates many short-lived objects, nearly none in cycles (reference
+counting frees them), and every collection that reaches the older generations walks the whole
+heap, which grows with the Pods cached: with the default, one pass over a settled 10,000-Pod
+ModelServing took 49 us of CPU per Pod against 36 us at 1,000 Pods; with these, 23-27 us
+against 14-22 us (``python -m modelserving.bench.passes``)."""
 GANG_RECHECK_S = 60.0
 
 
@@ -381,7 +389,18 @@ class Controller:
         return LeaderElector(self.api_client, settings)
 
     def run(self, stop: threading.Event, ready: Callable[[], None] | None = None) -> int:
-        """Run until ``stop`` is set or leadership is lost (then exit code 1)."""
+        """Run until ``stop`` is set or leadership is lost (then exit code 1).
+
+        While it runs, the process's cyclic garbage collector runs less often
+        (``GC_THRESHOLDS``)."""
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*GC_THRESHOLDS)
+        try:
+            return self._run(stop, ready)
+        finally:
+            gc.set_threshold(*thresholds)
+
+    def _run(self, stop: threading.Event, ready: Callable[[], None] | None) -> int:
         servers: list[Any] = []
         if self.serve_http:
             servers.append(Health(self.leading).serve(self.config.health.port))

@@ -224,14 +224,19 @@ def _normal(field: str, value: Any) -> Any:
 
 
 def spec_changes(
-    existing: Mapping[str, Any], ms: ModelServing, api: VolcanoApi
+    existing: Mapping[str, Any],
+    ms: ModelServing,
+    api: VolcanoApi,
+    desired: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """A JSON merge patch bringing ``existing`` (a PodGroup) to Kthena's spec for ``ms``, or
     None when it already has it. Only the managed fields are compared and written (after
     Volcano's CRD defaults), as Kthena's update does; a field Kthena leaves out is removed;
-    ``subGroupPolicy`` is left alone when the CRD lacks it."""
+    ``subGroupPolicy`` is left alone when the CRD lacks it. ``desired``: ``pod_group_spec(ms,
+    api)`` when the caller has it already (it is the same for every ServingGroup)."""
     current = existing.get("spec") or {}
-    desired = pod_group_spec(ms, api)
+    if desired is None:
+        desired = pod_group_spec(ms, api)
     fields = [f for f in MANAGED_FIELDS if f != "subGroupPolicy" or api.sub_group_policy]
     patch: dict[str, Any] = {}
     for field in fields:

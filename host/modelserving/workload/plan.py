@@ -142,12 +142,15 @@ def plan_group(
     revision: str | None = None,
     gang: bool | gang_.VolcanoApi = False,
     template_hashes: dict[str, str] | None = None,
+    *,
+    pod_group: bool = True,
 ) -> GroupPlan:
     """ServingGroup ``index``; ``gang`` says what Volcano serves (``True``: a current Volcano,
     PodGroup CRD with ``subGroupPolicy``; ``False``: none).
 
     ``revision`` and ``template_hashes`` (role name -> hash) may be passed when planning many
-    groups, so they are computed once.
+    groups, so they are computed once. ``pod_group=False`` leaves the PodGroup out (the
+    Pods' gang annotations stay), for a caller that makes it only when it is missing.
     """
     hashes = template_hashes or role_template_hashes(ms)
     rev = revision if revision is not None else revision_of(ms)
@@ -159,8 +162,8 @@ def plan_group(
         for role in ms.spec.template.roles
         for j in range(role.replicas)
     )
-    pod_group = gang_.pod_group(ms, name, api) if use_gang else None
-    return GroupPlan(name=name, index=index, pod_group=pod_group, roles=replicas)
+    group = gang_.pod_group(ms, name, api) if use_gang and pod_group else None
+    return GroupPlan(name=name, index=index, pod_group=group, roles=replicas)
 
 
 def plan(ms: ModelServing, gang: bool | gang_.VolcanoApi = False) -> list[GroupPlan]:

@@ -197,6 +197,11 @@ class _Sync:
         self.services = {
             str(s["metadata"]["name"]): s for s in services if not uid or owned_by(s, uid)
         }
+        self.group_services: dict[str, list[str]] = {}
+        """Service names by the ServingGroup their label names (one scan, not one per group)."""
+        for name, obj in self.services.items():
+            group = (obj["metadata"].get("labels") or {}).get(labels.GROUP_NAME_LABEL)
+            self.group_services.setdefault(str(group), []).append(name)
         self.pod_groups = {
             str(g["metadata"]["name"]): g for g in pod_groups if not uid or owned_by(g, uid)
         }
@@ -262,8 +267,14 @@ class _Sync:
                     same = rev == self.update_revision
                     self._hashes_at[rev] = self.hashes if same else role_template_hashes(ms)
                 hashes = self._hashes_at[rev]
+                # without its PodGroup: a pass makes one only when missing (missing_pod_group)
                 self._plans[key] = plan_group(
-                    ms, index, revision=rev, gang=self.gang, template_hashes=hashes
+                    ms,
+                    index,
+                    revision=rev,
+                    gang=self.gang,
+                    template_hashes=hashes,
+                    pod_group=False,
                 )
         return self._plans[key]
 
@@ -334,7 +345,7 @@ class _Sync:
             self.out.delete_pods.append(PodRef(pod.name, pod.uid, self.cause, force))
 
     def delete_service(self, name: str) -> None:
-        if name in self.services and name not in self.out.delete_services:
+        if name in self.services and name not in self.out.service_causes:
             self.out.delete_services.append(name)
             self.out.service_causes[name] = self.cause
 
@@ -342,10 +353,8 @@ class _Sync:
         self.deleted_groups.add(group.index)
         for pod in group.pods:
             self.delete_pod(pod)
-        name = group_name(self.ms.name, group.index)
-        for svc, obj in self.services.items():
-            if obj["metadata"].get("labels", {}).get(labels.GROUP_NAME_LABEL) == name:
-                self.delete_service(svc)
+        for svc in self.group_services.get(group_name(self.ms.name, group.index), ()):
+            self.delete_service(svc)
         if why:
             self.out.notes.append(why)
 
@@ -508,7 +517,7 @@ class _Sync:
                     name = replica.service["metadata"]["name"]
                     if name not in self.services:
                         work.steps.append(replica.service)
-                    elif name in self.out.delete_services:
+                    elif name in self.out.service_causes:
                         busy = True
         if busy:
             self.out.requeue(BUSY_RETRY_SECONDS)
@@ -526,11 +535,12 @@ class _Sync:
         """Bring the existing PodGroups of these ServingGroups to Kthena's spec."""
         if not self.pod_groups_wanted:
             return
+        desired = gang_.pod_group_spec(self.ms, self.gang)  # the same for every ServingGroup
         for name in sorted(names):
             existing = self.pod_groups.get(name)
             if existing is None or (existing.get("metadata") or {}).get("deletionTimestamp"):
                 continue
-            patch = gang_.spec_changes(existing, self.ms, self.gang)
+            patch = gang_.spec_changes(existing, self.ms, self.gang, desired)
             if patch is not None:
                 self.out.update_pod_groups[name] = patch
 
@@ -584,10 +594,11 @@ class _Sync:
         skip |= {d.name for d in plan.pods() if d.place.role_id in stale}
         self.create_missing(plan, skip)
         wanted_services = {r.service["metadata"]["name"] for r in plan.roles if r.service}
-        for name, obj in self.services.items():
-            group_label = obj["metadata"].get("labels", {}).get(labels.GROUP_NAME_LABEL)
-            if group_label == plan.name and name not in wanted_services:
-                rid = obj["metadata"].get("labels", {}).get(labels.ROLE_ID_LABEL)
+        for name in self.group_services.get(plan.name, ()):
+            if name not in wanted_services:
+                rid = (self.services[name]["metadata"].get("labels") or {}).get(
+                    labels.ROLE_ID_LABEL
+                )
                 if rid not in stale:
                     self.delete_service(name)
 
@@ -674,6 +685,7 @@ def sync(
     seen_failed: Mapping[str, float] | None = None,
     lost_nodes: Mapping[str, str] | None = None,
     recently_gone: Iterable[str] = (),
+    ready_hooks: bool = True,
 ) -> SyncPlan:
     """Decide one reconcile pass of ``ms`` (see the module docstring).
 
@@ -685,7 +697,8 @@ def sync(
     are not Ready or were deleted (``NODE_NOT_READY``, ``NODE_DELETED``): their Pods do not
     count as ready, and a Pod on a deleted Node is recovered at once and deleted with no grace
     period. ``recently_gone`` names Pods deleted a moment ago: they are made again a little
-    later, as if still terminating.
+    later, as if still terminating. ``ready_hooks=False`` (no plugin has an OnPodReady hook)
+    leaves ``SyncPlan.ready_hooks`` empty without looking at every Ready Pod.
     """
     lost = lost_nodes or {}
     gone = set(recently_gone)
@@ -709,5 +722,6 @@ def sync(
     s.orphans({g.index for g in kept} | set(fresh))
     s.out.groups = [group_name(ms.name, i) for i in sorted({g.index for g in kept} | set(fresh))]
     s.pod_group_updates(group_name(ms.name, i) for i in {g.index for g in kept} | set(fresh))
-    s.ready_hooks()
+    if ready_hooks:
+        s.ready_hooks()
     return s.out

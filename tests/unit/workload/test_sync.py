@@ -512,6 +512,27 @@ def test_ready_hooks_once_marked() -> None:
     assert w.plan().ready_hooks == []
 
 
+def test_no_ready_hooks_listed_when_no_plugin_has_one() -> None:
+    w = world(replicas=2)
+    w.converge()
+    pods = list(w.pods.values())
+    assert len(sync(w.ms, pods, now=w.now).ready_hooks) == 2
+    assert sync(w.ms, pods, now=w.now, ready_hooks=False).ready_hooks == []
+
+
+def test_a_deleted_group_takes_only_its_own_services() -> None:
+    w = world(replicas=3, roles=pd_roles())
+    w.converge()
+    plan = sync(
+        w.ms.model_copy(update={"spec": w.ms.spec.model_copy(update={"replicas": 2})}),
+        list(w.pods.values()),
+        list(w.services.values()),
+        now=w.now,
+    )
+    assert plan.delete_services == ["sample-2-prefill-0-0"]
+    assert {ref.name.rsplit("-", 3)[0] for ref in plan.delete_pods} == {"sample-2"}
+
+
 def test_observe_pod_rejects_foreign_layouts() -> None:
     w = world(replicas=1)
     pod = running(w.plan().creates[0].pods[0].pod)

@@ -1,0 +1,140 @@
+"""``make bench``, pass part: the CPU of one reconcile pass (``workload.sync``) per Pod, as the
+ModelServing grows from 1,000 to 10,000 Pods.
+
+No cluster: the Pods and Services a settled ModelServing of the controller benchmark's shape
+(ServingGroups of 2 roles x an entry and 3 workers, with PodGroups) would have are made once, as
+the API would return them (Running and Ready), and ``sync`` decides a pass over them: settled
+(nothing to do) and at the start of a rolling update (a new image: a quarter of the
+ServingGroups deleted). The time per Pod should stay flat as the ModelServing grows: a pass that
+re-reads every Pod is O(Pods), and anything that grows faster shows here first. Each size runs
+with Python's default garbage-collector thresholds and with the controller's
+(``controller.manager.GC_THRESHOLDS``). Figures are printed, never asserted.
+
+    python -m modelserving.bench.passes [--sizes 1000,5000,10000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from modelserving.api import parse_model_serving
+from modelserving.api.modelserving import ModelServing, ModelServingStatus
+from modelserving.bench import controller as bench
+from modelserving.controller.manager import GC_THRESHOLDS
+from modelserving.workload.plan import plan
+from modelserving.workload.revision import revision
+from modelserving.workload.sync import sync
+
+SIZES = (1000, 5000, 10000)
+RUNS = 5
+PODS_PER_GROUP = len(bench.ROLES) * (1 + bench.WORKERS)
+NOW = 1_000_000.0
+
+
+def model_serving(groups: int, image: str | None = None) -> ModelServing:
+    """The controller benchmark's ModelServing with ``groups`` ServingGroups (``image``: every
+    container's, for a new revision), rolling 25 % at a time."""
+    doc = bench.model_serving("passes", [], groups)
+    doc["metadata"].update(namespace="bench", uid="uid-passes", generation=1)
+    doc["spec"]["schedulerName"] = "volcano"  # a PodGroup per ServingGroup
+    doc["spec"]["rolloutStrategy"] = {
+        "type": "ServingGroupRollingUpdate",
+        "rollingUpdateConfiguration": {"maxUnavailable": "25%"},
+    }
+    if image is not None:
+        for role in doc["spec"]["template"]["roles"]:
+            for key in ("entryTemplate", "workerTemplate"):
+                for container in role[key]["spec"]["containers"]:
+                    container["image"] = image
+    return parse_model_serving(doc)
+
+
+def settled(ms: ModelServing) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """Every Pod (Running and Ready), Service and PodGroup of ``ms``, as the API returns them."""
+    pods: list[dict[str, Any]] = []
+    services: list[dict[str, Any]] = []
+    pod_groups: list[dict[str, Any]] = []
+    for n, group in enumerate(plan(ms, gang=True)):
+        if group.pod_group is not None:
+            pod_groups.append(group.pod_group)
+        for replica in group.roles:
+            if replica.service is not None:
+                services.append(replica.service)
+            for k, desired in enumerate(replica.pods()):
+                pod = copy.deepcopy(desired.pod)
+                pod["metadata"].update(uid=f"pod-{n}-{replica.role}-{k}", resourceVersion="1")
+                pod["status"] = {
+                    "phase": "Running",
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "containerStatuses": [{"name": "engine", "restartCount": 0}],
+                }
+                pods.append(pod)
+    return pods, services, pod_groups
+
+
+def median_s(run: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+def one_size(pods_wanted: int, runs: int) -> tuple[int, float, float, int]:
+    """Pods, settled pass seconds, rolling-update pass seconds, Pods the latter deletes."""
+    groups = max(1, pods_wanted // PODS_PER_GROUP)
+    ms = model_serving(groups)
+    pods, services, pod_groups = settled(ms)
+    ms.status = ModelServingStatus(current_revision=revision(ms))
+    rolled = model_serving(groups, image="vllm/vllm-openai:v0.10.1")
+    rolled.status = ms.status
+
+    def pass_of(target: ModelServing) -> Callable[[], object]:
+        return lambda: sync(target, pods, services, pod_groups, now=NOW, gang=True)
+
+    pass_of(ms)()  # warm: observe_pod remembers each Pod object's answer, as in the controller
+    steady = median_s(pass_of(ms), runs)
+    update = median_s(pass_of(rolled), runs)
+    deleted = len(pass_of(rolled)().delete_pods)  # type: ignore[attr-defined]
+    return len(pods), steady, update, deleted
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m modelserving.bench.passes")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="Pods, comma-separated")
+    parser.add_argument("--runs", type=int, default=RUNS, help="passes per figure (median)")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    print(f"pass benchmark: one reconcile pass (sync) of N Pods, CPU, median of {args.runs}")
+    print(
+        f"  {'Pods':>6}  {'GC thresholds':<16}  {'settled':>10}  {'per Pod':>8}"
+        f"  {'update':>10}  {'per Pod':>8}  deletes"
+    )
+    default = gc.get_threshold()
+    try:
+        for size in sizes:
+            for label, thresholds in (
+                ("Python's default", default),
+                ("controller's", GC_THRESHOLDS),
+            ):
+                gc.set_threshold(*thresholds)
+                pods, steady, update, deleted = one_size(size, args.runs)
+                print(
+                    f"  {pods:>6}  {label:<16}  {steady * 1e3:>8.1f}ms"
+                    f"  {steady / pods * 1e6:>6.1f}us  {update * 1e3:>8.1f}ms"
+                    f"  {update / pods * 1e6:>6.1f}us  {deleted}"
+                )
+    finally:
+        gc.set_threshold(*default)
+    print("  target: the CPU per Pod flat from 1k to 10k Pods")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""The pass benchmark's set-up and report (the figures themselves are for make bench)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from modelserving.bench import passes
+from modelserving.controller.manager import GC_THRESHOLDS
+
+
+def test_the_settled_pods_need_nothing_and_a_new_image_rolls_a_quarter() -> None:
+    ms = passes.model_serving(8)
+    pods, services, pod_groups = passes.settled(ms)
+    assert (len(pods), len(services), len(pod_groups)) == (64, 16, 8)
+    count, _steady, _update, deleted = passes.one_size(64, runs=1)
+    assert (count, deleted) == (64, 16)  # 25 % of 8 ServingGroups: 2 of them, 8 Pods each
+
+
+def test_each_size_runs_with_both_thresholds_and_the_default_comes_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = gc.get_threshold()
+    passes.main(["--sizes", "32,64", "--runs", "1"])
+    assert gc.get_threshold() == before != GC_THRESHOLDS
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:-1]]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("32", "Python's"),
+        ("32", "controller's"),
+        ("64", "Python's"),
+        ("64", "controller's"),
+    ]
