@@ -166,6 +166,30 @@ def plan_group(
     return GroupPlan(name=name, index=index, pod_group=group, roles=replicas)
 
 
+@dataclass(frozen=True, slots=True)
+class GroupNames:
+    """The names of what ``plan_group`` describes for one ServingGroup, without building it."""
+
+    pods: frozenset[str]
+    services: frozenset[str]
+
+
+def group_names(ms: ModelServing, index: int) -> GroupNames:
+    """The Pod and Service names of ServingGroup ``index`` (those of ``plan_group(ms, index)``):
+    a pass compares them with what exists for every ServingGroup it keeps, and plans only the
+    ServingGroups that differ."""
+    group = group_name(ms.name, index)
+    pods: list[str] = []
+    services: list[str] = []
+    for role in ms.spec.template.roles:
+        for j in range(role.replicas):
+            rid = role_id(role.name, j)
+            pods.extend(pod_name(group, rid, k) for k in range(role.worker_replicas + 1))
+            if role.worker_template is not None:
+                services.append(pod_name(group, rid, 0))
+    return GroupNames(frozenset(pods), frozenset(services))
+
+
 def plan(ms: ModelServing, gang: bool | gang_.VolcanoApi = False) -> list[GroupPlan]:
     """Every ServingGroup of ``ms`` at its current revision."""
     rev = revision_of(ms)

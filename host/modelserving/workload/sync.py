@@ -47,8 +47,10 @@ from modelserving.workload.observed import (
 )
 from modelserving.workload.plan import (
     DesiredPod,
+    GroupNames,
     GroupPlan,
     RoleReplicaPlan,
+    group_names,
     plan_group,
     role_template_hashes,
 )
@@ -219,6 +221,7 @@ class _Sync:
         )
         self.previous = ms.status.current_revision if ms.status else None
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
+        self._names: dict[tuple[int, str], GroupNames | None] = {}
         self._at: dict[str, ModelServing | None] = {}
         self._hashes_at: dict[str, dict[str, str]] = {}
         self.cause = "scale"
@@ -278,6 +281,14 @@ class _Sync:
                 )
         return self._plans[key]
 
+    def names_for(self, index: int, rev: str) -> GroupNames | None:
+        """The names ``plan_for(index, rev)`` would describe, without building the plan."""
+        key = (index, rev)
+        if key not in self._names:
+            ms = self.ms_at(rev)
+            self._names[key] = None if ms is None else group_names(ms, index)
+        return self._names[key]
+
     def role_partition(self, role: Role) -> int:
         """A role's partition (RoleRollingUpdate only; a percent of its replicas, rounded up)."""
         if not self.role_rolling or role.partition is None:
@@ -333,10 +344,10 @@ class _Sync:
         live = group.live
         if not live or any(not p.ready for p in live):
             return False
-        plan = self.plan_for(group.index, group.revision())
-        if plan is None:
+        names = self.names_for(group.index, group.revision())
+        if names is None:
             return True
-        return {d.name for d in plan.pods()} <= {p.name for p in live}
+        return names.pods <= {p.name for p in live}
 
     def delete_pod(self, pod: ObservedPod) -> None:
         if pod.name not in self.deleted_pods and not pod.terminating:
@@ -572,6 +583,8 @@ class _Sync:
         else:
             rev = group.revision()
             stale = set()
+            if rev and self.complete(group, rev):
+                return
         plan = self.plan_for(group.index, rev) if rev else None
         if plan is not None and self.role_rolling:
             plan, kept = self.keep_protected(plan, group)
@@ -601,6 +614,22 @@ class _Sync:
                 )
                 if rid not in stale:
                     self.delete_service(name)
+
+    def complete(self, group: _Group, rev: str) -> bool:
+        """Whether ``membership`` would do nothing for ``group`` at ``rev`` (its live Pods and
+        its Services are exactly those the revision describes, none of them being deleted, and
+        it has its PodGroup): decided from names, without planning the ServingGroup."""
+        names = self.names_for(group.index, rev)
+        if names is None:
+            return False
+        live = {p.name for p in group.live}
+        if live != names.pods or live & (self.deleted_pods | self.terminating_names):
+            return False
+        name = group_name(self.ms.name, group.index)
+        services = set(self.group_services.get(name, ()))
+        if services != names.services or not services.isdisjoint(self.out.service_causes):
+            return False
+        return self.missing_pod_group(name) is None
 
     def orphans(self, kept: set[int]) -> None:
         """Services and PodGroups of ServingGroups that are neither kept nor being created."""

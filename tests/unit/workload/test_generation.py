@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from modelserving.api import ModelServing, parse_model_serving
 from modelserving.api.modelserving import GangPolicy
 from modelserving.workload import label_selector, plan, revision
-from modelserving.workload.plan import DesiredPod
+from modelserving.workload.plan import DesiredPod, group_names, plan_group
 from modelserving.workload.revision import role_template_hash
-from tests.unit.conftest import ManifestFactory, container, role
+from tests.unit.conftest import ManifestFactory, container, manifest, role
 
 MakeMs = Callable[..., ModelServing]
 
@@ -233,3 +236,26 @@ def test_pod_groups_without_gang_policy_but_not_without_volcano(make_ms: MakeMs)
     doc_ms.spec.template.gang_policy = GangPolicy()
     assert plan(doc_ms, gang=True)[0].pod_group is None
     assert "annotations" not in all_pods(doc_ms, gang=True)[0].pod["metadata"]
+
+
+@given(
+    shapes=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=3
+    ),
+    index=st.integers(0, 12),
+)
+def test_group_names_are_the_names_of_the_plan(
+    shapes: list[tuple[int, int, bool]], index: int
+) -> None:
+    roles = []
+    for n, (replicas, workers, worker_template) in enumerate(shapes):
+        r = role(f"r{n}", replicas=replicas, workers=workers)
+        if worker_template and not workers:
+            r["workerTemplate"] = {"spec": {"containers": [container("worker")]}}
+        roles.append(r)
+    doc = manifest(roles=roles, replicas=index + 1)
+    ms = parse_model_serving(doc)
+    group = plan_group(ms, index)
+    names = group_names(ms, index)
+    assert names.pods == {d.name for d in group.pods()}
+    assert names.services == {r.service["metadata"]["name"] for r in group.roles if r.service}

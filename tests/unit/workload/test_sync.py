@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelserving.api import ModelServing, parse_model_serving
-from modelserving.api.modelserving import ModelServingStatus
+from modelserving.api.modelserving import ModelServingStatus, Role
 from modelserving.workload.observed import (
     DELETION_COST_ANNOTATION,
     NODE_DELETED,
@@ -20,7 +22,7 @@ from modelserving.workload.observed import (
     observe_pod,
 )
 from modelserving.workload.plan import DesiredPod
-from modelserving.workload.sync import SyncPlan, sync
+from modelserving.workload.sync import SyncPlan, _Sync, sync
 from tests.unit.conftest import manifest, role
 
 _uids = itertools.count(1)
@@ -578,3 +580,72 @@ def test_a_pod_deleted_a_moment_ago_is_made_again_a_little_later() -> None:
     )
     assert plan.creates == [] and plan.requeue_after == 1.0
     assert [s.name for g in w.plan().creates for s in g.pods] == ["sample-0-decode-1-0"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_complete_group_is_decided_as_if_it_were_planned(data: st.DataObject) -> None:
+    """The shortcut that leaves a ServingGroup unplanned when its names all match changes no
+    decision: random worlds (Pods gone, terminating or failed, Services gone, a new image, a
+    new size) get the same plan with it and without it."""
+    w = world(replicas=3, roles=pd_roles())
+    w.converge()
+    names = sorted(w.pods)
+    for name in data.draw(st.lists(st.sampled_from(names), unique=True, max_size=4)):
+        change = data.draw(st.sampled_from(["gone", "terminating", "failed", "not ready"]))
+        if change == "gone":
+            del w.pods[name]
+        elif change == "terminating":
+            w.pods[name]["metadata"]["deletionTimestamp"] = "1970-01-01T00:16:00Z"
+        elif change == "failed":
+            w.pods[name]["status"]["phase"] = "Failed"
+        else:
+            w.pods[name]["status"]["conditions"][0]["status"] = "False"
+    for name in data.draw(st.lists(st.sampled_from(sorted(w.services)), unique=True, max_size=2)):
+        del w.services[name]
+    for name in data.draw(st.lists(st.sampled_from(sorted(w.pod_groups)), unique=True, max_size=2)):
+        del w.pod_groups[name]
+    spec: dict[str, Any] = {"replicas": data.draw(st.integers(1, 4))}
+    if data.draw(st.booleans()):
+        spec["template"] = w.ms.spec.template.model_copy(
+            update={"roles": [Role.model_validate(r) for r in pd_roles("nginx:2")]}
+        )
+    ms = w.ms.model_copy(update={"spec": w.ms.spec.model_copy(update=spec)})
+    gone = set(data.draw(st.lists(st.sampled_from(names), unique=True, max_size=2)))
+
+    def decide() -> SyncPlan:
+        return sync(
+            ms,
+            [copy.deepcopy(p) for p in w.pods.values()],
+            list(w.services.values()),
+            list(w.pod_groups.values()),
+            now=w.now,
+            gang=True,
+            recently_gone=gone,
+        )
+
+    def summary(plan: SyncPlan) -> Any:
+        creates = [
+            (c.name, c.pod_group is not None, [_step_name(s) for s in c.steps])
+            for c in plan.creates
+        ]
+        return (
+            creates,
+            plan.delete_pods,
+            plan.delete_services,
+            plan.delete_pod_groups,
+            plan.update_pod_groups,
+            plan.groups,
+            plan.requeue_after,
+            plan.notes,
+            plan.status,
+        )
+
+    shortcut = summary(decide())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Sync, "complete", lambda self, group, rev: False)
+        assert summary(decide()) == shortcut
+
+
+def _step_name(step: DesiredPod | dict[str, Any]) -> str:
+    return step.name if isinstance(step, DesiredPod) else str(step["metadata"]["name"])
