@@ -121,7 +121,7 @@ class RequestEncoder:
         )
 
     def group_hook(self, request: GroupRequest) -> bytes:
-        """An OnServingGroupChange request (ABI v3, 15.3)."""
+        """The request of the ServingGroup hook ``request.hook`` (ABI v3, 15.3)."""
         if not self._ms:
             raise ValueError("a ServingGroup hook request needs the ModelServing")
         return b"".join(
