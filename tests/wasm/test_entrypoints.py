@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from modelserving.abi.versions import since
 from modelserving.api.hook import HOOK_SPECS, Hook
 from modelserving.plugins.exports import ENTRYPOINTS, export_name, module_hooks, plugin_sandbox
 from modelserving.sandbox import (
@@ -57,7 +58,7 @@ def test_an_export_the_module_lacks_is_invalid_module(own: Sandbox) -> None:
 
 def test_the_plugin_entry_points_are_the_hook_table() -> None:
     assert [(e.core, e.extism, e.required, e.since) for e in ENTRYPOINTS] == [
-        (s.export, s.extism, s.target != "plugin", s.since) for s in HOOK_SPECS
+        (s.export, s.extism, s.target != "plugin", since(s.hook)) for s in HOOK_SPECS
     ]
     assert export_name(Hook.ON_POD_READY, FLAVOUR_NATIVE) == "ms_on_pod_ready"
     assert export_name(Hook.ON_POD_READY, FLAVOUR_EXTISM) == "on_pod_ready"

@@ -1,13 +1,14 @@
-"""msgpack encoding of hook requests and decoding of responses (ABI v1 and v2).
+"""msgpack encoding of hook requests and decoding of responses (every ABI version).
 
 ``RequestEncoder`` encodes the parts that stay the same for every Pod of a chain (the plugin and
 its config, the ModelServing) once and splices them into each request; the bytes are exactly
 those of ``msgpack.packb`` on the whole map. ``decode_response`` checks every rule of the
 response shape and raises ``ResponseError`` naming the first one broken. A request says the
-ABI version its module speaks; a v2 response may carry ``observations`` (OnPodReady only), decoded
-into the same ``Observation`` values native plugins return. A v3 module may serve
-OnServingGroupChange (``RequestEncoder.group_hook``), whose response may carry ``objects``: their
-shape is checked here, the operator's object policy by the chain.
+ABI version its module speaks, and a response may carry the keys of that version
+(``modelserving.abi.versions``): ``observations`` (observing hooks), decoded into the same
+``Observation`` values native plugins return, and ``objects`` (ServingGroup hooks, requests of
+``RequestEncoder.group_hook``), whose shape is checked here, the operator's object policy by the
+chain. Which hook may carry which key comes from the hook table.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class RequestEncoder:
         )
 
     def group_hook(self, request: GroupRequest) -> bytes:
-        """An OnServingGroupChange request (ABI v3, 15.3)."""
+        """The request of the ServingGroup hook ``request.hook`` (ABI v3, 15.3)."""
         if not self._ms:
             raise ValueError("a ServingGroup hook request needs the ModelServing")
         return b"".join(

@@ -7,16 +7,13 @@ machine-checked half.
 
 from __future__ import annotations
 
+from modelserving.abi.versions import RESPONSE_KEYS
+
+__all__ = ["RESPONSE_KEYS"]
+
 ABI_VERSION = 1
 """The version of a request whose module is not known (tests, the CLI's raw requests); a
 plugin's requests carry the version its module's marker selects."""
-
-RESPONSE_KEYS: dict[int, tuple[str, ...]] = {
-    1: ("patch", "error"),
-    2: ("patch", "error", "observations"),
-    3: ("patch", "error", "observations", "objects"),
-}
-"""The keys a response may have, by ABI version (v2 adds ``observations``, v3 ``objects``)."""
 
 OBSERVATION_KEYS = ("name", "seconds")
 MAX_OBSERVATIONS = 64

@@ -1,22 +1,17 @@
 """What a module must look like, whatever hooks it serves: the ABI markers, the exports the host
 needs besides the hooks, and the imports it may use.
 
-The sandbox checks modules against these names and knows nothing else of the ABI (no hook, no
-request or response key: those are in ``modelserving.abi.contract``). The full text is
-``abi/README.md`` at the top of the repository.
+The sandbox checks modules against these names and uses nothing else of the ABI (no hook, no
+request or response key: those are in ``modelserving.abi.contract``). The markers derive from
+the versions declared in ``modelserving.abi.versions``. The full text is ``abi/README.md`` at the
+top of the repository.
 """
 
 from __future__ import annotations
 
-MARKER_PREFIX = "modelserving_abi_v"
+from modelserving.abi.versions import MARKER_PREFIX, MARKERS
 
-MARKERS: dict[str, int] = {
-    "modelserving_abi_v1": 1,
-    "modelserving_abi_v2": 2,
-    "modelserving_abi_v3": 3,
-}
-"""Exported marker function -> the ABI version it selects (every version this host supports).
-A module that exports several markers runs under the highest version this host supports."""
+__all__ = ["MARKERS", "MARKER_PREFIX"]
 
 MEMORY = "memory"
 ALLOC = "ms_alloc"

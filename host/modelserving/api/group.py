@@ -1,4 +1,5 @@
-"""What the ServingGroup hook (OnServingGroupChange) receives and may return.
+"""What a ServingGroup hook (a hook whose target is "group", such as OnServingGroupChange)
+receives and may return.
 
 ``GroupRequest`` is one call's input: the ServingGroup, how many Pods in the plugin's scope it
 should have, and the facts of those it has (``GroupPod``: where each sits, its node, IPs, phase,
@@ -80,9 +81,10 @@ def group_pod(pod: Mapping[str, Any], place: PodPlace) -> GroupPod:
 
 @dataclass(frozen=True, slots=True)
 class GroupRequest:
-    """The context of one OnServingGroupChange call: the ServingGroup, the number of Pods in
-    the plugin's scope it has when complete, and those of them that exist (not terminating),
-    in order: role (spec order), role replica, the entry first, then the workers."""
+    """The context of one call of the ServingGroup hook ``hook``: the ServingGroup, the number
+    of Pods in the plugin's scope it has when complete, and those of them that exist (not
+    terminating), in order: role (spec order), role replica, the entry first, then the
+    workers."""
 
     model_serving: ModelServing
     serving_group: str

@@ -2,10 +2,11 @@
 JSON Patch operations).
 
 ``HOOK_SPECS`` declares each hook once: its wire name, the method a native plugin implements,
-its export in each module flavour and whether it patches the Pod. Everything else that lists
-hooks (the ABI's export tables, the registry's method names, the chain, the CLI's ``--hook``)
-derives from it. Shared by native plugins, the ABI codec and the chain, so both kinds of plugin
-see the same request and are judged by the same patch rules.
+its export in each module flavour, what a call is about and whether it patches the Pod.
+Everything else that lists hooks (the ABI's export tables, the registry's method names, the
+chain, the CLI's ``--hook``) derives from it; the ABI version that introduced a hook is declared
+with that version (``modelserving.abi.versions``). Shared by native plugins, the ABI codec and
+the chain, so both kinds of plugin see the same request and are judged by the same patch rules.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class HookSpec:
     and in an Extism module; ``target`` what one call is about: a Pod (``HookRequest``), a
     ServingGroup (``GroupRequest``) or the plugin itself; ``patches``: its reply is a JSON
     patch of the Pod (else a Pod hook may report observations and a group hook returns owned
-    objects); ``since``: the first ABI version a module may serve it in."""
+    objects)."""
 
     hook: Hook
     method: str
@@ -47,7 +48,6 @@ class HookSpec:
     extism: str
     patches: bool = False
     target: Literal["pod", "group", "plugin"] = "pod"
-    since: int = 1
 
     @property
     def per_pod(self) -> bool:
@@ -79,7 +79,6 @@ HOOK_SPECS: tuple[HookSpec, ...] = (
         "ms_on_serving_group_change",
         "on_serving_group_change",
         target="group",
-        since=3,
     ),
     HookSpec(Hook.VALIDATE_CONFIG, "", "ms_validate_config", "validate_config", target="plugin"),
 )

@@ -3,9 +3,10 @@
 ``Chain.on_pod_create`` runs the in-scope OnPodCreate hooks, each on the Pod the previous one
 produced, and applies the failure policy; ``Chain.on_pod_ready`` runs the in-scope OnPodReady
 hooks and hands what they measured (``Observation``s) to the observer with each call's record.
-``Chain.group_request`` gives a plugin the Pods of a ServingGroup in its scope and
-``Chain.on_serving_group_change`` runs its ServingGroup hook, the objects checked by the object
-policy. Every call is reported to the observer (the controller's metrics) as a ``CallRecord``.
+``Chain.group_request`` gives a plugin the Pods of a ServingGroup in its scope, for the
+ServingGroup hook it names, and ``Chain.on_serving_group_change`` runs that hook, the objects
+checked by the object policy. Every call is reported to the observer (the controller's
+metrics) as a ``CallRecord``.
 """
 
 from __future__ import annotations
@@ -145,9 +146,9 @@ class Chain:
         """Whether any OnPodReady hook is in scope for this Pod."""
         return any(e.serves(Hook.ON_POD_READY, desired.place) for e in self.entries)
 
-    def group_entries(self) -> list[ChainEntry]:
-        """The plugins with a ServingGroup hook, in list order."""
-        return [e for e in self.entries if Hook.ON_SERVING_GROUP_CHANGE in e.hooks]
+    def group_entries(self, hook: Hook = Hook.ON_SERVING_GROUP_CHANGE) -> list[ChainEntry]:
+        """The plugins with the ServingGroup hook ``hook``, in list order."""
+        return [e for e in self.entries if hook in e.hooks]
 
     def group_request(
         self,
@@ -155,9 +156,10 @@ class Chain:
         serving_group: str,
         pods: Sequence[GroupPod],
         ms: ModelServing | None = None,
+        hook: Hook = Hook.ON_SERVING_GROUP_CHANGE,
     ) -> GroupRequest | None:
-        """The request of ``entry``'s ServingGroup hook: the Pods of ``pods`` (in the request's
-        order) in its scope, and how many it should see; None when none is in scope."""
+        """The request of ``entry``'s ServingGroup hook ``hook``: the Pods of ``pods`` (in the
+        request's order) in its scope, and how many it should see; None when none is in scope."""
         ms = ms or self.model_serving
         spec = entry.spec
         mine = tuple(p for p in pods if spec.applies_to(p.place.role_name, p.place.is_entry))
@@ -169,13 +171,14 @@ class Chain:
                 expected += role.replicas
             if spec.applies_to(role.name, False):
                 expected += role.replicas * role.worker_replicas
-        return GroupRequest(ms, serving_group, expected, mine)
+        return GroupRequest(ms, serving_group, expected, mine, hook)
 
     def on_serving_group_change(
         self, entry: ChainEntry, request: GroupRequest, objects: ObjectValidator | None = None
     ) -> Outcome:
-        """``entry``'s ServingGroup hook on ``request``, reported to the observer: the owned
-        objects the object policy let through, or the failure (never raised)."""
+        """``entry``'s ServingGroup hook ``request.hook`` on ``request``, reported to the
+        observer: the owned objects the object policy let through, or the failure (never
+        raised)."""
         outcome = invoke(entry, request, self.validator, objects)
         self._observe(outcome, "")
         return outcome

@@ -1,7 +1,7 @@
 """The request file of ``modelserving plugin run`` and ``bench``: read, checked, defaults filled in.
 
 ``read_request`` reads the YAML or JSON request fields (plugin name and config, modelServing,
-the Pod and its place; for OnServingGroupChange the ServingGroup and its Pods) with the safe
+the Pod and its place; for a ServingGroup hook the ServingGroup and its Pods) with the safe
 manifest reader; what is missing comes from the Pod's labels (as the controller sets them) or a
 minimal ModelServing. ``Request.hook_request`` is the ``HookRequest`` (or ``GroupRequest``) the
 chain's step is given. Bad input is a ``UsageError``; a value no request can
@@ -33,7 +33,7 @@ from modelserving.cli.manifests import ManifestError, read_documents
 
 REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "roleName", "roleId", "isEntry", "pod")
 GROUP_REQUEST_KEYS = ("plugin", "modelServing", "servingGroup", "expectedPods", "pods")
-"""The fields of an OnServingGroupChange request file (the others take REQUEST_KEYS)."""
+"""The fields of a ServingGroup hook's request file (the others take REQUEST_KEYS)."""
 GROUP_POD_TYPES: dict[str, type] = {
     "name": str,
     "roleName": str,
@@ -46,7 +46,7 @@ GROUP_POD_TYPES: dict[str, type] = {
     "ready": bool,
     "annotations": dict,
 }
-"""The keys of an entry of ``pods`` (OnServingGroupChange) and their types."""
+"""The keys of an entry of ``pods`` (ServingGroup hooks) and their types."""
 IGNORED_KEYS = ("abiVersion", "hook")  # set by the host and --hook; tolerated in the file
 PLUGIN_KEYS = ("name", "config")
 MINIMAL_NAME = "plugin-test"
@@ -72,7 +72,7 @@ class Request:
     where: PodPlace | None
     pod: dict[str, Any] | None
     group: tuple[str, int, tuple[GroupPod, ...]] | None = None
-    """OnServingGroupChange: the ServingGroup, expectedPods and the Pods."""
+    """A ServingGroup hook's: the ServingGroup, expectedPods and the Pods."""
 
     @property
     def pod_name(self) -> str | None:
@@ -85,7 +85,7 @@ class Request:
     def hook_request(self, hook: Hook, ms: ModelServing) -> HookRequest | GroupRequest:
         """The request the chain's step is given (ValidateConfig: the plugin alone, no Pod)."""
         if self.group is not None and SPEC[hook].per_group:
-            return GroupRequest(ms, *self.group)
+            return GroupRequest(ms, *self.group, hook=hook)
         where, pod = self.where, self.pod
         if where is None or pod is None:
             return HookRequest(hook, ms, PodPlace("", "", "", False), {})
@@ -200,7 +200,7 @@ def read_request(
     if SPEC[hook].target == "plugin":  # ValidateConfig: the plugin alone
         return request
     if SPEC[hook].per_group:
-        return _group_request(path, doc, request)
+        return _group_request(path, hook, doc, request)
     pod = doc.get("pod")
     if pod is None:
         raise UsageError(f"{path}: pod is missing: {hook} needs the Pod")
@@ -217,8 +217,8 @@ def read_request(
     return request
 
 
-def _group_request(path: str, doc: dict[str, Any], request: Request) -> Request:
-    """modelServing, servingGroup, expectedPods and pods of an OnServingGroupChange request;
+def _group_request(path: str, hook: Hook, doc: dict[str, Any], request: Request) -> Request:
+    """modelServing, servingGroup, expectedPods and pods of a ServingGroup hook's request;
     servingGroup defaults to the ModelServing's first, expectedPods to the number of Pods."""
     ms = doc.get("modelServing")
     if ms is not None and not isinstance(ms, dict):
@@ -226,7 +226,7 @@ def _group_request(path: str, doc: dict[str, Any], request: Request) -> Request:
     _refuse_wide_ints(path, "modelServing", ms)
     raw = doc.get("pods")
     if not isinstance(raw, list):
-        raise UsageError(f"{path}: pods is missing or not a list: OnServingGroupChange needs them")
+        raise UsageError(f"{path}: pods is missing or not a list: {hook} needs them")
     ms_meta = (ms or {}).get("metadata")
     ms_name = ms_meta.get("name") if isinstance(ms_meta, dict) else None
     group = doc.get("servingGroup") or f"{ms_name or MINIMAL_NAME}-0"

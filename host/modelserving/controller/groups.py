@@ -162,7 +162,7 @@ class GroupHooks:
         """One pass's ServingGroup hooks (see the module docstring). ``stopping``: the
         ModelServing was deleted meanwhile, so nothing more is written."""
         result = GroupsResult()
-        entries = chain.group_entries()
+        entries = chain.group_entries(HOOK)
         keep_groups = set(groups)
         key = (ms.namespace, ms.name)
         with self._lock:
@@ -243,7 +243,7 @@ class GroupHooks:
         taken: set[str],
         result: GroupsResult,
     ) -> None:
-        request = chain.group_request(entry, group, members, ms)
+        request = chain.group_request(entry, group, members, ms, HOOK)
         if request is None:
             return
         ns = ms.namespace

@@ -60,7 +60,8 @@ def failed(failure: FailureClass, message: str, logs: Sequence[LogRecord] = ()) 
 
 
 Request = HookRequest | GroupRequest
-"""What a hook is called with: a Pod's context, or a ServingGroup's (OnServingGroupChange)."""
+"""What a hook is called with: a Pod's context, or a ServingGroup's (the hooks whose target is
+"group")."""
 
 
 class PluginAdapter(Protocol):

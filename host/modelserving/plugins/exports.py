@@ -3,8 +3,9 @@
 The sandbox knows exports, not hooks. This module turns the hook table (``api.hook.HOOK_SPECS``)
 into what the sandbox is given, ``ENTRYPOINTS`` (each hook's export in a core and in an Extism
 module; a module needs one of the hooks that do work, and one added in a later ABI version only
-in a module of that version), and maps back: ``export_name`` is the export that serves a hook
-in a module of a flavour, ``module_hooks`` the hooks a loaded module serves.
+in a module of that version, ``abi.versions.since``), and maps back: ``export_name`` is the
+export that serves a hook in a module of a flavour, ``module_hooks`` the hooks a loaded module
+serves.
 ``plugin_sandbox`` makes a sandbox with these entry points; ``default_sandbox`` is the
 process-wide one the chain, the CLI and the controller share.
 """
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import threading
 
+from modelserving.abi.versions import since
 from modelserving.api.hook import HOOK_SPECS, SPEC, Hook
 from modelserving.sandbox import FLAVOUR_EXTISM, Entrypoint, ModuleInfo, Sandbox, SandboxSettings
 
 ENTRYPOINTS: tuple[Entrypoint, ...] = tuple(
-    Entrypoint(spec.export, spec.extism, required=spec.target != "plugin", since=spec.since)
+    Entrypoint(spec.export, spec.extism, required=spec.target != "plugin", since=since(spec.hook))
     for spec in HOOK_SPECS
 )
 """The functions the host may call, one per hook, in the order of the hook table."""

@@ -23,6 +23,7 @@ from jsonschema import Draft202012Validator
 
 from modelserving.abi.codec import decode_response, encode_request
 from modelserving.abi.contract import ResponseError
+from modelserving.abi.versions import since
 from modelserving.api.hook import HOOK_SPECS, Hook
 from modelserving.chain.policy import PatchValidator
 from modelserving.plugins.exports import module_hooks, plugin_sandbox
@@ -58,7 +59,7 @@ def request(hook: Hook, config: Any = None, pod: dict[str, Any] = POD) -> dict[s
     return msgpack.unpackb(data)  # type: ignore[no-any-return]
 
 
-V1_HOOKS = [spec.hook for spec in HOOK_SPECS if spec.since == 1]
+V1_HOOKS = [spec.hook for spec in HOOK_SPECS if since(spec.hook) == 1]
 
 
 @pytest.mark.parametrize("config", [None, {"team": "llm"}, [1, 2.5, "x"], "text"])
