@@ -47,6 +47,8 @@ class ObservedPod:
     deletion_cost: int
     ready_hooks_done: bool
     raw: Mapping[str, Any]
+    owners: tuple[str, ...] = ()
+    """The UIDs its controller owner references name (``owned_by``)."""
 
 
 def _timestamp(text: Any) -> float | None:
@@ -153,6 +155,9 @@ def _observe(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
         deletion_cost=cost,
         ready_hooks_done=bool(annotations.get(READY_HOOKS_ANNOTATION)),
         raw=pod,
+        owners=tuple(
+            str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("controller")
+        ),
     )
 
 

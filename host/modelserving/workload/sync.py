@@ -181,8 +181,11 @@ class _Sync:
         self.hashes = role_template_hashes(ms)
         uid = ms.metadata.uid or ""
         pods = list(pods)
-        mine = [p for p in pods if not uid or owned_by(p, uid)]
-        self.observed = [o for o in (observe_pod(p, ms.name) for p in mine) if o is not None]
+        self.observed = [
+            o
+            for o in (observe_pod(p, ms.name) for p in pods)
+            if o is not None and (not uid or uid in o.owners)
+        ]
         self.terminating_names = {o.name for o in self.observed if o.terminating}
         self.lost: dict[str, str] = {}
         """Pods on a lost Node by name: the Node's state (NODE_DELETED or NODE_NOT_READY)."""
