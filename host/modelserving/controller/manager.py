@@ -55,9 +55,9 @@ GC_THRESHOLDS = (50_000, 20, 10)
 """The cyclic garbage collector's thresholds while the controller runs (Python's default:
 700, 10, 10). A pass allocates many short-lived objects, nearly none in cycles (reference
 counting frees them), and every collection that reaches the older generations walks the whole
-heap, which grows with the Pods cached: with the default, one pass over a settled 10,000-Pod
-ModelServing took 49 us of CPU per Pod against 36 us at 1,000 Pods; with these, 23-27 us
-against 14-22 us (``python -m modelserving.bench.passes``)."""
+heap, which grows with the Pods cached. ``python -m modelserving.bench.passes`` prints a pass
+with both: over a settled 10,000-Pod ModelServing, 33.0 us of CPU per Pod with the default and
+18.2 us with these (docs/performance.md)."""
 GANG_RECHECK_S = 60.0
 
 
