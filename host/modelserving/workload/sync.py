@@ -626,11 +626,13 @@ class _Sync:
         if names is None:
             return False
         live = {p.name for p in group.live}
-        if live != names.pods or live & (self.deleted_pods | self.terminating_names):
+        if live != names.pods:
+            return False
+        if any(n in self.deleted_pods or n in self.terminating_names for n in live):
             return False
         name = group_name(self.ms.name, group.index)
         services = set(self.group_services.get(name, ()))
-        if services != names.services or not services.isdisjoint(self.out.service_causes):
+        if services != names.services or any(n in self.out.service_causes for n in services):
             return False
         return self.missing_pod_group(name) is None
 
