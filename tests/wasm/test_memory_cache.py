@@ -202,3 +202,51 @@ def test_calls_on_several_threads_survive_evictions_by_each_other(
         thread.join()
     assert wrong == []
     assert sb.modules.stats.memory_modules == 1
+
+
+def test_a_thread_waiting_to_load_a_module_keeps_its_lock_for_the_next_one(
+    tmp_path: Path,
+) -> None:
+    """Loads of one module are one at a time: the lock the first load held stays while another
+    thread waits for it (the users are counted), so a third thread queues behind that one
+    instead of taking a new lock and loading the same module beside it."""
+    modules = sandbox(tmp_path, 1 << 30).modules
+    digest = "d" * 64
+    entered = {name: threading.Event() for name in ("first", "second", "third")}
+    release = {name: threading.Event() for name in ("first", "second", "third")}
+    inside: list[str] = []
+
+    def hold(name: str) -> None:
+        with modules._loading_lock(digest):
+            inside.append(name)
+            entered[name].set()
+            release[name].wait(5)
+            inside.append(f"{name} out")
+
+    def users() -> int:
+        with modules._lock:
+            return modules._loading.get(digest, (None, 0))[1]
+
+    def until(check: Callable[[], bool]) -> bool:
+        for _ in range(500):
+            if check():
+                return True
+            threading.Event().wait(0.01)
+        return False
+
+    threads = {name: threading.Thread(target=hold, args=(name,)) for name in entered}
+    threads["first"].start()
+    assert entered["first"].wait(5)
+    threads["second"].start()
+    assert until(lambda: users() == 2), "the second thread waits on the first one's lock"
+    release["first"].set()
+    assert entered["second"].wait(5)
+    threads["third"].start()
+    assert until(lambda: users() == 2), "the third thread waits on the same lock"
+    assert not entered["third"].wait(0.2), "the third thread loads beside the second"
+    release["second"].set()
+    release["third"].set()
+    for thread in threads.values():
+        thread.join(5)
+    assert inside == ["first", "first out", "second", "second out", "third", "third out"]
+    assert users() == 0 and digest not in modules._loading, "the last user removes the lock"

@@ -72,7 +72,8 @@ class ModuleCache:
         self._clock = clock
         self._refused: OrderedDict[str, tuple[SandboxError, float]] = OrderedDict()
         """The latest refusals (``InvalidModule``) by digest, with when they were made."""
-        self._loading: dict[str, threading.Lock] = {}
+        self._loading: dict[str, tuple[threading.Lock, int]] = {}
+        """The lock of each module being loaded, and how many threads hold or wait for it."""
         """One lock per digest being loaded: loads of one module wait for the first."""
         self._entrypoints = entrypoints
         self._size = size
@@ -117,9 +118,11 @@ class ModuleCache:
                 if exc.failure_class is FailureClass.INVALID_MODULE and not exc.contended:
                     self._remember_refusal(digest, exc)
                 raise
+            native = compiled.native
+            assert native is not None  # a fresh compile holds its native part
             with self._lock:
                 self._handles[digest] = compiled
-            self._keep(compiled)
+            self._keep(compiled, native)
             return compiled
 
     def native(self, compiled: CompiledModule) -> Native:
@@ -152,22 +155,26 @@ class ModuleCache:
     def _loading_lock(self, digest: str) -> Iterator[None]:
         """Held while ``digest`` is loaded: a second load of one module waits for the first."""
         with self._lock:
-            loading = self._loading.setdefault(digest, threading.Lock())
+            loading, users = self._loading.get(digest, (threading.Lock(), 0))
+            self._loading[digest] = (loading, users + 1)
         try:
             with loading:
                 yield
         finally:
             with self._lock:
-                if not loading.locked():
-                    self._loading.pop(digest, None)
+                users = self._loading[digest][1] - 1
+                if users:
+                    self._loading[digest] = (loading, users)
+                else:  # no thread waits for it: the next load makes a new one
+                    del self._loading[digest]
 
-    def _keep(self, compiled: CompiledModule) -> None:
-        """Hold ``compiled`` (its ``native`` set) as the most recently used; evict the least
-        recently used others until the rest fit both bounds."""
-        native = compiled.native
-        assert native is not None
+    def _keep(self, compiled: CompiledModule, native: Native) -> None:
+        """Hold ``compiled`` with ``native`` as its native part, the most recently used; evict
+        the least recently used others until the rest fit both bounds. ``native`` is set here,
+        under the lock: set before, another thread's eviction could take it in between."""
         digest = compiled.digest
         with self._lock:
+            compiled.native = native
             previous = self._modules.pop(digest, None)
             if previous is not None:
                 self._bytes -= previous[1]
@@ -201,8 +208,7 @@ class ModuleCache:
         if compiled.info.flavour != FLAVOUR_EXTISM:
             pre = self._link(module)
         native = Native(module, pre, size)
-        compiled.native = native
-        self._keep(compiled)
+        self._keep(compiled, native)
         return native
 
     def _known(self, digest: str) -> CompiledModule | None:
