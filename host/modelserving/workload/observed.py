@@ -47,8 +47,8 @@ class ObservedPod:
     deletion_cost: int
     ready_hooks_done: bool
     raw: Mapping[str, Any]
-    owners: tuple[str, ...] = ()
-    """The UIDs its controller owner references name (``owned_by``)."""
+    owners: tuple[Any, ...] = ()
+    """The UIDs its controller owner references name, as they are (``owned_by``)."""
 
 
 def _timestamp(text: Any) -> float | None:
@@ -88,7 +88,7 @@ def _index_after(prefix: str, text: str) -> int | None:
     if not text.startswith(prefix):
         return None
     rest = text[len(prefix) :]
-    return int(rest) if rest.isdigit() else None
+    return int(rest) if rest.isascii() and rest.isdigit() else None
 
 
 _SEEN: dict[tuple[str, str], tuple[Mapping[str, Any], ObservedPod | None]] = {}
@@ -156,7 +156,7 @@ def _observe(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
         ready_hooks_done=bool(annotations.get(READY_HOOKS_ANNOTATION)),
         raw=pod,
         owners=tuple(
-            str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("controller")
+            r.get("uid") for r in meta.get("ownerReferences") or [] if r.get("controller")
         ),
     )
 

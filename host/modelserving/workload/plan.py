@@ -182,6 +182,8 @@ def group_names(ms: ModelServing, index: int) -> GroupNames:
     pods: list[str] = []
     services: list[str] = []
     for role in ms.spec.template.roles:
+        if role.worker_replicas and role.worker_template is None:
+            raise ValueError(f"role '{role.name}' has workers but no workerTemplate")
         for j in range(role.replicas):
             rid = role_id(role.name, j)
             pods.extend(pod_name(group, rid, k) for k in range(role.worker_replicas + 1))

@@ -144,6 +144,15 @@ def _scaled(value: int | str | None, total: int, default: int, round_up: bool) -
 class _Group:
     index: int
     pods: list[ObservedPod]
+    _by_role_id: dict[str, list[ObservedPod]] | None = field(default=None, init=False)
+
+    def role_replica(self, rid: str) -> list[ObservedPod]:
+        """The Pods of role replica ``rid`` (terminating ones too), in ``pods``' order."""
+        if self._by_role_id is None:
+            self._by_role_id = {}
+            for pod in self.pods:
+                self._by_role_id.setdefault(pod.role_id, []).append(pod)
+        return self._by_role_id.get(rid, [])
 
     @property
     def live(self) -> list[ObservedPod]:
@@ -225,6 +234,7 @@ class _Sync:
         self.previous = ms.status.current_revision if ms.status else None
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
         self._names: dict[tuple[int, str], GroupNames | None] = {}
+        self._protected: dict[tuple[int, str], set[int]] = {}
         self._at: dict[str, ModelServing | None] = {}
         self._hashes_at: dict[str, dict[str, str]] = {}
         self.cause = "scale"
@@ -304,8 +314,13 @@ class _Sync:
         partition = self.role_partition(role)
         if partition <= 0:
             return set()
-        existing = sorted({p.role_index for p in group.pods if p.role == role.name})
-        return set(existing[:partition]) | set(range(min(partition, role.replicas)))
+        key = (group.index, role.name)  # once per pass: asked for every replica of the role
+        if key not in self._protected:
+            existing = sorted({p.role_index for p in group.pods if p.role == role.name})
+            self._protected[key] = set(existing[:partition]) | set(
+                range(min(partition, role.replicas))
+            )
+        return self._protected[key]
 
     def keep_protected(self, plan: GroupPlan, group: _Group) -> tuple[GroupPlan, set[str]]:
         """RoleRollingUpdate: ``plan`` (at the update revision) with each partition-protected
@@ -320,7 +335,7 @@ class _Sync:
             if role is None or replica.index not in self.protected_ordinals(group, role):
                 continue
             rid = replica.entry.place.role_id
-            pods = [p for p in group.live if p.role_id == rid]
+            pods = [p for p in group.role_replica(rid) if not p.terminating]
             if pods and all(p.template_hash == self.hashes[role.name] for p in pods):
                 continue  # already at the new template
             rev = pods[0].revision if pods else self.previous or ""
@@ -373,9 +388,8 @@ class _Sync:
             self.out.notes.append(why)
 
     def delete_role_replica(self, group: _Group, rid: str, why: str | None) -> None:
-        for pod in group.pods:
-            if pod.role_id == rid:
-                self.delete_pod(pod)
+        for pod in group.role_replica(rid):
+            self.delete_pod(pod)
         self.delete_service(pod_name(group_name(self.ms.name, group.index), rid, 0))
         if why:
             self.out.notes.append(why)

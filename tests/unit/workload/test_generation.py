@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from modelserving.api import ModelServing, parse_model_serving
-from modelserving.api.modelserving import GangPolicy
+from modelserving.api.modelserving import GangPolicy, Role
 from modelserving.workload import label_selector, plan, revision
 from modelserving.workload.plan import DesiredPod, group_names, plan_group
 from modelserving.workload.revision import role_template_hash
@@ -259,3 +260,16 @@ def test_group_names_are_the_names_of_the_plan(
     names = group_names(ms, index)
     assert names.pods == {d.name for d in group.pods()}
     assert names.services == {r.service["metadata"]["name"] for r in group.roles if r.service}
+
+
+def test_group_names_refuse_workers_without_a_template_as_the_plan_does() -> None:
+    # a revision from the history is not validated as a whole ModelServing is
+    ms = parse_model_serving(manifest(roles=[role("prefill", workers=1)]))
+    bare = role("prefill", workers=1)
+    del bare["workerTemplate"]
+    template = ms.spec.template.model_copy(update={"roles": [Role.model_validate(bare)]})
+    old = ms.model_copy(update={"spec": ms.spec.model_copy(update={"template": template})})
+    with pytest.raises(ValueError, match="has workers but no workerTemplate"):
+        plan_group(old, 0)
+    with pytest.raises(ValueError, match="has workers but no workerTemplate"):
+        group_names(old, 0)

@@ -542,6 +542,9 @@ def test_observe_pod_rejects_foreign_layouts() -> None:
     assert observe_pod(pod, "other") is None
     pod["metadata"]["name"] = "renamed"
     assert observe_pod(pod, "sample") is None
+    # a digit Python's int() does not take (a superscript two) is no index, not a crash
+    pod["metadata"]["name"] = "sample-0-server-0-\u00b2"
+    assert observe_pod(pod, "sample") is None
 
 
 def test_status_while_progressing() -> None:
