@@ -154,14 +154,19 @@ class _Group:
                 self._by_role_id.setdefault(pod.role_id, []).append(pod)
         return self._by_role_id.get(rid, [])
 
-    @property
+    @functools.cached_property
     def live(self) -> list[ObservedPod]:
+        """The Pods not terminating (``pods`` is complete before a pass reads this)."""
         return [p for p in self.pods if not p.terminating]
+
+    @functools.cached_property
+    def _revision(self) -> str:
+        revs = {p.revision for p in self.live}
+        return revs.pop() if len(revs) == 1 else ""
 
     def revision(self) -> str:
         """The revision all live Pods share; "" when they disagree."""
-        revs = {p.revision for p in self.live}
-        return revs.pop() if len(revs) == 1 else ""
+        return self._revision
 
 
 class _Sync:
@@ -235,6 +240,7 @@ class _Sync:
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
         self._names: dict[tuple[int, str], GroupNames | None] = {}
         self._protected: dict[tuple[int, str], set[int]] = {}
+        self._ready: dict[int, bool] = {}
         self._at: dict[str, ModelServing | None] = {}
         self._hashes_at: dict[str, dict[str, str]] = {}
         self.cause = "scale"
@@ -359,6 +365,12 @@ class _Sync:
 
     def ready(self, group: _Group) -> bool:
         """Every Pod its revision describes exists, is not terminating, and is Ready."""
+        answer = self._ready.get(group.index)
+        if answer is None:
+            answer = self._ready[group.index] = self._is_ready(group)
+        return answer
+
+    def _is_ready(self, group: _Group) -> bool:
         live = group.live
         if not live or any(not p.ready for p in live):
             return False
