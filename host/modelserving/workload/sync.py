@@ -144,19 +144,22 @@ def _scaled(value: int | str | None, total: int, default: int, round_up: bool) -
 class _Group:
     index: int
     pods: list[ObservedPod]
-    _by_role_id: dict[str, list[ObservedPod]] | None = field(default=None, init=False)
+    """Complete before a pass reads the properties below, which are each worked out once."""
+
+    @functools.cached_property
+    def _by_role_id(self) -> dict[str, list[ObservedPod]]:
+        found: dict[str, list[ObservedPod]] = {}
+        for pod in self.pods:
+            found.setdefault(pod.role_id, []).append(pod)
+        return found
 
     def role_replica(self, rid: str) -> list[ObservedPod]:
         """The Pods of role replica ``rid`` (terminating ones too), in ``pods``' order."""
-        if self._by_role_id is None:
-            self._by_role_id = {}
-            for pod in self.pods:
-                self._by_role_id.setdefault(pod.role_id, []).append(pod)
         return self._by_role_id.get(rid, [])
 
     @functools.cached_property
     def live(self) -> list[ObservedPod]:
-        """The Pods not terminating (``pods`` is complete before a pass reads this)."""
+        """The Pods not terminating."""
         return [p for p in self.pods if not p.terminating]
 
     @functools.cached_property
