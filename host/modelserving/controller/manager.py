@@ -11,13 +11,14 @@ container and it waits as standby.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -59,6 +60,28 @@ heap, which grows with the Pods cached. ``python -m modelserving.bench.passes`` 
 with both: over a settled 10,000-Pod ModelServing, 33.0 us of CPU per Pod with the default and
 18.2 us with these (docs/performance.md)."""
 GANG_RECHECK_S = 60.0
+
+_tuned_lock = threading.Lock()
+_tuned: list[Any] = [0, None]
+"""Controllers running in this process, and the thresholds before the first of them."""
+
+
+@contextlib.contextmanager
+def _collector_tuned() -> Iterator[None]:
+    """``GC_THRESHOLDS`` while any controller of this process runs; the thresholds found before
+    the first one are back once the last one ends."""
+    with _tuned_lock:
+        if _tuned[0] == 0:
+            _tuned[1] = gc.get_threshold()
+            gc.set_threshold(*GC_THRESHOLDS)
+        _tuned[0] += 1
+    try:
+        yield
+    finally:
+        with _tuned_lock:
+            _tuned[0] -= 1
+            if _tuned[0] == 0:
+                gc.set_threshold(*_tuned[1])
 
 
 class _Reports(Recorder):
@@ -393,12 +416,8 @@ class Controller:
 
         While it runs, the process's cyclic garbage collector runs less often
         (``GC_THRESHOLDS``)."""
-        thresholds = gc.get_threshold()
-        gc.set_threshold(*GC_THRESHOLDS)
-        try:
+        with _collector_tuned():
             return self._run(stop, ready)
-        finally:
-            gc.set_threshold(*thresholds)
 
     def _run(self, stop: threading.Event, ready: Callable[[], None] | None) -> int:
         servers: list[Any] = []

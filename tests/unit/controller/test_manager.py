@@ -3,6 +3,7 @@ wait for a failed ModelServing's backoff."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -15,7 +16,14 @@ from kubernetes import client
 
 from modelserving.api.labels import NAME_LABEL
 from modelserving.api.operator import OperatorConfig
-from modelserving.controller.manager import EVENT_BATCH_S, PASS_SHARE, Controller, Health
+from modelserving.controller.manager import (
+    EVENT_BATCH_S,
+    GC_THRESHOLDS,
+    PASS_SHARE,
+    Controller,
+    Health,
+    _collector_tuned,
+)
 from modelserving.controller.queue import WorkQueue
 from modelserving.controller.watch import Watch
 from modelserving.plugins.exports import set_default_sandbox
@@ -165,3 +173,14 @@ def test_a_pass_that_waits_for_the_api_server_does_not_widen_the_event_window(
         ctl.queue.shutdown()
         worker.join(5)
         assert ctl._pass_seconds[("ns", "big")] < EVENT_BATCH_S / PASS_SHARE
+
+
+def test_the_collector_is_tuned_while_any_controller_runs_and_restored_after_the_last() -> None:
+    before = gc.get_threshold()
+    first, second = _collector_tuned(), _collector_tuned()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first controller stops, the second still runs
+    assert gc.get_threshold() == GC_THRESHOLDS
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == before != GC_THRESHOLDS
