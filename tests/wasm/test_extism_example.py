@@ -25,7 +25,7 @@ from modelserving.plugins.exports import module_hooks
 from modelserving.plugins.modules import ConfigMapModules
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
-from tests.wasm.conftest import sample_pod
+from tests.wasm.conftest import sample_pod, unhurried
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "wasm"
 MS = {"apiVersion": "workload.serving.volcano.sh/v1alpha1", "kind": "ModelServing"}
@@ -41,6 +41,9 @@ def module(request: pytest.FixtureRequest) -> bytes:
 
 
 def plugin(sandbox: Sandbox, module: bytes, config: Any, **limits: int) -> WasmPlugin:
+    # the longest deadline unless one is given: no test here is about time, and a Go module's
+    # start-up on a loaded machine must not turn into a Timeout
+    limits.setdefault("timeout_ms", sandbox.settings.max_timeout_ms)
     return WasmPlugin("team-label", config, sandbox.load(module), sandbox, sandbox.limits(**limits))
 
 
@@ -154,7 +157,7 @@ def test_it_is_delivered_gzip_compressed_in_a_configmap(sandbox: Sandbox, module
     )
     resolve = ConfigMapModules({("serving", "team-label"): cm}, "serving", 32 * 1024 * 1024)
     compiled = sandbox.load(resolve(spec), digest)
-    outcome = WasmPlugin("team-label", {"team": "ml"}, compiled, sandbox, sandbox.limits()).run(
+    outcome = WasmPlugin("team-label", {"team": "ml"}, compiled, sandbox, unhurried(sandbox)).run(
         Hook.ON_POD_CREATE, create({"team": "ml"})
     )
     assert outcome.response.patch == [LABEL]

@@ -277,7 +277,7 @@ def test_its_objects_pass_the_host_and_name_the_entry(sandbox: Sandbox, module: 
             GroupPod("llama-0-decode-0-0", PodPlace("llama-0", "decode", "decode-0", True)),
         ),
     )  # fmt: skip
-    plugin = WasmPlugin(NAME, None, sandbox.load(module), sandbox, sandbox.limits(), ms)
+    plugin = WasmPlugin(NAME, None, sandbox.load(module), sandbox, unhurried(sandbox), ms)
     assert plugin.on_serving_group_change(request) == [
         {
             "apiVersion": "v1",
@@ -484,7 +484,7 @@ def test_the_go_module_gives_the_golden_answers(sandbox: Sandbox, module: bytes)
         "ValidateConfig": "ms_validate_config",
     }
     for case in golden_cases():
-        got = sandbox.call(compiled, exports[case["hook"]], case["request"], sandbox.limits())
+        got = sandbox.call(compiled, exports[case["hook"]], case["request"], unhurried(sandbox))
         if case["response"] is None:
             assert set(msgpack.unpackb(got.response)) == {"error"}, case["name"]
         else:

@@ -29,6 +29,7 @@ from modelserving.sandbox import CallFailure, Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from tests import vectors
 from tests.vectors import MODEL_SERVING
+from tests.wasm.conftest import unhurried
 from tests.wasm.test_differential import configs, module_response, native, pods
 from tests.wasm.test_vectors import FILES, load, wasm_outcome
 
@@ -107,7 +108,7 @@ def test_the_go_and_rust_modules_answer_alike(sandbox: Sandbox, demo: bytes, pat
     request = base64.b64decode(vector["request"])
     hook = Hook(vector["hook"])
     responses = [
-        sandbox.call(sandbox.load(module), HOOK_EXPORTS[hook], request, sandbox.limits()).response
+        sandbox.call(sandbox.load(module), HOOK_EXPORTS[hook], request, unhurried(sandbox)).response
         for module in (demo, builtin_wasm(f"{NAME}.wasm"))
     ]
     assert responses[0] == responses[1]
@@ -148,6 +149,8 @@ def large_call(sandbox: Sandbox, module: bytes, **limits: int) -> tuple[Compiled
     compiled = sandbox.load(module)
     large = load(vectors.VECTORS / "create-large-pod.json")
     request = base64.b64decode(large["request"])
+    # the longest deadline unless one is given: these tests weigh fuel and memory, not time
+    limits.setdefault("timeout_ms", sandbox.settings.max_timeout_ms)
     result = sandbox.call(compiled, "ms_on_pod_create", request, sandbox.limits(**limits))
     assert result.response == base64.b64decode(large["expect"]["response"])
     assert result.logs == []
@@ -244,7 +247,7 @@ def timer(request: pytest.FixtureRequest) -> bytes:
 
 
 def timer_plugin(sandbox: Sandbox, module: bytes) -> WasmPlugin:
-    return WasmPlugin("timer", None, sandbox.load(module), sandbox, sandbox.limits())
+    return WasmPlugin("timer", None, sandbox.load(module), sandbox, unhurried(sandbox))
 
 
 def test_a_go_modules_v2_observations_reach_the_host(sandbox: Sandbox, timer: bytes) -> None:
@@ -268,7 +271,7 @@ def test_a_go_module_observes_by_log_line_for_a_v1_request(sandbox: Sandbox, tim
     v1 = msgpack.unpackb(p.encode(request))
     v1["abiVersion"] = 1
     payload = msgpack.packb(v1)
-    result = sandbox.call(p.compiled, "ms_on_pod_ready", payload, sandbox.limits())
+    result = sandbox.call(p.compiled, "ms_on_pod_ready", payload, unhurried(sandbox))
     assert result.response == b""
     lines = [(r.level, r.message, r.source) for r in result.logs]
     assert lines == [("info", "observe pod_ready_seconds 61.250", "log")]
@@ -280,7 +283,7 @@ def test_a_go_module_refuses_abi_version_3(sandbox: Sandbox, timer: bytes) -> No
     p = timer_plugin(sandbox, timer)
     v3 = msgpack.unpackb(p.encode(ready_request()))
     v3["abiVersion"] = 3
-    result = sandbox.call(p.compiled, "ms_on_pod_ready", msgpack.packb(v3), sandbox.limits())
+    result = sandbox.call(p.compiled, "ms_on_pod_ready", msgpack.packb(v3), unhurried(sandbox))
     assert msgpack.unpackb(result.response) == {
         "error": "request: abiVersion 3 is not supported (this plugin speaks 1 to 2)"
     }
