@@ -142,6 +142,10 @@ class Chain:
         _, outcomes = self.run(Hook.ON_POD_READY, desired, pod, ms)
         return [o.failure for o in outcomes if o.failure is not None]
 
+    def serves(self, hook: Hook) -> bool:
+        """Whether any plugin of the chain has ``hook`` (whatever its scope)."""
+        return any(hook in e.hooks for e in self.entries)
+
     def has_ready_hooks(self, desired: DesiredPod) -> bool:
         """Whether any OnPodReady hook is in scope for this Pod."""
         return any(e.serves(Hook.ON_POD_READY, desired.place) for e in self.entries)

@@ -208,8 +208,7 @@ class Reconciler:
             recently_gone=(
                 self.cache.recently_gone(PODS.plural, namespace, name) if self.cache else ()
             ),
-            ready_hooks=work.chain is not None
-            and any(Hook.ON_POD_READY in e.hooks for e in work.chain.entries),
+            ready_hooks=work.chain is not None and work.chain.serves(Hook.ON_POD_READY),
         )
         self._delete(work, plan)
         self._update_pod_groups(work, plan)

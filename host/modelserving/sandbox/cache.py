@@ -73,8 +73,8 @@ class ModuleCache:
         self._refused: OrderedDict[str, tuple[SandboxError, float]] = OrderedDict()
         """The latest refusals (``InvalidModule``) by digest, with when they were made."""
         self._loading: dict[str, tuple[threading.Lock, int]] = {}
-        """The lock of each module being loaded, and how many threads hold or wait for it."""
-        """One lock per digest being loaded: loads of one module wait for the first."""
+        """One lock per digest being loaded (loads of one module wait for the first), and how
+        many threads hold or wait for it."""
         self._entrypoints = entrypoints
         self._size = size
         self._max_bytes = engine.settings.memory_cache_max_bytes

@@ -493,6 +493,16 @@ def test_on_pod_ready_returns_failures_instead_of_raising(
     assert running == seen, "each plugin gets a copy; their scribbles stay there"
 
 
+def test_a_chain_serves_a_hook_when_any_plugin_has_it_whatever_its_scope(
+    two_role_ms: MsFactory, registry: Registry
+) -> None:
+    scoped = two_role_ms([plugin("watch", {"mode": "noop"}, scope={"roles": ["prefill"]})])
+    assert build_chain(scoped, registry).serves(Hook.ON_POD_READY)
+    create_only = build_chain(two_role_ms([annotate("create-only")]), registry)
+    assert create_only.serves(Hook.ON_POD_CREATE)
+    assert not create_only.serves(Hook.ON_POD_READY)
+
+
 def test_on_pod_ready_without_failures(
     two_role_ms: MsFactory, registry: Registry, log: CallLog
 ) -> None:
