@@ -46,6 +46,8 @@ class FleetRun:
     peak_rss_mb: float | None = None
     rollout: float | None = None
     cpu_rollout: float | None = None
+    passes_rollout: int | None = None
+    pass_cpu_rollout: float | None = None
     error: str | None = None
 
 
@@ -117,6 +119,7 @@ def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: Fleet
     run.requests = ctl.kube.requests - requests
     # the whole fleet rolls to a new image
     cpu = time.process_time()
+    passes, pass_cpu = sum(ctl.passes.values()), ctl.pass_cpu_seconds
     started = time.perf_counter()
     patch = {"spec": {"template": {"roles": body["spec"]["template"]["roles"]}}}
     for role in patch["spec"]["template"]["roles"]:
@@ -129,6 +132,8 @@ def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: Fleet
     else:
         run.rollout = done - started
         run.cpu_rollout = time.process_time() - cpu
+        run.passes_rollout = sum(ctl.passes.values()) - passes
+        run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
     peak = bench._status_kb("VmHWM")
     run.peak_rss_mb = peak / 1024 if peak is not None else None
 
@@ -156,7 +161,8 @@ def report(run: FleetRun) -> None:
         f"  {run.pods:>6} Pods: created {fig(run.created, '6.1f')} s, available "
         f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod, "
         f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB; "
-        f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/Pod"
+        f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/Pod "
+        f"({fig(run.passes_rollout, 'd')} passes, {fig(run.pass_cpu_rollout, '.1f')} s CPU in them)"
         + (f"; {run.error}" if run.error else ""),
         flush=True,
     )

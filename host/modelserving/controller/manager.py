@@ -185,12 +185,19 @@ class Health:
 
 EVENT_BATCH_S = 0.5
 """How long events about a ModelServing's Pods, Services and status gather before its pass, at
-least; for a ModelServing whose passes cost more CPU, ``PASS_SHARE`` times its last pass's."""
+least; for a ModelServing whose passes cost more CPU, longer (``PASS_SHARE``, ``DECIDE_SHARE``)."""
 PASS_SHARE = 2.0
 """So a ModelServing's event-driven passes take at most a third of a core, however big it is.
 A pass's CPU is its worker thread's (deciding, running plugins), not its wall time: a pass that
 creates 800 Pods waits for the API server for seconds, and a window twice that long held the
 next pass back for 24 s after every Pod was Running."""
+DECIDE_SHARE = 20.0
+"""The window is also this many times the CPU the last pass spent reading and deciding
+(``Reconciler.decide_seconds``), the O(Pods) part that every pass repeats however few events
+it follows. While a big ModelServing's Pods keep changing (a rolling update the control plane
+takes minutes over), its passes then spend at most 1/21 of a core deciding: the events a pass
+follows grow with its cost, so the deciding CPU per event does not grow with the ModelServing.
+A ModelServing whose decision takes under 25 ms keeps the window of ``EVENT_BATCH_S``."""
 
 
 class Controller:
@@ -271,6 +278,8 @@ class Controller:
         """The CPU seconds each ModelServing's last pass took in its worker thread."""
         self.passes: Counter[Key] = Counter()
         """Finished reconcile passes by key (for tests and debugging)."""
+        self.pass_cpu_seconds = 0.0
+        """The CPU seconds of every pass so far, in its worker thread (for benchmarks)."""
         self.leading = threading.Event()
         self.lost_leadership = False
 
@@ -322,7 +331,11 @@ class Controller:
 
     def _batched(self, key: Key) -> None:
         self.known.add(key)
-        window = max(EVENT_BATCH_S, PASS_SHARE * self._pass_seconds.get(key, 0.0))
+        window = max(
+            EVENT_BATCH_S,
+            PASS_SHARE * self._pass_seconds.get(key, 0.0),
+            DECIDE_SHARE * self.reconciler.decide_seconds.get(key, 0.0),
+        )
         self.queue.add_batched(key, window)
         self.metrics.set_queue_depth(len(self.queue))
 
@@ -379,7 +392,9 @@ class Controller:
                     exc_info=not isinstance(exc, ApiError),
                 )
             finally:
-                self._pass_seconds[key] = time.thread_time() - cpu_started
+                spent = time.thread_time() - cpu_started
+                self._pass_seconds[key] = spent
+                self.pass_cpu_seconds += spent
                 self.passes[key] += 1
                 self.queue.done(key)
                 self.metrics.observe_reconcile(result, time.perf_counter() - started)

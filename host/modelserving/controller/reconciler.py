@@ -165,6 +165,10 @@ class Reconciler:
         self.backlog: StartBacklog | None = None
         """The Pods created lately that have not started: a pass waits for room in it before
         each ServingGroup (None: never waits)."""
+        self.decide_seconds: dict[Key, float] = {}
+        """The CPU each ModelServing's last pass spent deciding (``sync``): the part that is
+        O(Pods) and repeats on every pass, however little changed. (Listing from the API, which
+        a first pass and a resync do, is not counted: it does not repeat.)"""
         self._broken: set[Key] = set()
         """ModelServings whose plugin list failed to load on their last pass."""
         self._broken_lock = threading.Lock()
@@ -195,6 +199,7 @@ class Reconciler:
         pod_groups = self.kube.list(POD_GROUPS, namespace, selector) if gang.pod_groups else []
         history = self._revisions(ms, pods)
         self._note_failures(ms, pods)
+        started = time.thread_time()
         plan = sync(
             ms,
             pods,
@@ -210,6 +215,7 @@ class Reconciler:
             ),
             ready_hooks=work.chain is not None and work.chain.serves(Hook.ON_POD_READY),
         )
+        self.decide_seconds[key] = time.thread_time() - started
         self._delete(work, plan)
         self._update_pod_groups(work, plan)
         self._create(work, plan)
@@ -226,6 +232,7 @@ class Reconciler:
         return plan.requeue_after
 
     def forget(self, key: Key) -> None:
+        self.decide_seconds.pop(key, None)
         if self.cache is not None:
             self.cache.drop(*key)
         self.chains.forget(*key)

@@ -17,6 +17,7 @@ from kubernetes import client
 from modelserving.api.labels import NAME_LABEL
 from modelserving.api.operator import OperatorConfig
 from modelserving.controller.manager import (
+    DECIDE_SHARE,
     EVENT_BATCH_S,
     GC_THRESHOLDS,
     PASS_SHARE,
@@ -120,6 +121,29 @@ def test_events_of_a_model_serving_with_long_passes_gather_longer(tmp_path: Path
         assert _pending(ctl.queue) == []
         clock.now += 0.1
         assert _pending(ctl.queue) == [("ns", "big")]  # 2 x the last pass: 3 s
+
+
+def test_events_of_a_model_serving_whose_decision_is_long_gather_for_its_share(
+    tmp_path: Path,
+) -> None:
+    """A pass of a big ModelServing that decided for 0.2 s of CPU (and spent little else) makes
+    its next events gather for DECIDE_SHARE x 0.2 s: 4 s."""
+    with controller(tmp_path) as ctl:
+        clock = _Clock()
+        ctl.queue = WorkQueue(clock=clock)
+        key = ("ns", "big")
+        pod = {"metadata": {"namespace": "ns", "name": "p", "labels": {NAME_LABEL: "big"}}}
+        ctl._pass_seconds[key] = 0.25
+        ctl.reconciler.decide_seconds[key] = 0.2
+        ctl.owned_event("pods", "MODIFIED", pod)
+        clock.now += DECIDE_SHARE * 0.2 - 0.1
+        assert _pending(ctl.queue) == []
+        clock.now += 0.1
+        assert _pending(ctl.queue) == [key]
+        ctl.reconciler.forget(key)  # a small decision again: the least window
+        ctl.owned_event("pods", "MODIFIED", pod)
+        clock.now += max(EVENT_BATCH_S, PASS_SHARE * 0.25)
+        assert _pending(ctl.queue) == [key]
 
 
 def test_pods_and_services_are_watched_in_each_watched_namespace(

@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -543,6 +544,39 @@ def test_later_passes_create_nothing_and_skip_an_unchanged_status(
     assert len(kube.writes) == writes  # nothing changed: no create, delete or status write
     times = {c["type"]: c["lastTransitionTime"] for c in first["conditions"]}
     assert {c["type"]: c["lastTransitionTime"] for c in status_of(kube)["conditions"]} == times
+
+
+def test_a_pass_records_the_cpu_of_its_decision_alone(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``decide_seconds`` is the CPU of ``sync`` (what every pass repeats), not of the reads
+    before it: a slow list (a first pass, a resync) does not widen the event window."""
+    import modelserving.controller.reconciler as reconciler_module
+
+    def burn(seconds: float) -> None:
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+
+    real_sync = reconciler_module.sync
+
+    def slow_sync(*args: Any, **kwargs: Any) -> Any:
+        burn(0.05)
+        return real_sync(*args, **kwargs)
+
+    real_note = rec._note_failures
+
+    def slow_reads(*args: Any, **kwargs: Any) -> None:
+        burn(0.2)
+        real_note(*args, **kwargs)
+
+    monkeypatch.setattr(reconciler_module, "sync", slow_sync)
+    monkeypatch.setattr(rec, "_note_failures", slow_reads)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rec.reconcile(KEY)
+    assert 0.05 <= rec.decide_seconds[KEY] < 0.2
+    rec.forget(KEY)
+    assert KEY not in rec.decide_seconds
 
 
 def test_ready_pods_make_the_model_serving_available(kube: FakeKube, rec: Reconciler) -> None:
