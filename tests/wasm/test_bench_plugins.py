@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.bench import floor, plugins
 from modelserving.sandbox import Sandbox
 
@@ -18,7 +19,7 @@ def test_the_floor_patches_as_the_chain_does(sandbox: Sandbox, name: str) -> Non
     expected = wasm.on_pod_create(desired).pod
     got = floor.Floor(wasm, desired)(desired.pod)
     annotations = dict(expected["metadata"]["annotations"])
-    del annotations[plugins.PLUGINS_APPLIED_ANNOTATION]
+    del annotations[PLUGINS_APPLIED_ANNOTATION]
     metadata = {**expected["metadata"], "annotations": annotations}
     if not annotations and "annotations" not in desired.pod["metadata"]:
         del metadata["annotations"]
