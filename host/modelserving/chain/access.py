@@ -274,7 +274,8 @@ def _projection(item: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]
 def _container(env: Any, env_from: Any, base: str, out: dict[pss.Key, pss.Fact]) -> None:
     """The Secrets a container's ``env`` and ``envFrom`` reference."""
     for j, var in enumerate(_as_list(env)):
-        value_from = _as_map(var).get("valueFrom")
+        # most variables have a value: the test is kept to a dict lookup
+        value_from = var.get("valueFrom") if type(var) is dict else _as_map(var).get("valueFrom")
         if value_from is None:
             continue
         value_from = _as_map(value_from)

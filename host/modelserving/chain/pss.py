@@ -28,6 +28,7 @@ container the patch adds is judged against the template Pod:
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -142,7 +143,7 @@ class Part:
 
     def same(self, inputs: tuple[Any, ...]) -> bool:
         old = self.inputs
-        return len(old) == len(inputs) and all(a is b for a, b in zip(old, inputs, strict=True))
+        return len(old) == len(inputs) and all(map(operator.is_, old, inputs))
 
 
 @dataclass(slots=True)
