@@ -43,6 +43,8 @@ from modelserving.plugins.patch import escape
 _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
+_ALL_EFFECTS = (True, True, True, True, True)
+_ANNOTATIONS = ("metadata", "annotations")
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class PatchValidator:
         self._known_lock = threading.Lock()
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
+        self._op_effects: dict[tuple[str, str], tuple[bool | None, ...]] = {}
         self._prefixes = tuple(self.policy.protected_prefixes)
         self._protections = Protections(self.policy.protected_fields)
         self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
@@ -213,20 +216,47 @@ class PatchValidator:
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
         self._protections.check(before, after)
-        if ops is None or any(_touches_names(op, _CONTAINER_KINDS) for op in ops):
+        effects = _ALL_EFFECTS if ops is None else self._effects(ops)
+        if effects[0]:
             _check_unique_container_names(after)
-        if ops is None or any(_touches_names(op, ("volumes",)) for op in ops):
+        if effects[1]:
             _check_unique_volume_names(before, after)
         template = self._entry(before)
         patched: _Known | None = None
-        if ops is None or any(may_grant(op) for op in ops):
+        if effects[2]:
             patched = self._entry(after)
             self.check_privileges(before, after, template, patched)
-        if ops is None or any(access.may_change(op) for op in ops):
+        if effects[3]:
             patched = patched or self._entry(after)
             self.check_access(before, after, template, patched)
-        if ops is None or any(takeover.may_change(op) for op in ops):
+        if effects[4]:
             self.check_takeover(before, after, template, patched)
+
+    def _effects(self, ops: Sequence[PatchOperation]) -> tuple[bool, ...]:
+        """What the operations can change, each: container names, volume names, privileges
+        (``may_grant``), access (``access.may_change``), what runs (``takeover.may_change``).
+        Each answer depends on the operation's name and path alone (but ``may_grant`` of a
+        whole annotations map, which reads the keys), so it is kept per validator."""
+        out = [False] * len(_ALL_EFFECTS)
+        for op in ops:
+            key = (op["op"], op["path"])
+            found = self._op_effects.get(key)
+            if found is None:
+                found = (
+                    _touches_names(op, _CONTAINER_KINDS),
+                    _touches_names(op, ("volumes",)),
+                    None if split_tokens(op["path"]) == _ANNOTATIONS else may_grant(op),
+                    access.may_change(op),
+                    takeover.may_change(op),
+                )
+                if len(self._op_effects) >= _ALLOWS_CACHE_SIZE:
+                    self._op_effects.clear()
+                self._op_effects[key] = found
+            for i, effect in enumerate(found):
+                if effect is None:
+                    effect = may_grant(op)
+                out[i] = out[i] or effect
+        return tuple(out)
 
     def _entry(self, pod: Mapping[str, Any]) -> _Known:
         """What the validator knows of ``pod`` (found by identity), the most recently used;
