@@ -88,22 +88,25 @@ class _Instance:
         limits: Limits,
     ) -> None:
         self.store: Any = _store_new(engine.engine.ptr(), None, _NO_FINALIZER)
-        self.ctx = _store_context(self.store)
-        self.limit_bytes = limits.memory_bytes
         self.memory: ffi.wasmtime_memory_t | None = None
-        error = _set_fuel(self.ctx, limits.fuel)
-        if error:
+        try:  # nothing else deletes the store (no finalizer): any failure from here on does
+            self.ctx = _store_context(self.store)
+            self.limit_bytes = limits.memory_bytes
+            error = _set_fuel(self.ctx, limits.fuel)
+            if error:
+                raise wasmtime.WasmtimeError._from_ptr(error)
+            _set_epoch_deadline(self.ctx, engine.deadline_ticks(limits.timeout_ms))
+            _store_limiter(
+                self.store,
+                limits.memory_bytes,
+                engine.settings.max_table_elements,
+                1,
+                _MAX_TABLES,
+                1,
+            )
+        except BaseException:
             self.close()
-            raise wasmtime.WasmtimeError._from_ptr(error)
-        _set_epoch_deadline(self.ctx, engine.deadline_ticks(limits.timeout_ms))
-        _store_limiter(
-            self.store,
-            limits.memory_bytes,
-            engine.settings.max_table_elements,
-            1,
-            _MAX_TABLES,
-            1,
-        )
+            raise
         self.instance = ffi.wasmtime_instance_t()
         self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
         self.args = (ffi.wasmtime_val_raw_t * 2)()
@@ -249,10 +252,10 @@ def _run(
     start: float,
 ) -> CallResult:
     settings = engine.settings
-    inst = _Instance(engine, compiled, pre, limits)
     scope = CallScope(sink, time.monotonic() + limits.timeout_ms / 1000)
-    set_current_scope(scope)
+    inst = _Instance(engine, compiled, pre, limits)  # deleted by the 'finally' from here on
     try:
+        set_current_scope(scope)
         inst.start(_wasi_config() if compiled.info.wasi else None)
         response = _round_trip(inst, export.encode(), request, settings.max_response_bytes)
         fuel = limits.fuel - inst.fuel_left()
