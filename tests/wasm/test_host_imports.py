@@ -101,7 +101,7 @@ def test_a_busy_pool_times_the_call_out_instead_of_failing_it(request_bytes: byt
     holder = threading.Thread(target=hold_the_only_slot)
     holder.start()
     slots = sandbox.engine.slots
-    while slots._value:  # until the holder has the only slot
+    while slots.free:  # until the holder has the only slot
         time.sleep(0.005)
     with pytest.raises(CallFailure) as info:
         sandbox.call(quick, "ms_on_pod_create", request_bytes, sandbox.limits(timeout_ms=20))

@@ -219,7 +219,9 @@ def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Resp
             gc.enable()
     if not isinstance(value, dict):
         raise ResponseError(f"the response must be a msgpack map, not {kind_of(value)}")
-    if _values_over(value, MAX_RESPONSE_VALUES):
+    # Every map entry and array item takes at least one byte of msgpack: a response no longer
+    # than the bound cannot hold more values than it (and most are far shorter).
+    if len(data) > MAX_RESPONSE_VALUES and _values_over(value, MAX_RESPONSE_VALUES):
         raise ResponseError(f"the response holds more than {MAX_RESPONSE_VALUES} values")
     problem = json_problem(value, MAX_RESPONSE_DEPTH)
     if problem is not None:

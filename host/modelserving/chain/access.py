@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from modelserving.api.hook import PatchOperation
@@ -89,27 +90,91 @@ def may_change(op: PatchOperation) -> bool:
 
 def weakenings(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterator[pss.Weakening]:
     """The facts of ``after`` that ``before`` does not have, in the Pod's order."""
-    old = access_facts(before)
-    for (control, subject, what), (path, value) in access_facts(after).items():
+    return weakenings_between(facts_of(before), facts_of(after))
+
+
+def weakenings_between(before: AccessFacts, after: AccessFacts) -> Iterator[pss.Weakening]:
+    """``weakenings`` of two Pods' facts."""
+    old = before.facts
+    for (control, subject, what), (path, value) in after.facts.items():
         if (control, subject, what) not in old:
             yield pss.Weakening(control, subject, what, path, value, False)
+
+
+@dataclass(slots=True)
+class AccessFacts:
+    """The facts of one Pod, and its parts (by place) for ``facts_of(..., reuse=)``."""
+
+    facts: dict[pss.Key, pss.Fact]
+    parts: dict[tuple[str, int], pss.Part]
 
 
 def access_facts(pod: Mapping[str, Any]) -> dict[pss.Key, pss.Fact]:
     """Every fact of ``pod``: identity first, then volumes, containers and image pull Secrets. A
     fact's value is the name the policy's lists judge (a Secret, a ServiceAccount, a CSI driver,
     a claim or the source of one), None when it is not a string."""
+    return facts_of(pod).facts
+
+
+def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> AccessFacts:
+    """``access_facts`` with its parts. ``reuse``: the facts of a Pod ``pod`` shares objects
+    with; as in ``pss.pod_facts``, a part (the identity fields, a volume, a container's env, the
+    image pull Secrets) whose objects are the same there, at the same place, takes its facts
+    from there: the result is the same as without ``reuse``, in the same order."""
+    old = reuse.parts if reuse is not None else {}
+    parts: dict[tuple[str, int], pss.Part] = {}
     spec = _as_map(pod.get("spec"))
     out: dict[pss.Key, pss.Fact] = {}
-    _identity(spec, out)
+    inputs = tuple(spec.get(f) for f in _IDENTITY_FIELDS)
+    part = old.get(_IDENTITY_PART)
+    if part is None or not part.same(inputs):
+        part = pss.Part(inputs, {})
+        _identity(dict(zip(_IDENTITY_FIELDS, inputs, strict=True)), part.facts)
+    parts[_IDENTITY_PART] = part
+    out.update(part.facts)
     for i, volume in enumerate(_as_list(spec.get("volumes"))):
-        _volume(_as_map(volume), f"/spec/volumes/{i}", out)
+        part = old.get(("volumes", i))
+        if part is None or part.inputs[0] is not volume:
+            part = pss.Part((volume,), {})
+            _volume(_as_map(volume), f"/spec/volumes/{i}", part.facts)
+        parts["volumes", i] = part
+        _merge(out, part.facts)
     for kind in pss.CONTAINER_KINDS:
         for i, container in enumerate(_as_list(spec.get(kind))):
-            _container(_as_map(container), f"/spec/{kind}/{i}", out)
-    for i, ref in enumerate(_as_list(spec.get("imagePullSecrets"))):
-        _secret(_as_map(ref).get("name"), f"/spec/imagePullSecrets/{i}", out)
-    return out
+            container = _as_map(container)
+            inputs = (container.get("env"), container.get("envFrom"))
+            part = old.get((kind, i))
+            if part is None or not part.same(inputs):
+                part = pss.Part(inputs, {})
+                _container(inputs[0], inputs[1], f"/spec/{kind}/{i}", part.facts)
+            parts[kind, i] = part
+            _merge(out, part.facts)
+    refs = spec.get("imagePullSecrets")
+    part = old.get(_PULL_PART)
+    if part is None or part.inputs[0] is not refs:
+        part = pss.Part((refs,), {})
+        for i, ref in enumerate(_as_list(refs)):
+            _secret(_as_map(ref).get("name"), f"/spec/imagePullSecrets/{i}", part.facts)
+    parts[_PULL_PART] = part
+    _merge(out, part.facts)
+    return AccessFacts(out, parts)
+
+
+_IDENTITY_PART = ("identity", 0)
+_PULL_PART = ("imagePullSecrets", 0)
+_IDENTITY_FIELDS = (
+    "serviceAccountName",
+    "serviceAccount",
+    "automountServiceAccountToken",
+    "nodeName",
+)
+"""The fields of the Pod's spec ``_identity`` is given."""
+
+
+def _merge(out: dict[pss.Key, pss.Fact], facts: dict[pss.Key, pss.Fact]) -> None:
+    """Facts of a later part: a fact already found keeps its first place and path."""
+    for key, fact in facts.items():
+        out.setdefault(key, fact)
 
 
 def _identity(spec: Mapping[str, Any], out: dict[pss.Key, pss.Fact]) -> None:
@@ -206,13 +271,18 @@ def _projection(item: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]
         out.setdefault((CREDENTIALS, THE_POD, what), (path, None))
 
 
-def _container(container: Mapping[str, Any], base: str, out: dict[pss.Key, pss.Fact]) -> None:
-    for j, var in enumerate(_as_list(container.get("env"))):
-        value_from = _as_map(_as_map(var).get("valueFrom"))
+def _container(env: Any, env_from: Any, base: str, out: dict[pss.Key, pss.Fact]) -> None:
+    """The Secrets a container's ``env`` and ``envFrom`` reference."""
+    for j, var in enumerate(_as_list(env)):
+        # most variables have a value: the test is kept to a dict lookup
+        value_from = var.get("valueFrom") if type(var) is dict else _as_map(var).get("valueFrom")
+        if value_from is None:
+            continue
+        value_from = _as_map(value_from)
         if "secretKeyRef" in value_from:
             name = _as_map(value_from.get("secretKeyRef")).get("name")
             _secret(name, f"{base}/env/{j}", out)
-    for j, source in enumerate(_as_list(container.get("envFrom"))):
+    for j, source in enumerate(_as_list(env_from)):
         source = _as_map(source)
         if "secretRef" in source:
             _secret(_as_map(source.get("secretRef")).get("name"), f"{base}/envFrom/{j}", out)
@@ -231,6 +301,8 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def _as_map(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:
+        return value
     return value if isinstance(value, Mapping) else _EMPTY
 
 

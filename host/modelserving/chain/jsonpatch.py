@@ -8,7 +8,6 @@ depth); ``apply_one`` applies one operation so that only the maps and lists on i
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,17 +29,29 @@ MAX_POINTER_LENGTH = 1024
 
 
 def split_tokens(path: str) -> tuple[str, ...]:
+    """``split_pointer`` as a tuple; a path seen before is answered from a dict (each operation's
+    path is split by every check that reads it)."""
+    tokens = _SPLIT.get(path)
+    if tokens is not None:
+        return tokens
+    tokens = _split_new(path)
+    if len(_SPLIT) >= _SPLIT_CACHE_SIZE:
+        _SPLIT.clear()
+    _SPLIT[path] = tokens
+    return tokens
+
+
+_SPLIT: dict[str, tuple[str, ...]] = {}
+_SPLIT_CACHE_SIZE = 4096
+
+
+def _split_new(path: str) -> tuple[str, ...]:
     if len(path) > MAX_POINTER_LENGTH:
         raise PatchRejected(
             path[:80] + "...", f"a JSON Pointer may have at most {MAX_POINTER_LENGTH} characters"
         )
     if path.count("/") > MAX_DEPTH:
         raise PatchRejected(path[:80] + "...", f"the path is more than {MAX_DEPTH} levels deep")
-    return _split_short_pointer(path)
-
-
-@functools.lru_cache(maxsize=4096)
-def _split_short_pointer(path: str) -> tuple[str, ...]:
     if path == "":
         return ()
     if not path.startswith("/"):

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import posixpath
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +43,8 @@ from modelserving.plugins.patch import escape
 _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
+_ALL_EFFECTS = (True, True, True, True, True)
+_ANNOTATIONS = ("metadata", "annotations")
 
 
 @dataclass(frozen=True)
@@ -72,13 +76,41 @@ def _compile(policy: PatchPolicy) -> tuple[_Rule, ...]:
     return tuple(rules)
 
 
-class PatchValidator:
-    """Validates and applies patches under one PatchPolicy (compiled once)."""
+class _Known:
+    """What the validator found in one Pod (each part found when first needed): its Pod
+    Security facts, its access facts, and the containers its template grants a privilege."""
 
-    def __init__(self, policy: PatchPolicy | None = None) -> None:
+    __slots__ = ("access", "granted", "pod", "pss")
+
+    def __init__(self, pod: Mapping[str, Any]) -> None:
+        self.pod = pod  # held: the entry is found by the Pod's id
+        self.pss: pss.PodFacts | None = None
+        self.access: access.AccessFacts | None = None
+        self.granted: dict[str, tuple[str, str]] | None = None
+
+
+KNOWN_PODS = 32
+"""How many Pods a validator keeps the facts of: the template of each Pod in the works, and
+each plugin's patched Pod, which the next plugin of the chain patches."""
+
+
+class PatchValidator:
+    """Validates and applies patches under one PatchPolicy (compiled once).
+
+    The facts of a Pod (its privileges and access) are found once per Pod: a validator keeps
+    those of the last ``KNOWN_PODS`` Pods it saw (by identity: Pods are never changed in
+    place, a patched Pod is a new object built copy-on-write), and finds those of a patched Pod
+    from its template's, reading again only the parts the patch made new. ``memo=False`` reads
+    every Pod whole, every time (the reference the tests compare with)."""
+
+    def __init__(self, policy: PatchPolicy | None = None, memo: bool = True) -> None:
         self.policy = policy or PatchPolicy()
+        self.memo = memo
+        self._known: OrderedDict[int, _Known] = OrderedDict()
+        self._known_lock = threading.Lock()
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
+        self._op_effects: dict[tuple[str, str], tuple[bool | None, ...]] = {}
         self._prefixes = tuple(self.policy.protected_prefixes)
         self._protections = Protections(self.policy.protected_fields)
         self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
@@ -184,39 +216,110 @@ class PatchValidator:
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
         self._protections.check(before, after)
-        if ops is None or any(_touches_names(op, _CONTAINER_KINDS) for op in ops):
+        effects = _ALL_EFFECTS if ops is None else self._effects(ops)
+        if effects[0]:
             _check_unique_container_names(after)
-        if ops is None or any(_touches_names(op, ("volumes",)) for op in ops):
+        if effects[1]:
             _check_unique_volume_names(before, after)
-        facts: pss.PodFacts | None = None
-        if ops is None or any(may_grant(op) for op in ops):
-            facts = pss.pod_facts(before)
-            self.check_privileges(before, after, facts)
-        if ops is None or any(access.may_change(op) for op in ops):
-            self.check_access(before, after)
-        if ops is None or any(takeover.may_change(op) for op in ops):
-            self.check_takeover(before, after, facts)
+        template = self._entry(before)
+        patched: _Known | None = None
+        if effects[2]:
+            patched = self._entry(after)
+            self.check_privileges(before, after, template, patched)
+        if effects[3]:
+            patched = patched or self._entry(after)
+            self.check_access(before, after, template, patched)
+        if effects[4]:
+            self.check_takeover(before, after, template, patched)
+
+    def _effects(self, ops: Sequence[PatchOperation]) -> tuple[bool, ...]:
+        """What the operations can change, each: container names, volume names, privileges
+        (``may_grant``), access (``access.may_change``), what runs (``takeover.may_change``).
+        Each answer depends on the operation's name and path alone (but ``may_grant`` of a
+        whole annotations map, which reads the keys), so it is kept per validator."""
+        out = [False] * len(_ALL_EFFECTS)
+        for op in ops:
+            key = (op["op"], op["path"])
+            found = self._op_effects.get(key)
+            if found is None:
+                found = (
+                    _touches_names(op, _CONTAINER_KINDS),
+                    _touches_names(op, ("volumes",)),
+                    None if split_tokens(op["path"]) == _ANNOTATIONS else may_grant(op),
+                    access.may_change(op),
+                    takeover.may_change(op),
+                )
+                if len(self._op_effects) >= _ALLOWS_CACHE_SIZE:
+                    self._op_effects.clear()
+                self._op_effects[key] = found
+            for i, effect in enumerate(found):
+                if effect is None:
+                    effect = may_grant(op)
+                out[i] = out[i] or effect
+        return tuple(out)
+
+    def _entry(self, pod: Mapping[str, Any]) -> _Known:
+        """What the validator knows of ``pod`` (found by identity), the most recently used;
+        with ``memo`` off, nothing."""
+        if not self.memo:
+            return _Known(pod)
+        key = id(pod)
+        with self._known_lock:
+            known = self._known.get(key)
+            if known is not None and known.pod is pod:
+                self._known.move_to_end(key)
+                return known
+            known = self._known[key] = _Known(pod)
+            while len(self._known) > KNOWN_PODS:
+                self._known.popitem(last=False)
+            return known
+
+    def _pss(self, known: _Known, template: _Known | None = None) -> pss.PodFacts:
+        """The Pod Security facts of ``known``'s Pod (from ``template``'s where they are the
+        same)."""
+        if known.pss is None:
+            reuse = template.pss if template is not None and self.memo else None
+            known.pss = pss.pod_facts(known.pod, reuse)
+        return known.pss
+
+    def _access(self, known: _Known, template: _Known | None = None) -> access.AccessFacts:
+        """The access facts of ``known``'s Pod (from ``template``'s where they are the same)."""
+        if known.access is None:
+            reuse = template.access if template is not None and self.memo else None
+            known.access = access.facts_of(known.pod, reuse)
+        return known.access
 
     def check_privileges(
         self,
         before: Mapping[str, Any],
         after: Mapping[str, Any],
-        facts: pss.PodFacts | None = None,
+        old: _Known | None = None,
+        new: _Known | None = None,
     ) -> None:
-        """Refuse the first Pod Security control ``after`` has weaker than ``before`` (whose
-        facts are ``facts`` when given) that the policy does not allow to weaken."""
-        if facts is None:
-            facts = pss.pod_facts(before)
-        for weakening in pss.weakenings(facts, pss.pod_facts(after)):
+        """Refuse the first Pod Security control ``after`` has weaker than ``before`` that the
+        policy does not allow to weaken. (``old`` and ``new``: what is known of them.)"""
+        old = old or self._entry(before)
+        new = new or self._entry(after)
+        facts = self._pss(old)
+        for weakening in pss.weakenings(facts, self._pss(new, old)):
             reason = self._refusal(weakening)
             if reason:
                 raise PatchRejected(weakening.path, reason)
 
-    def check_access(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+    def check_access(
+        self,
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        old: _Known | None = None,
+        new: _Known | None = None,
+    ) -> None:
         """Refuse the first Secret, service-account credential, ServiceAccount, CSI volume, volume
         claim or node binding of ``after`` that ``before`` does not have and the policy does not
         allow."""
-        for weakening in access.weakenings(before, after):
+        old = old or self._entry(before)
+        new = new or self._entry(after)
+        facts = self._access(old)
+        for weakening in access.weakenings_between(facts, self._access(new, old)):
             reason = self._refusal(weakening)
             if reason:
                 raise PatchRejected(weakening.path, reason)
@@ -225,7 +328,8 @@ class PatchValidator:
         self,
         before: Mapping[str, Any],
         after: Mapping[str, Any],
-        facts: pss.PodFacts | None = None,
+        old: _Known | None = None,
+        new: _Known | None = None,
     ) -> None:
         """Refuse a change to what runs in a container that the template grants a privilege the
         policy would refuse a plugin to add (``modelserving.chain.takeover``): a plugin could
@@ -235,14 +339,18 @@ class PatchValidator:
         changes to write one."""
         if self.policy.allow_privileged_container_changes:
             return
-        granted = self._granted(pss.pod_facts(before) if facts is None else facts, before)
+        old = old or self._entry(before)
+        if old.granted is None:
+            old.granted = self._granted(self._pss(old), before)
+        granted = old.granted
         if not granted:
             return
         after_granted: list[dict[str, tuple[str, str]]] = []
 
         def still(subject: str) -> bool:
             if not after_granted:
-                after_granted.append(self._granted(pss.pod_facts(after), after))
+                known = new or self._entry(after)
+                after_granted.append(self._granted(self._pss(known, old), after))
             return subject in after_granted[0]
 
         for change in takeover.changes(before, after, list(granted)):

@@ -28,6 +28,7 @@ container the patch adds is judged against the template Pod:
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -129,13 +130,32 @@ class Weakening(NamedTuple):
 
 
 @dataclass(slots=True)
+class Part:
+    """The facts one part of a Pod adds (the Pod's own fields, a volume, a container), and the
+    objects they were read from: a part whose objects are the same (``is``) in another Pod adds
+    the same facts there (Pods are never changed in place: patches apply copy-on-write)."""
+
+    inputs: tuple[Any, ...]
+    facts: dict[Key, Fact]
+    extra: Any = None
+    """A volume part's hostPath volume, ``(name, what)`` (None when it is none); a container
+    part's: the hostPath volumes of its Pod it was read with."""
+
+    def same(self, inputs: tuple[Any, ...]) -> bool:
+        old = self.inputs
+        return len(old) == len(inputs) and all(map(operator.is_, old, inputs))
+
+
+@dataclass(slots=True)
 class PodFacts:
-    """The facts of one Pod, its container subjects, and what a container inherits there."""
+    """The facts of one Pod, its container subjects, and what a container inherits there;
+    ``parts`` (by place in the Pod) are what ``pod_facts(..., reuse=)`` can take again."""
 
     facts: dict[Key, Fact]
     containers: set[str]
     pod_sc: Mapping[str, Any]
     _plain: frozenset[tuple[str, str]] | None = field(default=None, repr=False)
+    parts: dict[tuple[str, int], Part] = field(default_factory=dict, repr=False)
 
     def plain(self) -> frozenset[tuple[str, str]]:
         """The ``(control, what)`` of a container without settings of its own in this Pod."""
@@ -171,21 +191,69 @@ def weakenings(before: PodFacts, after: PodFacts) -> Iterator[Weakening]:
         yield Weakening(control, subject, what, fact[0], fact[1], added)
 
 
-def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
-    """Every fact of ``pod``: Pod-level ones first, then volumes, then containers in order."""
+def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts:
+    """Every fact of ``pod``: Pod-level ones first, then volumes, then containers in order.
+
+    ``reuse``: the facts of a Pod ``pod`` shares objects with (the template of a patched Pod).
+    Each part of ``pod`` (its own fields, a volume, a container) whose facts depend only on
+    objects that are the same in that Pod, at the same place, takes its facts from there
+    instead of reading them again: the result is the same as without ``reuse``, in the same
+    order (a property test checks this), at the cost of the parts a patch touched."""
+    old = reuse.parts if reuse is not None else {}
+    parts: dict[tuple[str, int], Part] = {}
     spec = _as_map(pod.get("spec"))
-    pod_sc = _as_map(spec.get("securityContext"))
+    raw_sc = spec.get("securityContext")
+    pod_sc = _as_map(raw_sc)
     out: dict[Key, Fact] = {}
-    _pod_level(pod, spec, pod_sc, out)
-    host_volumes = _volumes(spec, out)
+    annotations = _as_map(pod.get("metadata")).get("annotations")
+    inputs = (raw_sc, annotations, *(spec.get(f) for f in _POD_FIELDS))
+    part = old.get(_POD_PART)
+    if part is None or not part.same(inputs):
+        part = Part(inputs, {})
+        _pod_level(dict(zip(_POD_FIELDS, inputs[2:], strict=True)), pod_sc, annotations, part.facts)
+    parts[_POD_PART] = part
+    out.update(part.facts)
+    host_volumes: dict[str, str] = {}
+    for i, volume in enumerate(_as_list(spec.get("volumes"))):
+        part = old.get(("volumes", i))
+        if part is None or part.inputs[0] is not volume:
+            part = Part((volume,), {})
+            part.extra = _volume(_as_map(volume), i, part.facts)
+        parts["volumes", i] = part
+        out.update(part.facts)
+        if part.extra is not None:
+            host_volumes[part.extra[0]] = part.extra[1]
     containers: set[str] = set()
     for kind in CONTAINER_KINDS:
         for i, container in enumerate(_as_list(spec.get(kind))):
             container = _as_map(container)
+            inputs = (raw_sc, *(container.get(f) for f in _CONTAINER_FIELDS))
             subject = container_subject(kind, container)
             containers.add(subject)
-            _container(container, subject, f"/spec/{kind}/{i}", pod_sc, host_volumes, out)
-    return PodFacts(out, containers, pod_sc)
+            part = old.get((kind, i))
+            if part is None or part.extra != host_volumes or not part.same(inputs):
+                part = Part(inputs, {}, host_volumes)
+                view = dict(zip(_CONTAINER_FIELDS, inputs[1:], strict=True))
+                _container(view, subject, f"/spec/{kind}/{i}", pod_sc, host_volumes, part.facts)
+            parts[kind, i] = part
+            out.update(part.facts)
+    return PodFacts(out, containers, pod_sc, parts=parts)
+
+
+_POD_PART = ("pod", 0)
+_POD_FIELDS = ("hostNetwork", "hostPID", "hostIPC", "hostUsers")
+"""The fields of the Pod's spec its own facts are read from (besides its securityContext)."""
+_CONTAINER_FIELDS = (
+    "name",
+    "securityContext",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "volumeMounts",
+    "ports",
+)
+"""The fields of a container its facts are read from: ``_container`` is given these alone."""
 
 
 def container_subject(kind: str, container: Mapping[str, Any]) -> str:
@@ -197,11 +265,13 @@ _HOST_USERS = "shares the node's user namespace (hostUsers is not false)"
 
 
 def _pod_level(
-    pod: Mapping[str, Any],
     spec: Mapping[str, Any],
     pod_sc: Mapping[str, Any],
+    annotations: Any,
     out: dict[Key, Fact],
 ) -> None:
+    """The Pod's own facts, from ``spec`` (the fields of ``_POD_FIELDS``), its securityContext
+    and its annotations."""
     for namespace in ("hostNetwork", "hostPID", "hostIPC"):
         if _set(spec.get(namespace)):
             out[HOST_NAMESPACES, THE_POD, f"sets {namespace}"] = (f"/spec/{namespace}", None)
@@ -222,8 +292,7 @@ def _pod_level(
             f"{_POD_SC}/sysctls/{i}",
             sysctl_name(name),
         )
-    annotations = _as_map(_as_map(pod.get("metadata")).get("annotations"))
-    for key, value in annotations.items():
+    for key, value in _as_map(annotations).items():
         if str(key).startswith(_APPARMOR_ANNOTATION) and not (
             value == "runtime/default" or str(value).startswith("localhost/")
         ):
@@ -233,29 +302,28 @@ def _pod_level(
             )
 
 
-def _volumes(spec: Mapping[str, Any], out: dict[Key, Fact]) -> dict[str, str]:
-    """Volume facts; returns the hostPath volumes by name, each with its fact's text."""
-    host: dict[str, str] = {}
-    for i, volume in enumerate(_as_list(spec.get("volumes"))):
-        volume = _as_map(volume)
-        name = volume.get("name")
-        subject, path = f"volume {name!r}", f"/spec/volumes/{i}"
-        for kind, source in volume.items():
-            if kind == "name":
-                continue
-            if kind == "hostPath":
-                source = _as_map(source)
-                what = f"is hostPath {source.get('path')!r}"
-                if source.get("type"):
-                    what += f" of type {source.get('type')!r}"
-                out[HOST_PATH, subject, what] = (path, None)
-                if isinstance(name, str):
-                    host[name] = what
-            elif kind in _RESTRICTED_VOLUMES:
-                out[VOLUME_TYPES, subject, f"is a {kind} volume"] = (path, kind)
-            else:  # any change to such a volume is a new fact
-                what = f"is a {kind} volume {json.dumps(source, sort_keys=True, default=str)}"
-                out[VOLUME_TYPES, subject, what] = (path, kind)
+def _volume(volume: Mapping[str, Any], i: int, out: dict[Key, Fact]) -> tuple[str, str] | None:
+    """The facts of the volume at index ``i``; its name and its fact's text when it is a
+    hostPath volume with a name."""
+    host = None
+    name = volume.get("name")
+    subject, path = f"volume {name!r}", f"/spec/volumes/{i}"
+    for kind, source in volume.items():
+        if kind == "name":
+            continue
+        if kind == "hostPath":
+            source = _as_map(source)
+            what = f"is hostPath {source.get('path')!r}"
+            if source.get("type"):
+                what += f" of type {source.get('type')!r}"
+            out[HOST_PATH, subject, what] = (path, None)
+            if isinstance(name, str):
+                host = (name, what)
+        elif kind in _RESTRICTED_VOLUMES:
+            out[VOLUME_TYPES, subject, f"is a {kind} volume"] = (path, kind)
+        else:  # any change to such a volume is a new fact
+            what = f"is a {kind} volume {json.dumps(source, sort_keys=True, default=str)}"
+            out[VOLUME_TYPES, subject, what] = (path, kind)
     return host
 
 

@@ -11,6 +11,7 @@ metrics) as a ``CallRecord``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -214,14 +215,23 @@ def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> dict[s
     everything it shares with earlier Pods stay unchanged."""
     if not entries:
         return pod
-    applied = []
-    for e in entries:
-        item = {"name": e.name, "runtime": e.runtime}
-        if e.digest:
-            item["sha256"] = e.digest
-        applied.append(item)
     metadata = dict(pod.get("metadata") or {})
     annotations = dict(metadata.get("annotations") or {})
-    annotations[PLUGINS_APPLIED_ANNOTATION] = json.dumps(applied, separators=(",", ":"))
+    annotations[PLUGINS_APPLIED_ANNOTATION] = _applied_text(
+        tuple((e.name, e.runtime, e.digest) for e in entries)
+    )
     metadata["annotations"] = annotations
     return {**pod, "metadata": metadata}
+
+
+@functools.lru_cache(maxsize=256)
+def _applied_text(applied: tuple[tuple[str, str, str | None], ...]) -> str:
+    """The annotation's value for plugins ``(name, runtime, digest)`` (the same few sets of
+    plugins apply to every Pod of a chain: each text is made once)."""
+    items = []
+    for name, runtime, digest in applied:
+        item = {"name": name, "runtime": runtime}
+        if digest:
+            item["sha256"] = digest
+        items.append(item)
+    return json.dumps(items, separators=(",", ":"))

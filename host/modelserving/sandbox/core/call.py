@@ -53,6 +53,11 @@ def _held(name: str) -> Any:
     return function
 
 
+_store_new = _held("wasmtime_store_new")
+_store_context = _held("wasmtime_store_context")
+_store_delete = _held("wasmtime_store_delete")
+_set_wasi = _held("wasmtime_context_set_wasi")
+_NO_FINALIZER = ctypes.cast(0, ctypes.CFUNCTYPE(None, ctypes.c_void_p))
 _export_get = _held("wasmtime_instance_export_get")
 _memory_data_size = _held("wasmtime_memory_data_size")
 _memory_data = _held("wasmtime_memory_data")
@@ -71,7 +76,9 @@ class _Failed(Exception):
 
 
 class _Instance:
-    """A fresh instance in its own store, with raw handles to what the call needs."""
+    """A fresh instance in its own store, with raw handles to what the call needs. The store is
+    wasmtime's C object itself (``wasmtime_store_new``), deleted by ``close``: wasmtime-py's
+    ``Store`` would add a Python object, a finalizer and a context lookup to every call."""
 
     def __init__(
         self,
@@ -80,22 +87,26 @@ class _Instance:
         pre: wasmtime.InstancePre,
         limits: Limits,
     ) -> None:
-        self.store = wasmtime.Store(engine.engine)
-        self.ctx = self.store._context()
-        self.limit_bytes = limits.memory_bytes
-        error = _set_fuel(self.ctx, limits.fuel)
-        if error:
-            raise wasmtime.WasmtimeError._from_ptr(error)
-        _set_epoch_deadline(self.ctx, engine.deadline_ticks(limits.timeout_ms))
-        _store_limiter(
-            self.store.ptr(),
-            limits.memory_bytes,
-            engine.settings.max_table_elements,
-            1,
-            _MAX_TABLES,
-            1,
-        )
+        self.store: Any = _store_new(engine.engine.ptr(), None, _NO_FINALIZER)
         self.memory: ffi.wasmtime_memory_t | None = None
+        try:  # nothing else deletes the store (no finalizer): any failure from here on does
+            self.ctx = _store_context(self.store)
+            self.limit_bytes = limits.memory_bytes
+            error = _set_fuel(self.ctx, limits.fuel)
+            if error:
+                raise wasmtime.WasmtimeError._from_ptr(error)
+            _set_epoch_deadline(self.ctx, engine.deadline_ticks(limits.timeout_ms))
+            _store_limiter(
+                self.store,
+                limits.memory_bytes,
+                engine.settings.max_table_elements,
+                1,
+                _MAX_TABLES,
+                1,
+            )
+        except BaseException:
+            self.close()
+            raise
         self.instance = ffi.wasmtime_instance_t()
         self.trap = ctypes.POINTER(ffi.wasm_trap_t)()
         self.args = (ffi.wasmtime_val_raw_t * 2)()
@@ -104,7 +115,9 @@ class _Instance:
 
     def start(self, wasi: wasmtime.WasiConfig | None) -> None:
         if wasi is not None:
-            self.store.set_wasi(wasi)
+            error = _set_wasi(self.ctx, wasi._consume())
+            if error:
+                raise wasmtime.WasmtimeError._from_ptr(error)
         error = ffi.wasmtime_instance_pre_instantiate(
             self._pre.ptr(), self.ctx, ctypes.byref(self.instance), ctypes.byref(self.trap)
         )
@@ -175,7 +188,12 @@ class _Instance:
         return self.memory_size() + slack > self.limit_bytes
 
     def close(self) -> None:
-        self.store.close()
+        """Delete the store (and the instance in it); once, whatever calls it again."""
+        store, self.store = self.store, None
+        if store is not None:
+            self.ctx = None
+            self.memory = None
+            _store_delete(store)
 
 
 def start_instance(
@@ -234,12 +252,13 @@ def _run(
     start: float,
 ) -> CallResult:
     settings = engine.settings
-    inst = _Instance(engine, compiled, pre, limits)
     scope = CallScope(sink, time.monotonic() + limits.timeout_ms / 1000)
-    set_current_scope(scope)
+    inst = _Instance(engine, compiled, pre, limits)  # deleted by the 'finally' from here on
     try:
+        set_current_scope(scope)
         inst.start(_wasi_config() if compiled.info.wasi else None)
         response = _round_trip(inst, export.encode(), request, settings.max_response_bytes)
+        fuel = limits.fuel - inst.fuel_left()
     except _Failed as exc:
         raise _failure(inst, limits, start, sink, exc.failure_class, exc.message) from None
     except wasmtime.Trap as trap:
@@ -258,8 +277,7 @@ def _run(
         raise _failure(inst, limits, start, sink, cls, message) from None
     finally:
         set_current_scope(None)
-    fuel = limits.fuel - inst.fuel_left()
-    inst.close()
+        inst.close()  # (again, after a failure: once is what happens)
     return CallResult(response, fuel, (time.perf_counter() - start) * 1e6, sink.close())
 
 

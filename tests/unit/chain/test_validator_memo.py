@@ -1,0 +1,334 @@
+"""The validator finds a Pod's facts once and a patched Pod's from its template's (``memo``): it
+must judge every patch exactly as reading both Pods whole does (``PatchValidator(memo=False)``,
+the reference). Hypothesis drives both with random and hostile patches (securityContext,
+capabilities, volumes, hostPath, host namespaces and ports, probes, Secrets, ServiceAccounts...)
+on templates with and without privileges, under strict and open policies, on a fresh
+validator and on one that already knows the template, and along a chain of patches."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from modelserving.api.errors import PatchRejected
+from modelserving.api.policy import PatchPolicy, PathRule
+from modelserving.chain import access, pss
+from modelserving.chain.jsonpatch import apply_one
+from modelserving.chain.policy import KNOWN_PODS, PatchValidator
+
+RESTRICTED = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _templates() -> list[dict[str, Any]]:
+    plain: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"a": "b"}, "annotations": {"x": "y"}},
+        "spec": {
+            "securityContext": {"runAsNonRoot": True},
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "vllm:1",
+                    "env": [{"name": f"V{i}", "value": "v"} for i in range(5)],
+                    "ports": [{"containerPort": 80}],
+                    "securityContext": dict(RESTRICTED),
+                }
+            ],
+        },
+    }
+    rich = copy.deepcopy(plain)
+    spec: dict[str, Any] = rich["spec"]
+    spec["automountServiceAccountToken"] = False
+    spec["hostUsers"] = False
+    spec["serviceAccountName"] = "engine"
+    spec["imagePullSecrets"] = [{"name": "pull"}]
+    spec["volumes"] = [
+        {"name": "state", "emptyDir": {}},
+        {"name": "h", "hostPath": {"path": "/models", "type": "Directory"}},
+        {"name": "t", "projected": {"sources": [{"secret": {"name": "p"}}]}},
+    ]
+    spec["initContainers"] = [
+        {
+            "name": "fetch",
+            "image": "busybox",
+            "volumeMounts": [{"name": "state", "mountPath": "/s"}],
+        }
+    ]
+    spec["containers"].append(
+        {
+            "name": "agent",
+            "image": "agent:1",
+            "command": ["/bin/sh"],
+            "env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s"}}}],
+            "volumeMounts": [
+                {"name": "state", "mountPath": "/state"},
+                {"name": "h", "mountPath": "/models", "readOnly": True},
+            ],
+            "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
+            "livenessProbe": {"httpGet": {"host": "10.0.0.1", "port": 80}},
+        }
+    )
+    return [plain, rich]
+
+
+TEMPLATES = _templates()
+OPEN = [PathRule(path="/**")]
+POLICIES = [
+    PatchPolicy(),
+    PatchPolicy(allowed_paths=OPEN),
+    PatchPolicy(allowed_paths=OPEN, allow_host_path=True, allowed_secrets=["y"]),
+    PatchPolicy(
+        allowed_paths=OPEN,
+        allow_privileged=True,
+        allow_privileged_container_changes=True,
+        allowed_capabilities=["SYS_ADMIN", "IPC_LOCK"],
+    ),
+]
+
+SEGMENTS = st.sampled_from(
+    [
+        "metadata", "annotations", "labels", "spec", "containers", "initContainers",
+        "ephemeralContainers", "0", "1", "2", "-", "env", "envFrom", "args", "image", "command",
+        "resources", "securityContext", "privileged", "capabilities", "add", "drop", "ports",
+        "hostPort", "volumes", "hostPath", "path", "type", "volumeMounts", "readOnly",
+        "mountPropagation", "hostNetwork", "hostPID", "hostUsers", "runtimeClassName",
+        "livenessProbe", "httpGet", "host", "exec", "lifecycle", "runAsUser", "runAsNonRoot",
+        "name", "sysctls", "seccompProfile", "appArmorProfile", "seLinuxOptions",
+        "windowsOptions", "procMount", "allowPrivilegeEscalation", "valueFrom", "secretKeyRef",
+        "projected", "sources", "serviceAccountToken", "imagePullSecrets", "nodeName",
+        "serviceAccountName", "automountServiceAccountToken", "shareProcessNamespace",
+        "container.apparmor.security.beta.kubernetes.io~1engine",
+    ]
+)  # fmt: skip
+REALISTIC = [
+    "/spec/containers/0/env/-",
+    "/spec/containers/0/env/0",
+    "/spec/containers/0/securityContext",
+    "/spec/containers/0/securityContext/privileged",
+    "/spec/containers/0/securityContext/capabilities/add",
+    "/spec/containers/0/securityContext/capabilities/add/-",
+    "/spec/containers/1/securityContext",
+    "/spec/containers/1/image",
+    "/spec/containers/1/volumeMounts/-",
+    "/spec/containers/1/volumeMounts/1/readOnly",
+    "/spec/containers/-",
+    "/spec/containers/0",
+    "/spec/initContainers/-",
+    "/spec/volumes/-",
+    "/spec/volumes/0",
+    "/spec/volumes/1/hostPath/path",
+    "/spec/securityContext",
+    "/spec/securityContext/runAsUser",
+    "/spec/hostNetwork",
+    "/spec/hostUsers",
+    "/spec/serviceAccountName",
+    "/spec/imagePullSecrets/-",
+    "/metadata/annotations",
+    "/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1engine",
+    "/spec/runtimeClassName",
+]
+VALUES = st.sampled_from(
+    [
+        None, True, False, 0, 1, "x", "unconfined", "Unconfined", "Bidirectional", [], {},
+        ["SYS_ADMIN"], ["NET_RAW"], "SYS_ADMIN", "IPC_LOCK", {"add": ["SYS_ADMIN"]},
+        {"privileged": True}, dict(RESTRICTED), {"type": "Unconfined"},
+        {"name": "B", "value": "1"},
+        {"name": "T", "valueFrom": {"secretKeyRef": {"name": "y"}}},
+        [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "y"}}}],
+        {"containerPort": 1, "hostPort": 1}, [{"hostPort": 80}],
+        {"name": "root", "hostPath": {"path": "/"}},
+        {"name": "h", "hostPath": {"path": "/var/run"}},
+        {"name": "shm", "emptyDir": {}}, {"name": "s", "secret": {"secretName": "y"}},
+        {"name": "state", "mountPath": "/bin"}, {"name": "h", "mountPath": "/x"},
+        {"name": "side", "image": "i"},
+        {"name": "side", "image": "i", "securityContext": {"privileged": True}},
+        {"name": "agent", "image": "evil"}, {"name": "engine", "image": "twin"},
+        {"httpGet": {"host": "1.2.3.4"}}, {"exec": {"command": ["sh"]}},
+        [{"name": "kernel.msgmax", "value": "1"}], {"path": "/"},
+        {"x": "y", "container.apparmor.security.beta.kubernetes.io/engine": "unconfined"},
+        {"sources": [{"serviceAccountToken": {"audience": "a"}}]}, {"name": "pull2"},
+    ]
+)  # fmt: skip
+
+
+def _op(name: str, path: str, value: Any) -> dict[str, Any]:
+    return (
+        {"op": name, "path": path}
+        if name == "remove"
+        else {"op": name, "path": path, "value": value}
+    )
+
+
+OPS = st.builds(
+    _op,
+    st.sampled_from(["add", "add", "replace", "remove", "test"]),
+    st.one_of(
+        st.sampled_from(REALISTIC),
+        st.sampled_from(REALISTIC),
+        st.lists(SEGMENTS, min_size=1, max_size=6).map(lambda ts: "".join("/" + t for t in ts)),
+    ),
+    VALUES,
+)
+HOSTILE = st.sampled_from(
+    [
+        _op(
+            "add",
+            "/spec/containers/0/env/-",
+            {"name": "T", "valueFrom": {"secretKeyRef": {"name": "y"}}},
+        ),
+        _op("add", "/spec/containers/0/envFrom", [{"secretRef": {"name": "y"}}]),
+        _op("add", "/spec/containers/0/securityContext/privileged", True),
+        _op("add", "/spec/containers/0/securityContext/capabilities/add", ["SYS_ADMIN"]),
+        _op("add", "/spec/containers/0/securityContext/runAsUser", 0),
+        _op("remove", "/spec/containers/0/securityContext/capabilities", None),
+        _op("add", "/spec/containers/0/ports/-", {"containerPort": 1, "hostPort": 1}),
+        _op("add", "/spec/containers/0/volumeMounts", [{"name": "h", "mountPath": "/x"}]),
+        _op("add", "/spec/containers/0/livenessProbe", {"httpGet": {"host": "1.2.3.4"}}),
+        _op(
+            "add",
+            "/spec/containers/-",
+            {"name": "side", "image": "i", "securityContext": {"privileged": True}},
+        ),
+        _op(
+            "add",
+            "/spec/initContainers/-",
+            {"name": "w", "image": "i", "volumeMounts": [{"name": "state", "mountPath": "/s"}]},
+        ),
+        _op("add", "/spec/volumes/-", {"name": "root", "hostPath": {"path": "/"}}),
+        _op("replace", "/spec/volumes/0", {"name": "state", "hostPath": {"path": "/"}}),
+        _op("add", "/spec/volumes/-", {"name": "s", "secret": {"secretName": "y"}}),
+        _op("add", "/spec/hostNetwork", True),
+        _op("remove", "/spec/hostUsers", None),
+        _op("add", "/spec/securityContext/sysctls", [{"name": "kernel.msgmax", "value": "1"}]),
+        _op("add", "/spec/serviceAccountName", "admin"),
+        _op("add", "/spec/automountServiceAccountToken", True),
+        _op("add", "/spec/imagePullSecrets", [{"name": "pull2"}]),
+        _op("add", "/spec/nodeName", "n1"),
+        _op("add", "/spec/shareProcessNamespace", True),
+        _op("replace", "/spec/containers/1/image", "evil:1"),
+        _op("replace", "/spec/containers/1/volumeMounts/1/readOnly", False),
+        _op(
+            "add",
+            "/metadata/annotations/container.apparmor.security.beta.kubernetes.io~1engine",
+            "unconfined",
+        ),
+    ]
+)
+PATCHES = st.lists(st.one_of(OPS, HOSTILE), min_size=1, max_size=4)
+SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def verdict(validator: PatchValidator, pod: dict[str, Any], patch: Any) -> Any:
+    """The patched Pod, or the refusal's path and reason."""
+    try:
+        return validator.apply(pod, copy.deepcopy(patch))
+    except PatchRejected as exc:
+        return ("rejected", exc.path, exc.reason)
+
+
+@SETTINGS
+@given(
+    template=st.sampled_from(TEMPLATES),
+    policy=st.sampled_from(POLICIES),
+    first=PATCHES,
+    second=PATCHES,
+)
+def test_the_memo_judges_every_patch_as_the_full_walk_does(
+    template: dict[str, Any], policy: PatchPolicy, first: Any, second: Any
+) -> None:
+    pod = copy.deepcopy(template)
+    reference, fast = PatchValidator(policy, memo=False), PatchValidator(policy)
+    expected = verdict(reference, pod, first)
+    assert verdict(fast, pod, first) == expected  # nothing known yet
+    assert verdict(fast, pod, second) == verdict(reference, pod, second)  # the template known
+    assert verdict(fast, pod, first) == expected  # and again
+    if isinstance(expected, dict):  # the next plugin of a chain patches the patched Pod
+        patched = fast.apply(pod, copy.deepcopy(first))
+        assert verdict(fast, patched, second) == verdict(reference, patched, second)
+    assert pod == template  # no Pod is changed
+
+
+def _patched(pod: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any] | None:
+    after: Any = pod
+    try:
+        for op in patch:
+            after = apply_one(after, op)  # type: ignore[arg-type]
+    except PatchRejected:
+        return None
+    return after if isinstance(after, dict) else None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(template=st.sampled_from(TEMPLATES), patch=PATCHES)
+def test_facts_found_from_the_template_are_those_of_the_whole_pod(
+    template: dict[str, Any], patch: list[dict[str, Any]]
+) -> None:
+    """Exactly the same facts, in the same order, with the same paths."""
+    after = _patched(template, patch)
+    if after is None:
+        return
+    whole = pss.pod_facts(after)
+    reused = pss.pod_facts(after, reuse=pss.pod_facts(template))
+    assert list(reused.facts.items()) == list(whole.facts.items())
+    assert reused.containers == whole.containers and reused.pod_sc == whole.pod_sc
+    access_whole = access.facts_of(after)
+    access_reused = access.facts_of(after, reuse=access.facts_of(template))
+    assert list(access_reused.facts.items()) == list(access_whole.facts.items())
+
+
+def test_a_part_is_read_again_when_its_objects_are_new() -> None:
+    """A privilege written into a copied securityContext is found, though the container's other
+    fields are the template's objects."""
+    template = TEMPLATES[0]
+    container = dict(template["spec"]["containers"][0])
+    container["securityContext"] = {**container["securityContext"], "privileged": True}
+    after = {**template, "spec": {**template["spec"], "containers": [container]}}
+    facts = pss.pod_facts(after, reuse=pss.pod_facts(template))
+    assert (pss.PRIVILEGED, "container 'engine'", "runs privileged") in facts.facts
+    hook = {**container, "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "y"}}}]}
+    after = {**template, "spec": {**template["spec"], "containers": [hook]}}
+    found = access.facts_of(after, reuse=access.facts_of(template)).facts
+    assert (access.SECRETS, pss.THE_POD, "references Secret 'y'") in found
+
+
+def test_a_container_is_read_again_when_the_pods_host_volumes_change() -> None:
+    """A mount of a volume that becomes hostPath is a fact, though the container is the same
+    object: the Pod's hostPath volumes are part of what its facts were read with."""
+    template = TEMPLATES[1]
+    mounted = {"name": "state", "hostPath": {"path": "/"}}
+    volumes = [mounted, *template["spec"]["volumes"][1:]]
+    after = {**template, "spec": {**template["spec"], "volumes": volumes}}
+    facts = pss.pod_facts(after, reuse=pss.pod_facts(template))
+    assert list(facts.facts.items()) == list(pss.pod_facts(after).facts.items())
+    assert any("mounts hostPath volume 'state'" in what for _, _, what in facts.facts)
+
+
+def test_the_validator_keeps_a_bounded_number_of_pods() -> None:
+    validator = PatchValidator()
+    pods = [copy.deepcopy(TEMPLATES[0]) for _ in range(KNOWN_PODS + 5)]
+    for pod in pods:
+        validator.apply(pod, [_op("add", "/spec/containers/0/env/-", {"name": "B", "value": "1"})])
+    assert len(validator._known) == KNOWN_PODS
+    assert all(entry.pod is not pods[0] for entry in validator._known.values())
+
+
+@pytest.mark.parametrize("memo", [True, False])
+def test_a_new_privilege_is_refused_on_a_known_template(memo: bool) -> None:
+    validator = PatchValidator(PatchPolicy(allowed_paths=OPEN), memo=memo)
+    pod = copy.deepcopy(TEMPLATES[0])
+    env = [_op("add", "/spec/containers/0/env/-", {"name": "B", "value": "1"})]
+    grant = [_op("add", "/spec/containers/0/securityContext/privileged", True)]
+    for _ in range(3):
+        validator.apply(pod, env)
+        with pytest.raises(PatchRejected, match="runs privileged"):
+            validator.apply(pod, grant)
