@@ -1,9 +1,9 @@
 """The one wasmtime Engine of a sandbox: fuel, epoch interruption, bounded stack, and the ticker.
 
 Fuel bounds the instructions a call may run and the epoch deadline its wall-clock time: a daemon
-thread advances the engine's epoch every ``epoch_tick_ms``. The ``Linker`` defines the only host
-imports a module may use: ``modelserving.log`` and WASI preview 1 (configured per call with no
-preopened directories, environment or arguments).
+thread advances the engine's epoch every ``epoch_tick_ms`` while any store may run code. The
+``Linker`` defines the only host imports a module may use: ``modelserving.log`` and WASI
+preview 1 (configured per call with no preopened directories, environment or arguments).
 """
 
 from __future__ import annotations
@@ -60,24 +60,55 @@ def current_sink() -> LogSink | None:
 
 
 class _Ticker(threading.Thread):
-    """Advances an engine's epoch on a fixed period until the engine is gone."""
+    """Advances an engine's epoch on a fixed period while any store of the engine may run code
+    (``running``, ``done``), until the engine is gone. With nothing running it sleeps: a
+    controller without WebAssembly calls under way spends no CPU on ticks (a 5 ms tick cost
+    about 1.3 % of a core, and a wake-up of the interpreter every tick)."""
 
     def __init__(self, engine: wasmtime.Engine, period_s: float) -> None:
         super().__init__(name="wasm-epoch-ticker", daemon=True)
         self._engine = weakref.ref(engine)
         self._period = period_s
         self._halt = threading.Event()  # not _stop: Thread has its own
+        self._running: set[object] = set()
+        self._asleep = False
+        self._wake = threading.Event()
+        self.ticks = 0
+        """Epoch increments so far (for tests)."""
+
+    def running(self, token: object) -> None:
+        """A store (``token``) may run code from now until ``done(token)``."""
+        self._running.add(token)
+        if self._asleep:
+            self._wake.set()
+
+    def done(self, token: object) -> None:
+        self._running.discard(token)
 
     def run(self) -> None:
-        while not self._halt.wait(self._period):
+        # Set operations and attribute writes are atomic under the GIL. Going to sleep, the
+        # flag is set and the wake-up cleared before the set is looked at again, so a store
+        # that starts meanwhile is either seen here or wakes the wait.
+        while not self._halt.is_set():
+            if not self._running:
+                self._asleep = True
+                self._wake.clear()
+                if not self._running:
+                    self._wake.wait()
+                self._asleep = False
+                continue
+            if self._halt.wait(self._period):
+                return
             engine = self._engine()
             if engine is None:
                 return
             engine.increment_epoch()
+            self.ticks += 1
             del engine
 
     def stop(self) -> None:
         self._halt.set()
+        self._wake.set()
 
 
 def _log_import(caller: wasmtime.Caller, level: int, ptr: int, length: int) -> None:
@@ -255,6 +286,19 @@ class SandboxEngine:
         self._ticker = _Ticker(self.engine, settings.epoch_tick_ms / 1000)
         self._ticker.start()
         weakref.finalize(self, self._ticker.stop)
+
+    def running(self, token: object) -> None:
+        """A store of this engine (``token``) may run code from now until ``done(token)``: the
+        epoch advances (every store that gets an epoch deadline must say so)."""
+        self._ticker.running(token)
+
+    def done(self, token: object) -> None:
+        self._ticker.done(token)
+
+    @property
+    def ticks(self) -> int:
+        """Epoch increments so far (for tests)."""
+        return self._ticker.ticks
 
     def deadline_ticks(self, timeout_ms: int) -> int:
         """Epoch ticks for a timeout; one more, as the current tick may be nearly over."""

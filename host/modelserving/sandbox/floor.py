@@ -55,6 +55,7 @@ class RawCall:
         native = sandbox.modules.native(compiled)
         assert native.pre is not None and not compiled.info.wasi and not compiled.info.initialize
         self._pre = native.pre
+        self._sandbox_engine = sandbox.engine
         self._engine = sandbox.engine.engine.ptr()
         self._ticks = sandbox.engine.deadline_ticks(limits.timeout_ms)
         self._limits = limits
@@ -63,6 +64,8 @@ class RawCall:
 
     def __call__(self, request: bytes) -> bytes:
         store = _store_new(self._engine, None, _NO_FINALIZER)
+        token = object()
+        self._sandbox_engine.running(token)
         try:
             ctx = _store_context(store)
             limits = self._limits
@@ -93,3 +96,4 @@ class RawCall:
             return ctypes.string_at(base + ((result >> 32) & 0xFFFFFFFF), result & 0xFFFFFFFF)
         finally:
             _store_delete(store)
+            self._sandbox_engine.done(token)

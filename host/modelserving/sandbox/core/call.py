@@ -89,6 +89,8 @@ class _Instance:
     ) -> None:
         self.store: Any = _store_new(engine.engine.ptr(), None, _NO_FINALIZER)
         self.memory: ffi.wasmtime_memory_t | None = None
+        self._engine = engine
+        engine.running(self)  # the epoch advances until close
         try:  # nothing else deletes the store (no finalizer): any failure from here on does
             self.ctx = _store_context(self.store)
             self.limit_bytes = limits.memory_bytes
@@ -194,6 +196,7 @@ class _Instance:
             self.ctx = None
             self.memory = None
             _store_delete(store)
+            self._engine.done(self)
 
 
 def start_instance(
