@@ -545,7 +545,10 @@ def _inert_host_volumes(pod: Mapping[str, Any]) -> frozenset[str]:
         if not isinstance(volume, Mapping) or not isinstance(volume.get("name"), str):
             continue
         source = volume.get("hostPath")
-        if not isinstance(source, Mapping) or source.get("type") not in INERT_HOST_PATH_TYPES:
+        if not isinstance(source, Mapping):
+            continue
+        kind = source.get("type")
+        if not isinstance(kind, str) or kind not in INERT_HOST_PATH_TYPES:  # a map: unhashable
             continue
         path = source.get("path")
         if not isinstance(path, str) or not path.startswith("/"):
