@@ -197,10 +197,12 @@ def run_initialize(
         if not isinstance(memory, wasmtime.Memory):
             raise Refused("it exports no memory")
         size = memory.data_len(store)
-        data = ctypes.string_at(ctypes.addressof(memory.data_ptr(store).contents), size)
-        return Snapshot(values, data)
+        base = ctypes.addressof(memory.data_ptr(store).contents) if size else 0
+        return Snapshot(values, ctypes.string_at(base, size) if size else b"")
     except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
         raise Refused(f"_initialize failed: {error_line(exc)}") from None
+    except KeyError as exc:
+        raise Refused(f"the instance has no export {exc}") from None
     finally:
         set_current_scope(outer)
         store.close()
