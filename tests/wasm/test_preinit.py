@@ -231,3 +231,15 @@ def test_a_snapshot_keeps_globals_memory_and_drops_initialize() -> None:
     assert isinstance(mem, wasmtime.Memory)
     assert mem.size(store) == 2
     assert mem.read(store, 100, 103) == b"xyz" and mem.read(store, 5000, 5001) == b"w"
+
+
+def test_a_snapshot_missed_at_the_deadline_is_not_kept_on_disk(tmp_path: Path) -> None:
+    """The deadline may pass because the host is busy: the module runs _initialize in each
+    call for now, and no artifact is written, so a later load tries the snapshot again."""
+    sandbox = sandbox_with(tmp_path, True, default_fuel=2_000_000_000, default_timeout_ms=20)
+    compiled = sandbox.load(counting_reactor("(loop $l (br $l))"))
+    assert not compiled.info.preinitialized and compiled.info.initialize
+    assert list(tmp_path.glob("*.cwasm")) == []
+    fuel_bound = sandbox_with(tmp_path, True, default_fuel=1_000_000)
+    fuel_bound.load(counting_reactor("(loop $l (br $l))"))
+    assert len(list(tmp_path.glob("*.cwasm"))) == 1, "running out of fuel is the module's own"

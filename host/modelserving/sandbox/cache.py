@@ -95,6 +95,10 @@ class _Found:
     preinitialized: bool
 
 
+class _Transient(Exception):
+    """A snapshot was not taken for a reason that may pass (see ``preinit.Refused``)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Built:
     """A module compiled: its serialized and loaded forms, its interface, and whether it is
@@ -276,7 +280,10 @@ class ModuleCache:
             shape = check_shape(data, settings.module_bounds)
             built = self._build(data)
             if compiled.info.preinitialized:
-                snapshot = self._snapshot(built) if built.layout is not None else None
+                try:
+                    snapshot = self._snapshot(built) if built.layout is not None else None
+                except _Transient:
+                    snapshot = None
                 if snapshot is None:
                     raise invalid_module(
                         "the module was pre-initialised when first loaded and cannot be now: "
@@ -321,7 +328,7 @@ class ModuleCache:
 
     def _snapshot(self, built: _Built) -> _Built | None:
         """The snapshot of an instrumented module after its ``_initialize``, compiled; None
-        (the reason noted) when it cannot be taken."""
+        (the reason noted) when it cannot be taken; _Transient when that may pass."""
         settings = self._engine.settings
         assert built.layout is not None
         try:
@@ -336,6 +343,9 @@ class ModuleCache:
             module = self._deserialize(payload)
         except (preinit.Refused, SandboxError) as exc:
             self._not_preinitialized(str(exc))
+            transient = exc.transient if isinstance(exc, preinit.Refused) else exc.contended
+            if transient:
+                raise _Transient from None
             return None
         self.stats.compiled += 1
         self.stats.preinitialized += 1
@@ -383,8 +393,12 @@ class ModuleCache:
             # artifact on disk is of the rewritten module, under the original module's digest.
             built = self._build(data)
             info = self._check(built.interface, data, digest, False)
+            keep = True
             if built.layout is not None and info.flavour != FLAVOUR_EXTISM:
-                snapshot = self._snapshot(built)
+                try:
+                    snapshot = self._snapshot(built)
+                except _Transient:  # runs as it is; not kept on disk, so a later load retries
+                    snapshot, keep = None, False
                 if snapshot is not None:
                     try:
                         info = self._check(snapshot.interface, data, digest, True)
@@ -392,9 +406,9 @@ class ModuleCache:
                     except SandboxError as exc:
                         self._not_preinitialized(f"the snapshot: {exc}")
             module, size, source = built.module, len(built.payload), compress_source(data)
-            # only modules that pass the checks are kept on disk
-            facts = _facts(shape, built.interface, built.preinitialized)
-            self._store.put(digest, built.payload, facts, source)
+            if keep:  # only modules that pass the checks are kept on disk
+                facts = _facts(shape, built.interface, built.preinitialized)
+                self._store.put(digest, built.payload, facts, source)
         if info.flavour == FLAVOUR_EXTISM:
             # Extism links its own kernel; it compiles the module itself per set of limits.
             extism = ExtismModule(data, info.wasi)

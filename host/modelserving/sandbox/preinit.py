@@ -26,7 +26,8 @@ fails: a start function, imported globals, tables or memories, an initialiser th
 constant, a global of a reference type or a NaN, passive data segments (``memory.init`` could
 still copy from them), a table that grew, ``_initialize`` trapping, running out of fuel or memory or
 time, writing a log line (a call would no longer show it) or exiting, or a snapshot over the
-module bounds. ``Refused`` says which.
+module bounds. ``Refused`` says which, and whether the busy host may be the cause (``transient``:
+the module cache then does not keep the module on disk, so a later load tries again).
 
 What differs from running ``_initialize`` in the call: the fuel and time it took are no longer
 part of each call's; the memory starts at the size ``_initialize`` left (so a call's memory limit
@@ -72,7 +73,12 @@ _RESERVED = b"modelserving:snapshot:"
 
 
 class Refused(Exception):
-    """The module is not pre-initialised; the text says why."""
+    """The module is not pre-initialised; the text says why. ``transient``: the busy host's
+    doing, maybe (no free slot, the deadline passed): another load may take the snapshot."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class NoInitialize(Refused):
@@ -160,7 +166,7 @@ def run_initialize(
     (as a call would run it) and read what it left; Refused when it does not end well."""
     settings = engine.settings
     if not engine.slots.acquire(timeout=limits.timeout_ms / 1000):
-        raise Refused("no instance slot became free")
+        raise Refused("no instance slot became free", transient=True)
     outer = current_scope()
     sink = LogSink(settings.log_max_lines, settings.log_max_line_bytes, settings.log_max_bytes)
     scope = CallScope(sink, time.monotonic() + limits.timeout_ms / 1000)
@@ -186,7 +192,7 @@ def run_initialize(
         sizes = [t.size(store) for t in tables]
         initialize(store)
         if scope.late:
-            raise Refused("_initialize passed its deadline")
+            raise Refused("_initialize passed its deadline", transient=True)
         if sink.close():
             raise Refused("_initialize wrote log lines (a call would no longer show them)")
         if [t.size(store) for t in tables] != sizes:
@@ -200,7 +206,10 @@ def run_initialize(
         base = ctypes.addressof(memory.data_ptr(store).contents) if size else 0
         return Snapshot(values, ctypes.string_at(base, size) if size else b"")
     except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
-        raise Refused(f"_initialize failed: {error_line(exc)}") from None
+        late = scope.late or (
+            isinstance(exc, wasmtime.Trap) and exc.trap_code == wasmtime.TrapCode.INTERRUPT
+        )
+        raise Refused(f"_initialize failed: {error_line(exc)}", transient=late) from None
     except KeyError as exc:
         raise Refused(f"the instance has no export {exc}") from None
     finally:
