@@ -14,7 +14,7 @@ import pytest
 from modelserving.controller.metrics import Metrics
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings
-from modelserving.sandbox.artifacts import HEADER_LEN, ArtifactStore, CacheStats
+from modelserving.sandbox.artifacts import TRAILER_LEN, ArtifactStore, CacheStats
 from modelserving.sandbox.cache import ARTIFACT_MAGIC
 from tests.wasm.guests import guest, hook, responding, returns
 
@@ -79,11 +79,12 @@ def test_a_restart_loads_the_precompiled_artifact(tmp_path: Path, request_bytes:
     [
         lambda blob: blob[: len(blob) // 2],
         lambda blob: blob[:-1] + bytes([blob[-1] ^ 0xFF]),
+        lambda blob: blob[:100] + bytes([blob[100] ^ 0x01]) + blob[101:],
         lambda blob: b"garbage" + blob[7:],
         lambda blob: b"",
         lambda blob: ARTIFACT_MAGIC + b"\0" * 200,
     ],
-    ids=["truncated", "payload bit flip", "bad magic", "empty", "forged header"],
+    ids=["truncated", "checksum bit flip", "payload bit flip", "bad magic", "empty", "forged"],
 )
 def test_a_damaged_artifact_is_detected_deleted_and_recompiled(
     tmp_path: Path, request_bytes: bytes, damage: object
@@ -312,7 +313,7 @@ def store(directory: Path, stats: CacheStats, settings: SandboxSettings) -> Arti
 def test_other_engine_keys_are_evicted_first_and_stale_temporary_files_deleted(
     tmp_path: Path,
 ) -> None:
-    one = HEADER_LEN + 100
+    one = TRAILER_LEN + 100
     stats = CacheStats()
     artifacts_store = store(tmp_path, stats, SandboxSettings(cache_max_bytes=3 * one))
     for n in range(3):
@@ -339,7 +340,7 @@ def test_other_engine_keys_are_evicted_first_and_stale_temporary_files_deleted(
 
 def test_the_artifact_just_written_stays_unless_it_alone_exceeds_the_cap(tmp_path: Path) -> None:
     stats = CacheStats()
-    artifacts_store = store(tmp_path, stats, SandboxSettings(cache_max_bytes=HEADER_LEN + 100))
+    artifacts_store = store(tmp_path, stats, SandboxSettings(cache_max_bytes=TRAILER_LEN + 100))
     artifacts_store.put(digest(0), b"x" * 100)
     age(tmp_path / artifacts_store.name(digest(0)), -60)  # newer than the next write
     artifacts_store.put(digest(1), b"x" * 100)
@@ -356,7 +357,7 @@ def test_an_artifact_larger_than_the_largest_compiled_module_is_refused(tmp_path
     big.put(digest(0), b"x" * 201)
     assert big.get(digest(0)) is None
     assert stats.disk_rejected == 1
-    assert f"{HEADER_LEN + 201} bytes, not between" in stats.disk_errors[0]
+    assert f"{TRAILER_LEN + 201} bytes, not between" in stats.disk_errors[0]
     assert names(tmp_path) == set()
     big.put(digest(0), b"x" * 200)
     assert big.get(digest(0)) == b"x" * 200

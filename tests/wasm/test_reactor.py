@@ -1,13 +1,19 @@
-"""WASI reactors (Go's -buildmode=c-shared, C's -mexec-model=reactor): the host calls their
-``_initialize`` export once per fresh instance, before ``ms_alloc`` and the hook, under the call's
-limits, and a failure there is the call's failure."""
+"""WASI reactors (Go's -buildmode=c-shared, C's -mexec-model=reactor): every call sees a fresh
+instance on which ``_initialize`` ran once, before ``ms_alloc`` and the hook. Each test runs
+twice: with the host calling ``_initialize`` in every call, under the call's limits (a failure
+there is the call's failure), and with the module pre-initialised at load (``preinit``: calls
+start from a snapshot taken after ``_initialize``; a module whose ``_initialize`` fails is not
+pre-initialised, so it fails each call as before)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import msgpack
 import pytest
 
-from modelserving.sandbox import CallFailure, Sandbox, SandboxError
+from modelserving.plugins.exports import plugin_sandbox
+from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings
 from tests.wasm.guests import guest, hook, returns
 
 # Like a Go reactor: allocating before the runtime has started traps. The hook answers
@@ -34,6 +40,12 @@ REPORT = (
 ERROR_XX = '(data (i32.const 2048) "\\81\\a5error\\a2XX")'
 
 
+@pytest.fixture(scope="module", params=[False, True], ids=["per-call", "preinitialized"])
+def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
+    cache = Path(tmp_path_factory.mktemp("reactor-cache"))
+    return plugin_sandbox(SandboxSettings(cache_dir=cache, preinitialize=request.param))
+
+
 def reactor(initialize_body: str = COUNT_INITS, initialize_type: str = "") -> bytes:
     return guest(
         f'(func (export "_initialize") {initialize_type} {initialize_body})',
@@ -48,7 +60,8 @@ def test_initialize_runs_once_per_instance_before_ms_alloc_and_the_hook(
     sandbox: Sandbox, request_bytes: bytes
 ) -> None:
     compiled = sandbox.load(reactor())
-    assert compiled.info.initialize
+    pre = sandbox.settings.preinitialize
+    assert (compiled.info.initialize, compiled.info.preinitialized) == (not pre, pre)
     validate = b"\x83\xaaabiVersion\x01\xa4hook\xaeValidateConfig\xa6plugin\x81\xa4name\xa1p"
     for export, request in [("ms_on_pod_create", request_bytes)] * 3 + [
         ("ms_validate_config", validate)
@@ -68,7 +81,9 @@ def test_without_initialize_the_reactor_guard_traps(sandbox: Sandbox, request_by
     assert info.value.failure_class == "Trap"
 
 
-def test_initialize_uses_the_calls_fuel(sandbox: Sandbox, request_bytes: bytes) -> None:
+def test_initialize_uses_the_calls_fuel_unless_preinitialized(
+    sandbox: Sandbox, request_bytes: bytes
+) -> None:
     spin = (
         "(local $i i32) (loop $l (local.set $i (i32.add (local.get $i) (i32.const 1))) "
         "(br_if $l (i32.lt_u (local.get $i) (i32.const 100000)))) " + COUNT_INITS
@@ -80,7 +95,10 @@ def test_initialize_uses_the_calls_fuel(sandbox: Sandbox, request_bytes: bytes) 
         sandbox.load(reactor(spin)), "ms_on_pod_create", request_bytes, sandbox.limits()
     )
     assert spinning.response == plain.response
-    assert spinning.fuel_consumed - plain.fuel_consumed > 100_000
+    if sandbox.settings.preinitialize:  # the loop ran once, at load
+        assert spinning.fuel_consumed == plain.fuel_consumed
+    else:
+        assert spinning.fuel_consumed - plain.fuel_consumed > 100_000
 
 
 @pytest.mark.parametrize(

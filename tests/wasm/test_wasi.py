@@ -88,7 +88,7 @@ def test_initialize_runs_once_before_the_hook(sandbox: Sandbox, request_bytes: b
         ),
     )
     compiled = sandbox.load(module)
-    assert compiled.info.initialize
+    assert compiled.info.preinitialized  # the flag is in the snapshot, set once
     for _ in range(2):
         result = sandbox.call(compiled, "ms_on_pod_create", request_bytes, sandbox.limits())
         assert msgpack.unpackb(result.response) == {"error": "1"}

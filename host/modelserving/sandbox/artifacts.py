@@ -1,19 +1,36 @@
 """Precompiled modules on disk: one artifact per module digest and engine key, the total capped.
 
 ``cache.ModuleCache`` keeps a module's compiled form here once it passed the ABI checks and asks
-for it before compiling. An artifact is ``<sha256>.<engine key>.cwasm``: a header (magic, engine
-key, the source module's digest, the payload's length and sha256) and the payload, wasmtime's
-serialized module. ``get`` returns a payload only when the header matches, so a corrupt,
-truncated or foreign file (another wasmtime version or engine configuration, another module) is
-deleted and never handed to wasmtime.
+for it before compiling. An artifact is ``<sha256>.<engine key>.cwasm``: the payload (wasmtime's
+serialized module), the caller's extra bytes (the module cache keeps the module's shape there),
+its tail (the module cache keeps the module's compressed bytes there), then a trailer: magic,
+engine key, the source module's digest, the three lengths, and the sha256 of the payload, the
+extra bytes and the trailer's own fields (so the checksum binds them to the digest and the
+engine key). The tail is not covered: whoever uses it checks it itself (the module cache
+compares the decompressed bytes with the module's digest before compiling them, and compiles
+them as the untrusted input they are). The trailer comes last so the file starts with the
+payload: wasmtime can map it as it is (``Artifact.path``) instead of copying it. ``read`` yields
+an artifact only when its trailer and checksum match, so a corrupt, truncated or foreign file
+(another wasmtime version or engine configuration, another module) is deleted and never handed
+to wasmtime.
 
-A payload is native code, so nothing here trusts a path or an earlier check. Every ``get``,
-``put`` and ``discard`` opens the directory itself without following a symlink and checks that
-descriptor (a directory of this user that no one else can write); the artifact is opened
-relative to it with ``O_NOFOLLOW|O_NONBLOCK`` (a symlink is refused, a FIFO does not block) and
-the descriptor that is read must be a regular file of this user that no one else can write, of
-a plausible size. A refused artifact is deleted; a refused directory is not used at all, until a
-later access finds it fixed.
+The checksum guards against accidents (a torn or partly lost write, a damaged disk, a file put
+there by hand). It is no defence against someone who can write the file: they could compute the
+checksum too (it was never keyed). That defence is the ownership and mode checks below: only
+this user (or root) can write an artifact, and such a process can already change the controller
+itself (ptrace, /proc/<pid>/mem).
+
+A payload is native code, so nothing here trusts a path or an earlier check. Every ``read``,
+``get``, ``put`` and ``discard`` opens the directory itself without following a symlink and
+checks that descriptor (a directory of this user that no one else can write); the artifact is
+opened relative to it with ``O_NOFOLLOW|O_NONBLOCK`` (a symlink is refused, a FIFO does not
+block) and the descriptor that is read must be a regular file of this user that no one else can
+write, of a plausible size. The bytes checked are read from that descriptor; wasmtime is given
+the same open file through ``/proc/self/fd/<n>`` (where there is one; elsewhere a copy of the
+bytes read), never the path again, and maps it. Artifacts are only ever written as a new file
+renamed into place, never changed in place, so the file wasmtime maps is the one that was
+checked (only a process of this user or root could change it, see above). A refused artifact
+is deleted; a refused directory is not used at all, until a later access finds it fixed.
 
 After each ``put`` the ``*.cwasm`` files are trimmed to ``SandboxSettings.cache_max_bytes``:
 artifacts of other engine keys first (dead weight after an upgrade), then the least recently
@@ -39,9 +56,12 @@ from pathlib import Path
 
 from modelserving.sandbox.settings import SandboxSettings
 
-ARTIFACT_MAGIC = b"MSCWASM1"
+ARTIFACT_MAGIC = b"MSCWASM2"
 _KEY_BYTES = 8  # the engine key: 16 hex digits
-HEADER_LEN = len(ARTIFACT_MAGIC) + _KEY_BYTES + 32 + 8 + 32
+_FIELDS_LEN = len(ARTIFACT_MAGIC) + _KEY_BYTES + 32 + 3 * 8
+TRAILER_LEN = _FIELDS_LEN + 32
+FD_PATHS: str | None = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else None
+"""Where an open descriptor can be reached by path (Linux); None: wasmtime gets the bytes."""
 ARTIFACT_NAME = re.compile(r"[0-9a-f]{64}\.(?P<key>[0-9a-f]{16})\.cwasm")
 TMP_PREFIX = ".tmp-"
 STALE_TMP_SECONDS = 60
@@ -57,7 +77,8 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEX
 class CacheStats:
     """What the module cache did: compiles, hits in memory and on disk, refused and evicted
     artifacts, and the bytes its directory held after the last write; what it holds in memory
-    (modules, their artifacts' bytes) and evicted from memory."""
+    (modules, their artifacts' bytes) and evicted from memory; modules pre-initialised and why
+    others were not."""
 
     compiled: int = 0
     disk_hits: int = 0
@@ -71,11 +92,26 @@ class CacheStats:
     memory_evicted: int = 0
     memory_evicted_bytes: int = 0
     disk_errors: list[str] = field(default_factory=list)
+    preinitialized: int = 0
+    not_preinitialized: list[str] = field(default_factory=list)
+    """Why modules with ``_initialize`` were not pre-initialised (the latest ``MAX_NOTES``)."""
 
     def note(self, message: str) -> None:
         """Keep ``message`` among the latest ``MAX_NOTES`` disk problems."""
         self.disk_errors.append(message)
         del self.disk_errors[:-MAX_NOTES]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A checked artifact, valid while ``ArtifactStore.read`` holds it open: its payload, the
+    extra bytes and the (unchecked) tail stored with it, and a path that reaches the very file
+    that was checked (None where descriptors have no path)."""
+
+    payload: memoryview
+    extra: bytes
+    tail: bytes
+    path: str | None
 
 
 class DirectoryRefused(Exception):
@@ -91,13 +127,15 @@ class ArtifactStore:
         engine_key: str,
         stats: CacheStats,
         settings: SandboxSettings | None = None,
+        max_extra_bytes: int = 0,
     ) -> None:
+        """``max_extra_bytes``: how long the extra bytes and tail of an artifact may be."""
         settings = settings or SandboxSettings()
         self._dir = directory
         self._key = engine_key
         self._stats = stats
         self._max_bytes = settings.cache_max_bytes
-        self._max_file_bytes = HEADER_LEN + settings.max_artifact_bytes
+        self._max_file_bytes = TRAILER_LEN + settings.max_artifact_bytes + max_extra_bytes
         self._trim_lock = threading.Lock()
         self._dir_problem: str | None = None
 
@@ -107,28 +145,62 @@ class ArtifactStore:
 
     def get(self, digest: str) -> bytes | None:
         """The payload stored for ``digest``, or None (missing, or refused and deleted)."""
+        with self.read(digest) as artifact:
+            return None if artifact is None else bytes(artifact.payload)
+
+    @contextlib.contextmanager
+    def read(self, digest: str) -> Iterator[Artifact | None]:
+        """The artifact stored for ``digest``, checked, held open while the context lasts; None
+        when it is missing, or refused (and deleted)."""
         name = self.name(digest)
         with self._directory(create=False) as dfd:
             if dfd is None:
-                return None
-            blob = self._read(dfd, name)
-            if blob is None:
-                return None
-            payload = blob[HEADER_LEN:]
-            if blob[:HEADER_LEN] != self._header(digest, payload):
-                self._refuse(dfd, name, "header, engine key or checksum does not match")
-                return None
-            with contextlib.suppress(OSError):  # recency for the eviction order
-                os.utime(name, dir_fd=dfd, follow_symlinks=False)
-            return payload
+                yield None
+                return
+            opened = self._open(dfd, name)
+            if opened is None:
+                yield None
+                return
+            fd, blob = opened
+            try:
+                artifact = self._check(dfd, name, digest, fd, blob)
+                if artifact is not None:
+                    with contextlib.suppress(OSError):  # recency for the eviction order
+                        os.utime(name, dir_fd=dfd, follow_symlinks=False)
+                yield artifact
+            finally:
+                os.close(fd)
 
-    def put(self, digest: str, payload: bytes) -> None:
-        """Store ``payload`` atomically, then trim the directory to its cap; a failure is noted,
-        never raised (the cache is an optimisation: a read-only or full disk must not fail a
-        load)."""
+    def _check(self, dfd: int, name: str, digest: str, fd: int, blob: bytes) -> Artifact | None:
+        """The artifact in ``blob`` when its trailer and checksum match; else refused."""
+        fields = blob[-TRAILER_LEN:-32]
+        payload_len, extra_len, tail_len = (
+            int.from_bytes(fields[at : at + 8], "big")
+            for at in range(_FIELDS_LEN - 24, _FIELDS_LEN, 8)
+        )
+        checked = payload_len + extra_len
+        view = memoryview(blob)
+        if (
+            fields != self._fields(digest, payload_len, extra_len, tail_len)
+            or checked + tail_len + TRAILER_LEN != len(blob)
+            or self._checksum(view[:checked], b"", fields) != blob[-32:]
+        ):
+            self._refuse(dfd, name, "trailer, engine key or checksum does not match")
+            return None
+        path = None if FD_PATHS is None else f"{FD_PATHS}/{fd}"
+        return Artifact(
+            view[:payload_len], blob[payload_len:checked], blob[checked : checked + tail_len], path
+        )
+
+    def put(self, digest: str, payload: bytes, extra: bytes = b"", tail: bytes = b"") -> None:
+        """Store ``payload``, ``extra`` and ``tail`` atomically, then trim the directory to its
+        cap; a failure is noted, never raised (the cache is an optimisation: a read-only or full
+        disk must not fail a load)."""
         name = self.name(digest)
+        fields = self._fields(digest, len(payload), len(extra), len(tail))
+        trailer = fields + self._checksum(payload, extra, fields)
         with self._directory(create=True) as dfd:
-            if dfd is not None and self._write(dfd, name, self._header(digest, payload), payload):
+            if dfd is not None and self._write(dfd, name, (payload, extra, tail, trailer)):
                 self._trim(dfd, keep=name)
 
     def discard(self, digest: str, why: str) -> None:
@@ -158,8 +230,9 @@ class ArtifactStore:
         self._dir_problem = None
         return dfd
 
-    def _read(self, dfd: int, name: str) -> bytes | None:
-        """The bytes of the artifact ``name``, read from the descriptor that was checked."""
+    def _open(self, dfd: int, name: str) -> tuple[int, bytes] | None:
+        """The open descriptor of the artifact ``name`` and its bytes, read from the descriptor
+        that was checked; None when it is missing or refused."""
         try:
             fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
         except FileNotFoundError:
@@ -167,19 +240,22 @@ class ArtifactStore:
         except OSError as exc:
             self._refuse(dfd, name, _open_problem(exc))
             return None
-        with os.fdopen(fd, "rb") as file:
+        try:
             st = os.fstat(fd)
             problem = _file_problem(st, self._max_file_bytes)
             if problem is not None:
                 self._refuse(dfd, name, problem)
-                return None
-            try:
-                return file.read(st.st_size)
-            except OSError as exc:
-                self._stats.note(f"{name}: not read: {exc.strerror or exc}")
-                return None
+            else:
+                blob = _read_all(fd, st.st_size)
+                if blob is not None:
+                    return fd, blob
+                self._stats.note(f"{name}: not read: it changed size while read")
+        except OSError as exc:
+            self._stats.note(f"{name}: not read: {exc.strerror or exc}")
+        os.close(fd)
+        return None
 
-    def _write(self, dfd: int, name: str, header: bytes, payload: bytes) -> bool:
+    def _write(self, dfd: int, name: str, parts: tuple[bytes, ...]) -> bool:
         """Write a new file beside ``name`` (created 0600, never through a link) and rename it
         into place, so a reader sees the old artifact or the whole new one."""
         tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}"
@@ -188,8 +264,8 @@ class ArtifactStore:
             fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dfd)
             created = True
             with os.fdopen(fd, "wb") as out:
-                out.write(header)
-                out.write(payload)
+                for part in parts:
+                    out.write(part)
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except OSError as exc:
             if created:
@@ -234,16 +310,31 @@ class ArtifactStore:
                 self._stats.disk_evicted_bytes += size
             self._stats.disk_bytes = total
 
-    def _header(self, digest: str, payload: bytes) -> bytes:
+    def _fields(self, digest: str, payload_len: int, extra_len: int, tail_len: int) -> bytes:
+        """The trailer before its checksum."""
         return b"".join(
             (
                 ARTIFACT_MAGIC,
                 bytes.fromhex(self._key),
                 bytes.fromhex(digest),
-                len(payload).to_bytes(8, "big"),
-                hashlib.sha256(payload).digest(),
+                payload_len.to_bytes(8, "big"),
+                extra_len.to_bytes(8, "big"),
+                tail_len.to_bytes(8, "big"),
             )
         )
+
+    @staticmethod
+    def _checksum(payload: bytes | memoryview, extra: bytes, fields: bytes) -> bytes:
+        checksum = hashlib.sha256(payload)
+        checksum.update(extra)
+        checksum.update(fields)
+        return checksum.digest()
+
+
+def _read_all(fd: int, size: int) -> bytes | None:
+    """Exactly ``size`` bytes from the start of ``fd``; None when the file is not that long."""
+    blob = os.pread(fd, size + 1, 0)
+    return blob if len(blob) == size else None
 
 
 def open_private_dir(path: Path, create: bool) -> int | None:
@@ -276,8 +367,8 @@ def open_private_dir(path: Path, create: bool) -> int | None:
 def _file_problem(st: os.stat_result, max_bytes: int) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return f"not a regular file ({_kind(st.st_mode)})"
-    if not HEADER_LEN <= st.st_size <= max_bytes:
-        return f"{st.st_size} bytes, not between {HEADER_LEN} and {max_bytes}"
+    if not TRAILER_LEN <= st.st_size <= max_bytes:
+        return f"{st.st_size} bytes, not between {TRAILER_LEN} and {max_bytes}"
     return _owner_problem(st)
 
 

@@ -4,7 +4,14 @@ A module is first measured (``structure.check_shape``: no figure over the operat
 limits), then compiled by a worker process under a deadline and a memory cap
 (``compiler.Compiler``), and only then deserialized here. The artifact is kept on disk
 (``artifacts.ArtifactStore``) once the module has passed the ABI checks, so a restart loads it
-without compiling.
+without compiling. With it are kept the module's shape (as ``check_shape`` measured it) and its
+interface (imports and exports with their types, ``module.Interface``), both covered by the
+artifact's checksum, and its compressed bytes (``compiled.compress_source``; the artifact's
+tail, checked against the module's digest whenever they are used). So a restart checks the
+shape's figures against the bounds instead of walking the module again, runs the ABI checks on
+the kept interface instead of asking wasmtime for it, and does not compress the module again;
+and wasmtime maps the checked artifact file itself where it can (``Artifact.path``) rather than
+copying its bytes.
 
 In memory, compiled modules are bounded by bytes (``SandboxSettings.memory_cache_max_bytes``,
 each counted by the length of its serialized artifact) and by count, least recently used
@@ -18,7 +25,9 @@ live at a time (``_handles``), so a load finds the handle chains already use.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
+import struct
 import threading
 import time
 import weakref
@@ -29,14 +38,28 @@ from pathlib import Path
 import wasmtime
 
 from modelserving.api.errors import FailureClass
-from modelserving.sandbox.artifacts import ARTIFACT_MAGIC, ArtifactStore, CacheStats
-from modelserving.sandbox.compiled import CompiledModule, ExtismModule, Native
+from modelserving.sandbox import preinit
+from modelserving.sandbox.artifacts import (
+    ARTIFACT_MAGIC,
+    MAX_NOTES,
+    Artifact,
+    ArtifactStore,
+    CacheStats,
+)
+from modelserving.sandbox.compiled import CompiledModule, ExtismModule, Native, compress_source
 from modelserving.sandbox.compiler import Compiler
 from modelserving.sandbox.engine import SandboxEngine
 from modelserving.sandbox.errors import SandboxError, error_line, invalid_module
 from modelserving.sandbox.extism.call import ExtismPool, check_links
-from modelserving.sandbox.module import FLAVOUR_EXTISM, Entrypoint, check_module
-from modelserving.sandbox.structure import check_shape, detach_start
+from modelserving.sandbox.module import (
+    FLAVOUR_EXTISM,
+    Entrypoint,
+    Interface,
+    ModuleInfo,
+    check_module,
+    describe,
+)
+from modelserving.sandbox.structure import ModuleShape, check_figures, check_shape, detach_start
 
 __all__ = ["ARTIFACT_MAGIC", "CacheStats", "CompiledModule", "ModuleCache", "sha256_hex"]
 
@@ -50,8 +73,55 @@ MODULES_KEPT = 1024
 artifact (its InstancePre, mappings rounded up to pages), which matters only for tiny ones."""
 
 
+_SHAPE = struct.Struct(f">{len(dataclasses.fields(ModuleShape))}QB")
+"""A module's shape as kept in its artifact: each figure, in the order of its fields; then
+whether the artifact is of its pre-initialised snapshot (``preinit``)."""
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Found:
+    """A module loaded from its artifact: the wasmtime module, the payload's length, and what
+    was kept with it (the module's shape, interface and compressed bytes)."""
+
+    module: wasmtime.Module
+    size: int
+    shape: ModuleShape
+    interface: Interface
+    source: bytes
+    preinitialized: bool
+
+
+class _Transient(Exception):
+    """A snapshot was not taken for a reason that may pass (see ``preinit.Refused``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    """A module compiled: its serialized and loaded forms, its interface, and whether it is
+    a snapshot after ``_initialize`` (``preinit``)."""
+
+    payload: bytes
+    module: wasmtime.Module
+    interface: Interface
+    preinitialized: bool = False
+    layout: preinit.Layout | None = None
+    """Set when ``module`` is instrumented for a snapshot."""
+
+
+def _interface(module: wasmtime.Module) -> Interface:
+    """The module's interface without what ``preinit.instrument`` added."""
+    interface = describe(module)
+    exports = tuple(e for e in interface.exports if not preinit.is_instrumentation(e[0]))
+    return dataclasses.replace(interface, exports=exports)
+
+
+def _facts(shape: ModuleShape, interface: Interface, preinitialized: bool) -> bytes:
+    """What an artifact keeps of a module besides its compiled form (checksummed)."""
+    return _SHAPE.pack(*dataclasses.astuple(shape), preinitialized) + interface.to_bytes()
 
 
 class ModuleCache:
@@ -88,7 +158,10 @@ class ModuleCache:
         """Every handle still referenced (by chains, callers), in memory or not."""
         self._lock = threading.Lock()
         self.stats = CacheStats()
-        self._store = ArtifactStore(cache_dir, engine.key, self.stats, engine.settings)
+        limit = engine.settings.max_module_bytes  # compressed, plus zlib's worst case
+        self._store = ArtifactStore(
+            cache_dir, engine.key, self.stats, engine.settings, _SHAPE.size + limit * 2 + 4096
+        )
         self._compiler = Compiler(engine.settings)
         self._extism = extism or ExtismPool(engine.settings)
 
@@ -197,19 +270,86 @@ class ModuleCache:
         digest = compiled.digest
         found = self._from_disk(digest)
         if found is None:
-            data = compiled.source()
-            detached = detach_start(data)
-            payload = self._compiler.compile(data if detached is None else detached)
-            found = self._deserialize(payload), len(payload)
-            self.stats.compiled += 1
-            self._store.put(digest, payload)
-        module, size = found
+            settings = self._engine.settings
+            try:
+                data = compiled.source(settings.max_module_bytes)
+            except ValueError as exc:
+                raise invalid_module(str(exc)) from None
+            if sha256_hex(data) != digest:
+                raise invalid_module("the kept module bytes do not match the module's digest")
+            shape = check_shape(data, settings.module_bounds)
+            built = self._build(data)
+            if compiled.info.preinitialized:
+                try:
+                    snapshot = self._snapshot(built) if built.layout is not None else None
+                except _Transient:
+                    snapshot = None
+                if snapshot is None:
+                    raise invalid_module(
+                        "the module was pre-initialised when first loaded and cannot be now: "
+                        f"{(self.stats.not_preinitialized or ['?'])[-1]}"
+                    )
+                built = snapshot
+            facts = _facts(shape, built.interface, built.preinitialized)
+            self._store.put(digest, built.payload, facts, compiled.compressed_source)
+            module, size = built.module, len(built.payload)
+        else:
+            module, size = found.module, found.size
         pre = None
         if compiled.info.flavour != FLAVOUR_EXTISM:
             pre = self._link(module)
         native = Native(module, pre, size)
         self._keep(compiled, native)
         return native
+
+    def _build(self, data: bytes) -> _Built:
+        """Compile ``data`` (its start function detached); instrumented for a snapshot
+        (``preinit.instrument``) when it exports ``_initialize`` and pre-initialisation is on."""
+        detached = detach_start(data)
+        layout = None
+        target = data if detached is None else detached
+        if self._engine.settings.preinitialize and detached is None:
+            try:
+                layout = preinit.layout(data)
+                target = preinit.instrument(layout)
+                check_shape(target, self._engine.settings.module_bounds)
+            except (preinit.Refused, SandboxError) as exc:
+                if not isinstance(exc, preinit.NoInitialize):
+                    self._not_preinitialized(str(exc))
+                layout, target = None, data
+        payload = self._compiler.compile(target)
+        module = self._deserialize(payload)
+        self.stats.compiled += 1
+        return _Built(payload, module, _interface(module), layout=layout)
+
+    def _not_preinitialized(self, why: str) -> None:
+        self.stats.not_preinitialized.append(why)
+        del self.stats.not_preinitialized[:-MAX_NOTES]
+
+    def _snapshot(self, built: _Built) -> _Built | None:
+        """The snapshot of an instrumented module after its ``_initialize``, compiled; None
+        (the reason noted) when it cannot be taken; _Transient when that may pass."""
+        settings = self._engine.settings
+        assert built.layout is not None
+        try:
+            state = preinit.run_initialize(
+                self._engine, built.module, built.layout, settings.default_limits()
+            )
+            snapshot = preinit.snapshot(
+                built.layout, state, settings.module_bounds.max_data_segments
+            )
+            check_shape(snapshot, settings.module_bounds)
+            payload = self._compiler.compile(snapshot)
+            module = self._deserialize(payload)
+        except (preinit.Refused, SandboxError) as exc:
+            self._not_preinitialized(str(exc))
+            transient = exc.transient if isinstance(exc, preinit.Refused) else exc.contended
+            if transient:
+                raise _Transient from None
+            return None
+        self.stats.compiled += 1
+        self.stats.preinitialized += 1
+        return _Built(payload, module, _interface(module), preinitialized=True)
 
     def _known(self, digest: str) -> CompiledModule | None:
         """The module from memory; its refusal raised again while it is remembered."""
@@ -240,22 +380,35 @@ class ModuleCache:
         limit = settings.max_module_bytes
         if len(data) > limit:
             raise invalid_module(f"the module is {len(data)} bytes; the limit is {limit}")
-        check_shape(data, settings.module_bounds)
-        # A start function runs as an export the host calls (see detach_start); the artifact on
-        # disk is of the rewritten module, under the original module's digest.
-        detached = detach_start(data)
         found = self._from_disk(digest)
-        payload: bytes | None = None
-        if found is None:
-            payload = self._compiler.compile(data if detached is None else detached)
-            found = self._deserialize(payload), len(payload)
-            self.stats.compiled += 1
-        module, size = found
-        info = check_module(
-            module, digest, len(data), self._entrypoints, detached_start=detached is not None
-        )
-        if payload is not None:  # only modules that pass the checks are kept on disk
-            self._store.put(digest, payload)
+        if found is not None:
+            # the artifact is of these very bytes (its checksum binds it to their digest), which
+            # check_shape measured before they were compiled: only the bounds may have changed
+            check_figures(found.shape, settings.module_bounds)
+            info = self._check(found.interface, data, digest, found.preinitialized)
+            module, size, source = found.module, found.size, found.source
+        else:
+            shape = check_shape(data, settings.module_bounds)
+            # A start function runs as an export the host calls (see detach_start); the
+            # artifact on disk is of the rewritten module, under the original module's digest.
+            built = self._build(data)
+            info = self._check(built.interface, data, digest, False)
+            keep = True
+            if built.layout is not None and info.flavour != FLAVOUR_EXTISM:
+                try:
+                    snapshot = self._snapshot(built)
+                except _Transient:  # runs as it is; not kept on disk, so a later load retries
+                    snapshot, keep = None, False
+                if snapshot is not None:
+                    try:
+                        info = self._check(snapshot.interface, data, digest, True)
+                        built = snapshot
+                    except SandboxError as exc:
+                        self._not_preinitialized(f"the snapshot: {exc}")
+            module, size, source = built.module, len(built.payload), compress_source(data)
+            if keep:  # only modules that pass the checks are kept on disk
+                facts = _facts(shape, built.interface, built.preinitialized)
+                self._store.put(digest, built.payload, facts, source)
         if info.flavour == FLAVOUR_EXTISM:
             # Extism links its own kernel; it compiles the module itself per set of limits.
             extism = ExtismModule(data, info.wasi)
@@ -265,8 +418,16 @@ class ModuleCache:
                 if exc.failure_class is FailureClass.TIMEOUT:
                     raise SandboxError(exc.failure_class, exc.message) from None
                 raise invalid_module(exc.message) from None
-            return CompiledModule(info, Native(module, None, size), data, extism)
-        return CompiledModule(info, Native(module, self._link(module), size), data)
+            return CompiledModule(info, Native(module, None, size), source, extism)
+        return CompiledModule(info, Native(module, self._link(module), size), source)
+
+    def _check(
+        self, interface: Interface, data: bytes, digest: str, preinitialized: bool
+    ) -> ModuleInfo:
+        """``check_module`` of a module's interface (its snapshot's, when ``preinitialized``)."""
+        start = detach_start(data) is not None
+        info = check_module(interface, digest, len(data), self._entrypoints, start)
+        return dataclasses.replace(info, preinitialized=True) if preinitialized else info
 
     def _link(self, module: wasmtime.Module) -> wasmtime.InstancePre:
         try:
@@ -282,15 +443,31 @@ class ModuleCache:
         except wasmtime.WasmtimeError as exc:
             raise invalid_module(f"the compiled module does not load: {error_line(exc)}") from None
 
-    def _from_disk(self, digest: str) -> tuple[wasmtime.Module, int] | None:
-        """The module from its disk artifact, with the artifact's length; None when absent."""
-        payload = self._store.get(digest)
-        if payload is None:
-            return None
-        try:
-            module = wasmtime.Module.deserialize(self._engine.engine, payload)
-        except wasmtime.WasmtimeError as exc:
-            self._store.discard(digest, f"wasmtime refused it: {error_line(exc)}")
-            return None
+    def _from_disk(self, digest: str) -> _Found | None:
+        """The module from its disk artifact, with what was kept with it; None when absent."""
+        with self._store.read(digest) as artifact:
+            if artifact is None:
+                return None
+            extra = artifact.extra
+            try:
+                *figures, preinitialized = _SHAPE.unpack_from(extra)
+                shape = ModuleShape(*figures)
+                interface = Interface.from_bytes(extra[_SHAPE.size :])
+            except (struct.error, ValueError) as exc:
+                self._store.discard(digest, f"no module shape and interface kept with it: {exc}")
+                return None
+            try:
+                module = self._map(artifact)
+            except wasmtime.WasmtimeError as exc:
+                self._store.discard(digest, f"wasmtime refused it: {error_line(exc)}")
+                return None
+            size = len(artifact.payload)
         self.stats.disk_hits += 1
-        return module, len(payload)
+        return _Found(module, size, shape, interface, artifact.tail, bool(preinitialized))
+
+    def _map(self, artifact: Artifact) -> wasmtime.Module:
+        """The module of a checked artifact: wasmtime maps the checked file itself (through the
+        descriptor's path) where it can, else it is given a copy of the payload."""
+        if artifact.path is not None:
+            return wasmtime.Module.deserialize_file(self._engine.engine, artifact.path)
+        return wasmtime.Module.deserialize(self._engine.engine, bytes(artifact.payload))

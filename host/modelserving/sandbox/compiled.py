@@ -1,12 +1,14 @@
 """A checked module, ready to call: what the module cache hands out and both runtimes take.
 
 ``CompiledModule`` is the handle chains keep: the module's description (``ModuleInfo``), its
-bytes (zlib-compressed, so it can be compiled again), for the Extism runtime an ``ExtismModule``
-(the bytes the worker compiles itself), and ``native``: the wasmtime module and, for the core
-runtime, its ``InstancePre``, set only while the module cache holds it in memory. The cache
-drops ``native`` when it evicts the module (the memory is then freed, whoever keeps the handle)
-and sets it again, from its disk artifact or by compiling the kept bytes, when the module is
-next needed (``ModuleCache.native``). Neither runtime imports the other: both import this.
+bytes (zlib-compressed, so it can be compiled again; compressed once, when the module is
+compiled, and kept in its disk artifact, so a restart does not compress them again), for the
+Extism runtime an ``ExtismModule`` (the bytes the worker compiles itself), and ``native``: the
+wasmtime module and, for the core runtime, its ``InstancePre``, set only while the module cache
+holds it in memory. The cache drops ``native`` when it evicts the module (the memory is then
+freed, whoever keeps the handle) and sets it again, from its disk artifact or by compiling the
+kept bytes, when the module is next needed (``ModuleCache.native``). Neither runtime imports
+the other: both import this.
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ import wasmtime
 from modelserving.sandbox.module import ModuleInfo
 
 SOURCE_LEVEL = 1
-"""zlib level of the kept module bytes, paid once per handle: a 2 MB Go module keeps 0.7 MB (35%)
-and takes 30 to 65 ms; a Rust built-in keeps 45 KB of 107 KB in 5 to 10 ms."""
+"""zlib level of the kept module bytes, paid once per compile: a 2 MB Go module keeps 0.7 MB
+(35%) and takes 30 to 90 ms; a Rust built-in keeps 45 KB of 107 KB in 3 to 10 ms."""
+
+
+def compress_source(data: bytes) -> bytes:
+    """The module bytes as ``CompiledModule`` keeps them."""
+    return zlib.compress(data, SOURCE_LEVEL)
 
 
 class ExtismModule:
@@ -52,13 +59,14 @@ class CompiledModule:
         self,
         info: ModuleInfo,
         native: Native | None,
-        data: bytes,
+        source: bytes,
         extism: ExtismModule | None = None,
     ) -> None:
+        """``source``: the module's bytes compressed by ``compress_source``."""
         self.info = info
         self.native = native
         self.extism = extism
-        self._source = zlib.compress(data, SOURCE_LEVEL)
+        self._source = source
 
     @property
     def digest(self) -> str:
@@ -69,9 +77,22 @@ class CompiledModule:
         """What the kept (compressed) module bytes take."""
         return len(self._source)
 
-    def source(self) -> bytes:
-        """The module's bytes, as loaded."""
-        return zlib.decompress(self._source)
+    @property
+    def compressed_source(self) -> bytes:
+        """The kept module bytes, compressed (as ``compress_source`` gave them)."""
+        return self._source
+
+    def source(self, max_bytes: int) -> bytes:
+        """The module's bytes, as loaded (ValueError when they do not decompress to at most
+        ``max_bytes`` bytes)."""
+        inflate = zlib.decompressobj()
+        try:
+            data = inflate.decompress(self._source, max_bytes + 1)
+        except zlib.error as exc:
+            raise ValueError(f"the kept module bytes do not decompress: {exc}") from None
+        if len(data) > max_bytes or not inflate.eof:
+            raise ValueError(f"the kept module bytes do not decompress to at most {max_bytes}")
+        return data
 
     @property
     def module(self) -> wasmtime.Module:

@@ -349,6 +349,7 @@ def engine_key(settings: SandboxSettings) -> str:
             "function-references=0",
             "stack-switching=0",
             "start=export",  # start functions are detached to an export (structure.detach_start)
+            f"preinit={int(settings.preinitialize)}",  # an artifact may be of a snapshot (preinit)
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

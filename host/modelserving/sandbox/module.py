@@ -12,6 +12,7 @@ table), and ``ModuleInfo.entrypoints`` says which of them a module exports.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,9 @@ class ModuleInfo:
     initialize: bool
     memory_min_bytes: int
     start: bool = False
+    preinitialized: bool = False
+    """The module runs as a snapshot taken after its ``_initialize`` (``preinit``): calls start
+    from there (``initialize`` is then False: the snapshot no longer exports it)."""
 
     def to_json(self) -> dict[str, Any]:
         """The facts as ``modelserving plugin inspect`` shows them (the caller adds the hooks)."""
@@ -85,12 +89,79 @@ class ModuleInfo:
         }
 
 
-def _sig(ty: Any) -> str:
+@dataclass(frozen=True)
+class Extern:
+    """An import's or export's type as the checks see it: ``sig``, a function's signature
+    (``(i32, i32) -> (i64)``) or the kind of anything else (``memory``, ``global``,
+    ``table``); for a memory, its minimum pages and whether it is 64-bit or shared."""
+
+    sig: str
+    memory: tuple[int, bool, bool] | None = None
+
+    @property
+    def is_func(self) -> bool:
+        return self.sig.startswith("(")
+
+
+@dataclass(frozen=True)
+class Interface:
+    """A module's imports (module, name, type) and exports (name, type): all ``check_module``
+    reads of it. Plain data, so the module cache keeps it in the module's artifact and a
+    restart checks it without asking wasmtime again (``to_bytes``, ``from_bytes``)."""
+
+    imports: tuple[tuple[str, str, Extern], ...]
+    exports: tuple[tuple[str, Extern], ...]
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            [
+                [[m, n, e.sig, e.memory] for m, n, e in self.imports],
+                [[n, e.sig, e.memory] for n, e in self.exports],
+            ],
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Interface:
+        """The interface ``to_bytes`` wrote; ValueError when ``data`` is not one."""
+        try:
+            imports, exports = json.loads(data)
+            return cls(
+                tuple((str(m), str(n), _extern(sig, mem)) for m, n, sig, mem in imports),
+                tuple((str(n), _extern(sig, mem)) for n, sig, mem in exports),
+            )
+        except (TypeError, ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"not a module interface: {exc}") from None
+
+
+def _extern(sig: object, memory: object) -> Extern:
+    if memory is None:
+        return Extern(str(sig))
+    if not isinstance(memory, list) or len(memory) != 3:
+        raise ValueError("a memory is [minimum, 64-bit, shared]")
+    return Extern(str(sig), (int(memory[0]), bool(memory[1]), bool(memory[2])))
+
+
+def describe(module: wasmtime.Module) -> Interface:
+    """What ``check_module`` reads of ``module``, asked of wasmtime."""
+    return Interface(
+        tuple((i.module, i.name or "", _describe(i.type)) for i in module.imports),
+        tuple((e.name, _describe(e.type)) for e in module.exports),
+    )
+
+
+def _describe(ty: Any) -> Extern:
+    if isinstance(ty, wasmtime.MemoryType):
+        return Extern("memory", (int(ty.limits.min), bool(ty.is_64), bool(ty.is_shared)))
     if not isinstance(ty, wasmtime.FuncType):
-        return type(ty).__name__.removesuffix("Type").lower()
+        return Extern(type(ty).__name__.removesuffix("Type").lower())
     params = ", ".join(str(p) for p in ty.params)
     results = ", ".join(str(r) for r in ty.results)
-    return f"({params}) -> ({results})"
+    return Extern(f"({params}) -> ({results})")
+
+
+def _sig(ty: Extern) -> str:
+    return ty.sig
 
 
 _I32 = "i32"
@@ -106,17 +177,18 @@ EXTISM_SIGNATURE = "() -> (i32)"
 
 
 def check_module(
-    module: wasmtime.Module,
+    module: wasmtime.Module | Interface,
     sha256: str,
     size: int,
     entrypoints: tuple[Entrypoint, ...],
     detached_start: bool = False,
 ) -> ModuleInfo:
-    """Describe ``module`` or raise InvalidModule naming the first broken rule.
-    ``entrypoints``: the functions the host may call; ``detached_start``: the host moved the
-    module's start function to ``START_EXPORT``."""
-    imports, wasi, extism = _check_imports(module)
-    exports = {e.name: e.type for e in module.exports}
+    """Describe ``module`` (or its ``Interface``) or raise InvalidModule naming the first
+    broken rule. ``entrypoints``: the functions the host may call; ``detached_start``: the host
+    moved the module's start function to ``START_EXPORT``."""
+    interface = module if isinstance(module, Interface) else describe(module)
+    imports, wasi, extism = _check_imports(interface)
+    exports = dict(interface.exports)
     if START_EXPORT in exports and not detached_start:
         raise invalid_module(f"the export name '{START_EXPORT}' is reserved for the host")
     exports.pop(START_EXPORT, None)
@@ -164,31 +236,31 @@ def check_module(
     )
 
 
-def _check_imports(module: wasmtime.Module) -> tuple[tuple[str, ...], bool, bool]:
+def _check_imports(interface: Interface) -> tuple[tuple[str, ...], bool, bool]:
     names: list[str] = []
     wasi = extism = False
-    for imp in module.imports:
-        where = f"{imp.module}.{imp.name}"
+    for module, name, ty in interface.imports:
+        where = f"{module}.{name}"
         names.append(where)
-        if imp.module == WASI_MODULE and isinstance(imp.type, wasmtime.FuncType):
+        if module == WASI_MODULE and ty.is_func:
             wasi = True
-        elif imp.module == EXTISM_MODULE and isinstance(imp.type, wasmtime.FuncType):
+        elif module == EXTISM_MODULE and ty.is_func:
             extism = True
-        elif imp.module == LOG_MODULE and imp.name == LOG_FUNC:
-            if _sig(imp.type) != LOG_SIGNATURE:
+        elif module == LOG_MODULE and name == LOG_FUNC:
+            if _sig(ty) != LOG_SIGNATURE:
                 raise invalid_module(
-                    f"import '{where}' has type {_sig(imp.type)}; ABI v1 defines {LOG_SIGNATURE}"
+                    f"import '{where}' has type {_sig(ty)}; ABI v1 defines {LOG_SIGNATURE}"
                 )
         else:
             raise invalid_module(
-                f"import '{where}' ({_sig(imp.type)}) is not allowed: a module may import only "
+                f"import '{where}' ({_sig(ty)}) is not allowed: a module may import only "
                 f"{LOG_MODULE}.{LOG_FUNC} and functions of {WASI_MODULE} "
                 f"(or {EXTISM_MODULE} for Extism plugins)"
             )
     return tuple(names), wasi, extism
 
 
-def _abi_version(exports: dict[str, Any]) -> int:
+def _abi_version(exports: dict[str, Extern]) -> int:
     supported = ", ".join(sorted(MARKERS))
     found = sorted(n for n in exports if n.startswith(MARKER_PREFIX))
     # The newest version the host and the module share wins.
@@ -207,19 +279,20 @@ def _abi_version(exports: dict[str, Any]) -> int:
     raise invalid_module(f"no ABI marker: the module must export one of: {supported}")
 
 
-def _check_memory(memory: Any) -> int:
+def _check_memory(memory: Extern | None) -> int:
     if memory is None:
         raise invalid_module(f"missing required export '{MEMORY}'")
-    if not isinstance(memory, wasmtime.MemoryType):
+    if memory.memory is None:
         raise invalid_module(f"export '{MEMORY}' must be a memory, not a {_sig(memory)}")
-    if memory.is_64:
+    minimum, is_64, is_shared = memory.memory
+    if is_64:
         raise invalid_module(f"export '{MEMORY}' is a 64-bit memory; ABI v1 uses 32-bit pointers")
-    if memory.is_shared:
+    if is_shared:
         raise invalid_module(f"export '{MEMORY}' is a shared memory; ABI v1 allows none")
-    return int(memory.limits.min) * WASM_PAGE
+    return minimum * WASM_PAGE
 
 
-def _check_signatures(exports: dict[str, Any], entrypoints: tuple[Entrypoint, ...]) -> None:
+def _check_signatures(exports: dict[str, Extern], entrypoints: tuple[Entrypoint, ...]) -> None:
     wanted = {**SIGNATURES, **dict.fromkeys((e.core for e in entrypoints), CORE_ENTRY_SIGNATURE)}
     for name, want in wanted.items():
         if name in exports and _sig(exports[name]) != want:
@@ -229,7 +302,7 @@ def _check_signatures(exports: dict[str, Any], entrypoints: tuple[Entrypoint, ..
 
 
 def _extism_entrypoints(
-    exports: dict[str, Any], entrypoints: tuple[Entrypoint, ...]
+    exports: dict[str, Extern], entrypoints: tuple[Entrypoint, ...]
 ) -> tuple[str, ...]:
     found = []
     for name in (e.extism for e in entrypoints):

@@ -87,6 +87,9 @@ class SandboxSettings:
     extism_workers: int = 2
     cache_max_bytes: int = 512 * MIB
     memory_cache_max_bytes: int = 256 * MIB
+    preinitialize: bool = True
+    """Run a module's ``_initialize`` once at load and start every call from what it left
+    (``preinit``), instead of in every call."""
 
     def default_limits(self) -> Limits:
         return Limits(

@@ -179,6 +179,10 @@ def check_shape(data: bytes, bounds: ModuleBounds) -> ModuleShape:
 def _over(figures: dict[str, int], name: str, value: int, bounds: ModuleBounds) -> None:
     """Record a figure (keeping the largest) and refuse it at once when it is over its bound."""
     figures[name] = max(figures.get(name, 0), value)
+    _check_figure(name, value, bounds)
+
+
+def _check_figure(name: str, value: int, bounds: ModuleBounds) -> None:
     for figure, limit_name, words in _CHECKS:
         if figure == name:
             limit = getattr(bounds, limit_name)
@@ -188,6 +192,14 @@ def _over(figures: dict[str, int], name: str, value: int, bounds: ModuleBounds) 
                     f"(operator setting {setting_name('moduleLimits', limit_name)})"
                 )
             return
+
+
+def check_figures(shape: ModuleShape, bounds: ModuleBounds) -> None:
+    """Refuse ``shape`` (as ``check_shape`` measured it earlier) as InvalidModule when a figure
+    is over its bound: what a module loaded from the disk cache is held to instead of being
+    measured again (its artifact keeps the shape measured before it was compiled)."""
+    for figure, _, _ in _CHECKS:
+        _check_figure(figure, getattr(shape, figure), bounds)
 
 
 def _section(sid: int, body: _Reader, figures: dict[str, int], bounds: ModuleBounds) -> None:
