@@ -43,6 +43,7 @@ from modelserving.sandbox import Sandbox, SandboxSettings
 from modelserving.workload.observed import READY_HOOKS_ANNOTATION
 from modelserving.workload.plan import plan
 from modelserving.workload.revision import revision
+from modelserving.workload.sync import sync
 from tests.unit.conftest import manifest, role
 from tests.wasm.guests import guest, hook, returns
 
@@ -551,14 +552,13 @@ def test_a_pass_records_the_cpu_of_its_decision_alone(
 ) -> None:
     """``decide_seconds`` is the CPU of ``sync`` (what every pass repeats), not of the reads
     before it: a slow list (a first pass, a resync) does not widen the event window."""
-    import modelserving.controller.reconciler as reconciler_module
 
     def burn(seconds: float) -> None:
         end = time.thread_time() + seconds
         while time.thread_time() < end:
             pass
 
-    real_sync = reconciler_module.sync
+    real_sync = sync
 
     def slow_sync(*args: Any, **kwargs: Any) -> Any:
         burn(0.05)
@@ -570,7 +570,7 @@ def test_a_pass_records_the_cpu_of_its_decision_alone(
         burn(0.2)
         real_note(*args, **kwargs)
 
-    monkeypatch.setattr(reconciler_module, "sync", slow_sync)
+    monkeypatch.setattr("modelserving.controller.reconciler.sync", slow_sync)
     monkeypatch.setattr(rec, "_note_failures", slow_reads)
     kube.put(MODEL_SERVINGS, model_serving(replicas=1))
     rec.reconcile(KEY)
