@@ -1,9 +1,11 @@
 """The epoch ticker advances the engine's epoch while a store may run code, and sleeps otherwise:
 no ticks while nothing runs, and every deadline still holds after any idle time, with calls
-starting and ending beside each other."""
+starting and ending beside each other. (Pre-initialisation's ``_initialize`` at its deadline:
+``test_preinit``.)"""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+import modelserving.sandbox
 from modelserving.api.errors import FailureClass
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxSettings
@@ -82,3 +85,25 @@ def test_a_call_ending_beside_a_running_one_does_not_stop_the_ticks(own_sandbox:
         stop.set()
         for t in threads:
             t.join(10)
+
+
+_STORE = re.compile(r"\bwasmtime\.Store\(|\b_store_new\(")
+_IN_OTHER_PROCESSES = {"compile_worker.py", "worker.py"}
+"""The compile worker and the Extism worker run in processes of their own, with engines of
+their own."""
+
+
+def test_every_store_the_host_makes_tells_the_ticker() -> None:
+    """Each module of the sandbox that makes a store in the controller's process also says
+    when it may run code (``running``): a store the ticker does not know of has no deadline
+    while nothing else runs."""
+    package = Path(modelserving.sandbox.__file__).parent
+    makers = [
+        path
+        for path in sorted(package.rglob("*.py"))
+        if path.name not in _IN_OTHER_PROCESSES and _STORE.search(path.read_text())
+    ]
+    assert {p.name for p in makers} >= {"call.py", "preinit.py"}
+    for path in makers:
+        text = path.read_text()
+        assert ".running(" in text and ".done(" in text, path

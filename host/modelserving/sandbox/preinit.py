@@ -171,6 +171,7 @@ def run_initialize(
     sink = LogSink(settings.log_max_lines, settings.log_max_line_bytes, settings.log_max_bytes)
     scope = CallScope(sink, time.monotonic() + limits.timeout_ms / 1000)
     store = wasmtime.Store(engine.engine)
+    engine.running(store)  # the epoch advances: the deadline holds
     try:
         store.set_fuel(limits.fuel)
         store.set_epoch_deadline(engine.deadline_ticks(limits.timeout_ms))
@@ -215,6 +216,7 @@ def run_initialize(
     finally:
         set_current_scope(outer)
         store.close()
+        engine.done(store)
         engine.slots.release()
 
 
