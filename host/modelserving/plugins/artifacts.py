@@ -6,6 +6,8 @@ installed package; in a source checkout that folder links to the repository's ``
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from importlib import resources
 from pathlib import Path
 
@@ -29,3 +31,19 @@ def builtin_wasm_path(filename: str) -> Path:
             "run `make wasm` in a source checkout)"
         )
     return candidate
+
+
+@functools.cache
+def builtin_digests() -> frozenset[str]:
+    """The sha256 of every compiled built-in in this installation (none when they are not
+    built): modules that ship with the controller, which its sandbox compiles in its own
+    process (``Sandbox(trusted=...)``). A ConfigMap module with the very same bytes is the same
+    module."""
+    folder = Path(str(resources.files("modelserving").joinpath("data", "plugins-wasm")))
+    if not folder.is_dir():
+        return frozenset()
+    return frozenset(
+        hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.glob("*.wasm"))
+        if path.is_file()
+    )

@@ -16,6 +16,7 @@ import threading
 
 from modelserving.abi.versions import since
 from modelserving.api.hook import HOOK_SPECS, SPEC, Hook
+from modelserving.plugins.artifacts import builtin_digests
 from modelserving.sandbox import FLAVOUR_EXTISM, Entrypoint, ModuleInfo, Sandbox, SandboxSettings
 
 ENTRYPOINTS: tuple[Entrypoint, ...] = tuple(
@@ -45,8 +46,9 @@ def module_hooks(info: ModuleInfo) -> tuple[Hook, ...]:
 
 
 def plugin_sandbox(settings: SandboxSettings | None = None) -> Sandbox:
-    """A sandbox that runs plugin modules (its entry points are the hooks' exports)."""
-    return Sandbox(settings, ENTRYPOINTS)
+    """A sandbox that runs plugin modules (its entry points are the hooks' exports); the
+    built-ins that ship with the controller compile in its own process."""
+    return Sandbox(settings, ENTRYPOINTS, trusted=builtin_digests())
 
 
 _default: Sandbox | None = None

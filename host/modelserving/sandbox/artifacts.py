@@ -81,6 +81,8 @@ class CacheStats:
     others were not."""
 
     compiled: int = 0
+    compiled_here: int = 0
+    """Of ``compiled``, those of trusted modules, compiled in this process (no worker)."""
     disk_hits: int = 0
     memory_hits: int = 0
     disk_rejected: int = 0

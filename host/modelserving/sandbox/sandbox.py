@@ -7,7 +7,7 @@ may call (``Entrypoint``s: the plugin layer derives them from the hook table), n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import wasmtime
 
@@ -26,15 +26,26 @@ class Sandbox:
     """Loads modules (compiled once per digest) and runs their entry points in fresh instances.
 
     ``entrypoints`` are the functions the host may call: a module is checked against them at
-    load (their types, at least one required one)."""
+    load (their types, at least one required one). ``trusted``: the digests of modules that
+    ship with the host (its built-ins), compiled in this process instead of a compile worker;
+    they are checked like any other module."""
 
-    def __init__(self, settings: SandboxSettings | None, entrypoints: Sequence[Entrypoint]) -> None:
+    def __init__(
+        self,
+        settings: SandboxSettings | None,
+        entrypoints: Sequence[Entrypoint],
+        trusted: Iterable[str] = (),
+    ) -> None:
         self.settings = settings or SandboxSettings(cache_dir=default_cache_dir())
         self.engine = SandboxEngine(self.settings)
         # Extism modules run in worker processes of this sandbox, each started on first use.
         self.extism = ExtismPool(self.settings)
         self.modules = ModuleCache(
-            self.engine, self.settings.cache_dir, tuple(entrypoints), extism=self.extism
+            self.engine,
+            self.settings.cache_dir,
+            tuple(entrypoints),
+            extism=self.extism,
+            trusted=frozenset(trusted),
         )
 
     def load(self, data: bytes, sha256: str | None = None) -> CompiledModule:
