@@ -84,3 +84,14 @@ def test_the_fleet_report_gives_per_pod_figures(capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert "CPU to available 4.00 ms/Pod, 3.50 API requests/Pod, peak RSS 97 MB" in out
     assert "rolling update 30.0 s, 2.00 ms CPU/Pod" in out
+
+
+def test_a_fleet_rollout_out_of_time_reports_the_cpu_of_what_it_updated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = FleetRun(1000, 7.0, 14.0, 4.0, 3500, 97.0, None, 2.0, 10, 1.0)
+    run.updated_at_timeout = "25/125"  # 200 of the 1,000 Pods
+    run.error = "the rolling update did not finish within 900 s"
+    report(run)
+    out = capsys.readouterr().out
+    assert "rolling update n/a s, 10.00 ms CPU/updated Pod (10 passes, 1.0 s CPU in them)" in out

@@ -48,6 +48,8 @@ class FleetRun:
     cpu_rollout: float | None = None
     passes_rollout: int | None = None
     pass_cpu_rollout: float | None = None
+    updated_at_timeout: str | None = None
+    """When the rolling update ran out of time: how far it got ("updated/groups")."""
     error: str | None = None
 
 
@@ -127,13 +129,19 @@ def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: Fleet
             role[kind]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.10.1"
     kube.merge_patch(MODEL_SERVINGS, NAMESPACE, "fleet", patch)
     done = _wait(kube, "fleet", 2, groups, TIMEOUT_S)
+    # the CPU is reported also when the rollout ran out of time: the CPU of the part it did
+    run.cpu_rollout = time.process_time() - cpu
+    run.passes_rollout = sum(ctl.passes.values()) - passes
+    run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
     if done is None:
-        run.error = f"the rolling update did not finish within {TIMEOUT_S:.0f} s"
+        status = (kube.get(MODEL_SERVINGS, NAMESPACE, "fleet") or {}).get("status") or {}
+        run.updated_at_timeout = f"{status.get('updatedReplicas') or 0}/{groups}"
+        run.error = (
+            f"the rolling update did not finish within {TIMEOUT_S:.0f} s "
+            f"({run.updated_at_timeout} ServingGroups updated by then; its CPU is of that part)"
+        )
     else:
         run.rollout = done - started
-        run.cpu_rollout = time.process_time() - cpu
-        run.passes_rollout = sum(ctl.passes.values()) - passes
-        run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
     peak = bench._status_kb("VmHWM")
     run.peak_rss_mb = peak / 1024 if peak is not None else None
 
@@ -155,13 +163,17 @@ def report(run: FleetRun) -> None:
         return "n/a" if value is None else format(value, fmt)
 
     per_pod = run.cpu_available / run.pods * 1000 if run.cpu_available is not None else None
-    roll = run.cpu_rollout / run.pods * 1000 if run.cpu_rollout is not None else None
+    rolled = run.pods  # Pods the rollout's CPU went to: all, or those updated by its timeout
+    if run.updated_at_timeout is not None:
+        rolled = int(run.updated_at_timeout.split("/")[0]) * PODS_PER_GROUP
+    roll = run.cpu_rollout / rolled * 1000 if run.cpu_rollout is not None and rolled else None
+    per = "Pod" if run.updated_at_timeout is None else "updated Pod"
     asks = run.requests / run.pods if run.requests is not None else None
     print(
         f"  {run.pods:>6} Pods: created {fig(run.created, '6.1f')} s, available "
         f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod, "
         f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB; "
-        f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/Pod "
+        f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/{per} "
         f"({fig(run.passes_rollout, 'd')} passes, {fig(run.pass_cpu_rollout, '.1f')} s CPU in them)"
         + (f"; {run.error}" if run.error else ""),
         flush=True,
