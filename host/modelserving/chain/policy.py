@@ -300,11 +300,7 @@ class PatchValidator:
         policy does not allow to weaken. (``old`` and ``new``: what is known of them.)"""
         old = old or self._entry(before)
         new = new or self._entry(after)
-        facts = self._pss(old)
-        for weakening in pss.weakenings(facts, self._pss(new, old)):
-            reason = self._refusal(weakening)
-            if reason:
-                raise PatchRejected(weakening.path, reason)
+        self._refuse_first(pss.weakenings(self._pss(old), self._pss(new, old)))
 
     def check_access(
         self,
@@ -318,11 +314,7 @@ class PatchValidator:
         allow."""
         old = old or self._entry(before)
         new = new or self._entry(after)
-        facts = self._access(old)
-        for weakening in access.weakenings_between(facts, self._access(new, old)):
-            reason = self._refusal(weakening)
-            if reason:
-                raise PatchRejected(weakening.path, reason)
+        self._refuse_first(access.weakenings_between(self._access(old), self._access(new, old)))
 
     def check_takeover(
         self,
@@ -441,6 +433,13 @@ class PatchValidator:
             if self._refusal(pss.Weakening(control, subject, what, path, value, True)):
                 out[subject] = (what, _camel(_FLAGS.get(control) or _LISTS[control]))
         return out
+
+    def _refuse_first(self, weakenings: Iterable[pss.Weakening]) -> None:
+        """PatchRejected for the first of ``weakenings`` the policy does not allow."""
+        for weakening in weakenings:
+            reason = self._refusal(weakening)
+            if reason:
+                raise PatchRejected(weakening.path, reason)
 
     def _refusal(self, w: pss.Weakening) -> str | None:
         """Why the policy refuses ``w``, or None when it allows it."""

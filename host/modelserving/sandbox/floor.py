@@ -11,39 +11,20 @@ real call, on the same module in the same process, to show what the sandbox's ow
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from wasmtime import _bindings
 from wasmtime import _ffi as ffi
 
 from modelserving.abi.shape import ALLOC, MEMORY
+from modelserving.sandbox.core import raw
 from modelserving.sandbox.settings import Limits
 
 if TYPE_CHECKING:
     from modelserving.sandbox.cache import CompiledModule
     from modelserving.sandbox.sandbox import Sandbox
 
-_HOLDS_GIL = ctypes.PyDLL(ffi.dll._name)
-
-
-def _held(name: str) -> Any:
-    released = getattr(_bindings, f"_{name}")
-    function = getattr(_HOLDS_GIL, name)
-    function.restype, function.argtypes = released.restype, released.argtypes
-    return function
-
-
-_store_new = _held("wasmtime_store_new")
-_store_context = _held("wasmtime_store_context")
-_store_delete = _held("wasmtime_store_delete")
-_store_limiter = _held("wasmtime_store_limiter")
-_set_fuel = _held("wasmtime_context_set_fuel")
-_set_epoch_deadline = _held("wasmtime_context_set_epoch_deadline")
-_export_get = _held("wasmtime_instance_export_get")
-_memory_data = _held("wasmtime_memory_data")
 _instantiate = ffi.wasmtime_instance_pre_instantiate
 _call = ffi.wasmtime_func_call_unchecked
-_NO_FINALIZER = ctypes.cast(0, ctypes.CFUNCTYPE(None, ctypes.c_void_p))
 _ALLOC = ALLOC.encode()
 _MEMORY = MEMORY.encode()
 
@@ -63,37 +44,37 @@ class RawCall:
         self._export = export.encode()
 
     def __call__(self, request: bytes) -> bytes:
-        store = _store_new(self._engine, None, _NO_FINALIZER)
+        store = raw.store_new(self._engine, None, raw.NO_FINALIZER)
         token = object()
         self._sandbox_engine.running(token)
         try:
-            ctx = _store_context(store)
+            ctx = raw.store_context(store)
             limits = self._limits
-            _set_fuel(ctx, limits.fuel)
-            _set_epoch_deadline(ctx, self._ticks)
-            _store_limiter(store, limits.memory_bytes, self._tables, 1, 4, 1)
+            raw.set_fuel(ctx, limits.fuel)
+            raw.set_epoch_deadline(ctx, self._ticks)
+            raw.store_limiter(store, limits.memory_bytes, self._tables, 1, 4, 1)
             instance = ffi.wasmtime_instance_t()
             trap = ctypes.POINTER(ffi.wasm_trap_t)()
             if _instantiate(self._pre.ptr(), ctx, ctypes.byref(instance), ctypes.byref(trap)):
                 raise RuntimeError("instantiation failed")
             memory, alloc, hook = (ffi.wasmtime_extern_t() for _ in range(3))
             where = ctypes.byref(instance)
-            _export_get(ctx, where, _MEMORY, len(_MEMORY), ctypes.byref(memory))
-            _export_get(ctx, where, _ALLOC, len(_ALLOC), ctypes.byref(alloc))
-            _export_get(ctx, where, self._export, len(self._export), ctypes.byref(hook))
+            raw.export_get(ctx, where, _MEMORY, len(_MEMORY), ctypes.byref(memory))
+            raw.export_get(ctx, where, _ALLOC, len(_ALLOC), ctypes.byref(alloc))
+            raw.export_get(ctx, where, self._export, len(self._export), ctypes.byref(hook))
             args = (ffi.wasmtime_val_raw_t * 2)()
             args[0].i32 = len(request)
             if _call(ctx, ctypes.byref(alloc.of.func), args, 2, ctypes.byref(trap)) or trap:
                 raise RuntimeError("ms_alloc failed")
             ptr = args[0].i32 & 0xFFFFFFFF
-            base = ctypes.addressof(_memory_data(ctx, ctypes.byref(memory.of.memory)).contents)
+            base = ctypes.addressof(raw.memory_data(ctx, ctypes.byref(memory.of.memory)).contents)
             ctypes.memmove(base + ptr, request, len(request))
             args[0].i32, args[1].i32 = ptr, len(request)
             if _call(ctx, ctypes.byref(hook.of.func), args, 2, ctypes.byref(trap)) or trap:
                 raise RuntimeError("the call failed")
             result = args[0].i64
-            base = ctypes.addressof(_memory_data(ctx, ctypes.byref(memory.of.memory)).contents)
+            base = ctypes.addressof(raw.memory_data(ctx, ctypes.byref(memory.of.memory)).contents)
             return ctypes.string_at(base + ((result >> 32) & 0xFFFFFFFF), result & 0xFFFFFFFF)
         finally:
-            _store_delete(store)
+            raw.store_delete(store)
             self._sandbox_engine.done(token)

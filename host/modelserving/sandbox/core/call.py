@@ -21,11 +21,11 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 import wasmtime
-from wasmtime import _bindings
 from wasmtime import _ffi as ffi
 
 from modelserving.abi.shape import ALLOC, INITIALIZE, MEMORY
 from modelserving.api.errors import FailureClass
+from modelserving.sandbox.core import raw
 from modelserving.sandbox.engine import CallScope, SandboxEngine, set_current_scope
 from modelserving.sandbox.errors import error_line
 from modelserving.sandbox.logs import LogSink
@@ -42,29 +42,18 @@ _MAX_TABLES = 4
 _FUNC = ffi.WASMTIME_EXTERN_FUNC.value
 _MEMORY = ffi.WASMTIME_EXTERN_MEMORY.value
 _U32 = 0xFFFFFFFF
-_HOLDS_GIL = ctypes.PyDLL(ffi.dll._name)
-
-
-def _held(name: str) -> Any:
-    """wasmtime's C function ``name``, with wasmtime-py's signature, called holding the GIL."""
-    released = getattr(_bindings, f"_{name}")
-    function = getattr(_HOLDS_GIL, name)
-    function.restype, function.argtypes = released.restype, released.argtypes
-    return function
-
-
-_store_new = _held("wasmtime_store_new")
-_store_context = _held("wasmtime_store_context")
-_store_delete = _held("wasmtime_store_delete")
-_set_wasi = _held("wasmtime_context_set_wasi")
-_NO_FINALIZER = ctypes.cast(0, ctypes.CFUNCTYPE(None, ctypes.c_void_p))
-_export_get = _held("wasmtime_instance_export_get")
-_memory_data_size = _held("wasmtime_memory_data_size")
-_memory_data = _held("wasmtime_memory_data")
-_get_fuel = _held("wasmtime_context_get_fuel")
-_set_fuel = _held("wasmtime_context_set_fuel")
-_set_epoch_deadline = _held("wasmtime_context_set_epoch_deadline")
-_store_limiter = _held("wasmtime_store_limiter")
+_store_new = raw.store_new
+_store_context = raw.store_context
+_store_delete = raw.store_delete
+_set_wasi = raw.set_wasi
+_NO_FINALIZER = raw.NO_FINALIZER
+_export_get = raw.export_get
+_memory_data_size = raw.memory_data_size
+_memory_data = raw.memory_data
+_get_fuel = raw.get_fuel
+_set_fuel = raw.set_fuel
+_set_epoch_deadline = raw.set_epoch_deadline
+_store_limiter = raw.store_limiter
 
 
 class _Failed(Exception):
