@@ -13,8 +13,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from modelserving.api.errors import FailureClass
 from modelserving.plugins.exports import plugin_sandbox
-from modelserving.sandbox import CallFailure, Sandbox, SandboxSettings, preinit
+from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings, preinit
+from modelserving.sandbox import cache as cache_module
+from modelserving.sandbox.structure import encode_section
 from tests.wasm.conftest import unhurried
 from tests.wasm.guests import guest, hook, returns
 
@@ -219,10 +222,11 @@ def test_a_snapshot_keeps_globals_memory_and_drops_initialize() -> None:
     assert len(layout.globals) == 4  # the guest's allocator has one
     memory = bytes(65536 * 2)
     memory = memory[:100] + b"xyz" + memory[103:5000] + b"w" + memory[5001:]
-    state = preinit.Snapshot((4096, -5, -(1 << 40), 2.5), memory)
+    state = preinit.Snapshot.of((4096, -5, -(1 << 40), 2.5), memory, 100, 1 << 20)
+    assert state.runs == ((100, b"xyz"), (5000, b"w"))
     import wasmtime
 
-    snap = preinit.snapshot(layout, state, 100)
+    snap = preinit.snapshot(layout, state)
     store = wasmtime.Store()
     instance = wasmtime.Instance(store, wasmtime.Module(store.engine, snap), [])
     exports = instance.exports(store)
@@ -243,3 +247,75 @@ def test_a_snapshot_missed_at_the_deadline_is_not_kept_on_disk(tmp_path: Path) -
     fuel_bound = sandbox_with(tmp_path, True, default_fuel=1_000_000)
     fuel_bound.load(counting_reactor("(loop $l (br $l))"))
     assert len(list(tmp_path.glob("*.cwasm"))) == 1, "running out of fuel is the module's own"
+
+
+def test_a_sparse_memory_is_refused_at_the_segment_limit_without_a_full_scan() -> None:
+    """One non-zero byte every MERGE_GAP + 1 bytes: a segment each. The snapshot is refused
+    once the runs pass the limit, before the rest of the memory is read or copied."""
+    memory = bytearray(16 << 20)
+    memory[:: preinit.MERGE_GAP + 1] = b"\x01" * len(memory[:: preinit.MERGE_GAP + 1])
+    with pytest.raises(preinit.Refused, match="more than 1000 data segments"):
+        preinit.Snapshot.of((), memory, 1000, 16 << 20)
+
+
+def test_a_memory_with_more_data_than_the_limit_is_refused() -> None:
+    memory = b"\x01" * (1 << 20)
+    with pytest.raises(preinit.Refused, match="more than 65536 bytes of data"):
+        preinit.Snapshot.of((), memory, 1000, 1 << 16)
+    assert preinit.Snapshot.of((), memory, 1, 1 << 20).runs == ((0, memory),)
+
+
+def test_runs_closer_than_the_merge_gap_share_a_segment() -> None:
+    gap = preinit.MERGE_GAP
+    memory = b"\x01" + bytes(gap - 1) + b"\x02" + bytes(gap) + b"\x03" + bytes(5)
+    state = preinit.Snapshot.of((), memory, 10, 1000)
+    assert state.size == len(memory)
+    assert state.runs == ((0, b"\x01" + bytes(gap - 1) + b"\x02"), (2 * gap + 1, b"\x03"))
+
+
+def test_a_sparse_memory_left_by_initialize_is_not_pre_initialised(tmp_path: Path) -> None:
+    """_initialize that writes a byte every MERGE_GAP + 1 bytes over 10 MiB: the module loads
+    and runs as it is (_initialize in each call); the reason is noted."""
+    fill = (
+        "(local $p i32) (drop (memory.grow (i32.const 160))) (local.set $p (i32.const 65536)) "
+        "(loop $l (i32.store8 (local.get $p) (i32.const 1)) "
+        f"(local.set $p (i32.add (local.get $p) (i32.const {preinit.MERGE_GAP + 1}))) "
+        "(br_if $l (i32.lt_u (local.get $p) (i32.const 10485760))))"
+    )
+    sandbox = sandbox_with(tmp_path, True)
+    compiled = sandbox.load(counting_reactor(fill))
+    assert not compiled.info.preinitialized and compiled.info.initialize
+    assert any("data segments" in why for why in sandbox.modules.stats.not_preinitialized)
+
+
+def test_an_unreadable_section_is_a_refusal_not_an_internal_error(tmp_path: Path) -> None:
+    """check_shape reads only the counts of some sections; one whose entries are cut short is
+    refused by pre-initialisation like any other reason, and the module by the compiler."""
+    good = preinit.layout(counting_reactor())
+    bad = b"\0asm\x01\0\0\0" + b"".join(
+        encode_section(sid, b"\x01\x7f" if sid == 6 else body) for sid, body in good.sections
+    )
+    with pytest.raises(preinit.Refused, match="cannot be read"):
+        preinit.layout(bad)
+    with pytest.raises(SandboxError) as info:
+        sandbox_with(tmp_path, True).load(bad)
+    assert info.value.failure_class is FailureClass.INVALID_MODULE
+
+
+def test_a_busy_host_on_a_reload_after_eviction_is_a_timeout_not_an_invalid_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no disk cache, an evicted pre-initialised module takes its snapshot again when it
+    is called; a snapshot the busy host could not finish is Timeout (contended), the module is
+    not reported invalid."""
+    sandbox = sandbox_with(None, True)
+    compiled = sandbox.load(counting_reactor())
+    assert compiled.info.preinitialized
+
+    def busy(self: object, built: object, trusted: bool = False) -> None:
+        raise cache_module._Transient
+
+    monkeypatch.setattr(cache_module.ModuleCache, "_snapshot", busy)
+    with pytest.raises(SandboxError) as info:
+        sandbox.modules._attach(compiled)
+    assert info.value.failure_class is FailureClass.TIMEOUT and info.value.contended

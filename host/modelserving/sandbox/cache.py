@@ -273,6 +273,10 @@ class ModuleCache:
         loading lock."""
         digest = compiled.digest
         found = self._from_disk(digest)
+        if found is not None and found.preinitialized != compiled.info.preinitialized:
+            # another process (sharing the directory) kept the other form of the module: the
+            # handle's calls expect this one (with _initialize in each call, or a snapshot)
+            found = None
         if found is None:
             settings = self._engine.settings
             try:
@@ -287,8 +291,13 @@ class ModuleCache:
             if compiled.info.preinitialized:
                 try:
                     snapshot = self._snapshot(built, trusted) if built.layout is not None else None
-                except _Transient:
-                    snapshot = None
+                except _Transient:  # the busy host, perhaps: not the module's fault
+                    raise SandboxError(
+                        FailureClass.TIMEOUT,
+                        "the module's pre-initialisation, taken again after its eviction, did "
+                        "not finish in time (the host is busy); the next call tries again",
+                        contended=True,
+                    ) from None
                 if snapshot is None:
                     raise invalid_module(
                         "the module was pre-initialised when first loaded and cannot be now: "
@@ -353,9 +362,7 @@ class ModuleCache:
             state = preinit.run_initialize(
                 self._engine, built.module, built.layout, settings.default_limits()
             )
-            snapshot = preinit.snapshot(
-                built.layout, state, settings.module_bounds.max_data_segments
-            )
+            snapshot = preinit.snapshot(built.layout, state)
             check_shape(snapshot, settings.module_bounds)
             payload, module = self._compiled_form(snapshot, trusted)
         except (preinit.Refused, SandboxError) as exc:

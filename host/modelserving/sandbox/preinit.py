@@ -41,11 +41,14 @@ changed would not be seen.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import re
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
 import wasmtime
 
@@ -54,7 +57,7 @@ from modelserving.sandbox.engine import CallScope, SandboxEngine, current_scope,
 from modelserving.sandbox.errors import error_line
 from modelserving.sandbox.logs import LogSink
 from modelserving.sandbox.settings import WASM_PAGE, Limits
-from modelserving.sandbox.structure import _Reader, encode_section, leb128
+from modelserving.sandbox.structure import _Malformed, _Reader, encode_section, leb128
 
 SNAPSHOT_EXPORT = "modelserving:snapshot:global:"
 """The exports ``instrument`` adds, one per global defined by the module (its index follows)."""
@@ -68,7 +71,10 @@ _START, _CODE, _DATA, _DATA_COUNT = 8, 10, 11, 12
 _I32, _I64, _F32, _F64 = 0x7F, 0x7E, 0x7D, 0x7C
 _CONSTS = {0x41: _I32, 0x42: _I64, 0x43: _F32, 0x44: _F64}
 _END = 0x0B
-_NON_ZERO = re.compile(rb"[^\x00]+")
+_NON_ZERO_BYTE = re.compile(rb"[^\x00]")
+_GAP = re.compile(rb"\x00{%d}" % MERGE_GAP)
+P = ParamSpec("P")
+R = TypeVar("R")
 _RESERVED = b"modelserving:snapshot:"
 
 
@@ -97,13 +103,41 @@ class Layout:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What ``_initialize`` left: each defined global's value, the memory's bytes."""
+    """What ``_initialize`` left: each defined global's value, the memory's size, and its
+    non-zero runs (start, bytes), runs closer than ``MERGE_GAP`` zero bytes merged."""
 
     globals: tuple[int | float, ...]
-    memory: bytes
+    size: int
+    runs: tuple[tuple[int, bytes], ...]
+
+    @classmethod
+    def of(
+        cls, values: tuple[int | float, ...], memory: Any, max_segments: int, max_bytes: int
+    ) -> Snapshot:
+        """From ``memory`` (any bytes-like object, read in place); Refused as soon as its runs
+        pass ``max_segments`` or their bytes ``max_bytes``, so a hostile memory costs at most
+        one scan in C and that much copying, whatever its pattern."""
+        runs: list[tuple[int, bytes]] = []
+        total = 0
+        size = len(memory)
+        pos = 0
+        while (found := _NON_ZERO_BYTE.search(memory, pos)) is not None:
+            start = found.start()
+            gap = _GAP.search(memory, start)
+            end = size if gap is None else gap.start()
+            while memory[end - 1] == 0:  # fewer than MERGE_GAP zeros end the memory
+                end -= 1
+            total += end - start
+            if len(runs) == max_segments:
+                raise Refused(f"its memory would take more than {max_segments} data segments")
+            if total > max_bytes:
+                raise Refused(f"its memory would take more than {max_bytes} bytes of data")
+            runs.append((start, bytes(memory[start:end])))
+            pos = end
+        return cls(values, size, tuple(runs))
 
 
-def layout(data: bytes) -> Layout:
+def _layout(data: bytes) -> Layout:
     """The sections and defined globals of ``data`` (a module ``check_shape`` accepted);
     Refused when the module has no ``_initialize`` or cannot be pre-initialised."""
     view = memoryview(data)
@@ -144,7 +178,7 @@ def is_instrumentation(name: str) -> bool:
     return name.startswith(_RESERVED.decode())
 
 
-def instrument(module: Layout) -> bytes:
+def _instrument(module: Layout) -> bytes:
     """The module with each defined global exported as ``SNAPSHOT_EXPORT<index>`` and each
     table as ``TABLE_EXPORT<index>``."""
     added = [(f"{SNAPSHOT_EXPORT}{i}".encode(), 3, i) for i in range(len(module.globals))]
@@ -165,12 +199,16 @@ def run_initialize(
     """Call ``_initialize`` in a fresh instance of the instrumented ``module`` under ``limits``
     (as a call would run it) and read what it left; Refused when it does not end well."""
     settings = engine.settings
-    if not engine.slots.acquire(timeout=limits.timeout_ms / 1000):
-        raise Refused("no instance slot became free", transient=True)
     outer = current_scope()
     sink = LogSink(settings.log_max_lines, settings.log_max_line_bytes, settings.log_max_bytes)
     scope = CallScope(sink, time.monotonic() + limits.timeout_ms / 1000)
-    store = wasmtime.Store(engine.engine)
+    if not engine.slots.acquire(timeout=limits.timeout_ms / 1000):
+        raise Refused("no instance slot became free", transient=True)
+    try:
+        store = wasmtime.Store(engine.engine)
+    except BaseException:
+        engine.slots.release()
+        raise
     engine.running(store)  # the epoch advances: the deadline holds
     try:
         store.set_fuel(limits.fuel)
@@ -204,8 +242,15 @@ def run_initialize(
         if not isinstance(memory, wasmtime.Memory):
             raise Refused("it exports no memory")
         size = memory.data_len(store)
-        base = ctypes.addressof(memory.data_ptr(store).contents) if size else 0
-        return Snapshot(values, ctypes.string_at(base, size) if size else b"")
+        bounds = settings.module_bounds
+        view = (
+            (ctypes.c_char * size).from_address(ctypes.addressof(memory.data_ptr(store).contents))
+            if size
+            else b""
+        )
+        return Snapshot.of(
+            values, memoryview(view).cast("B"), bounds.max_data_segments, bounds.max_data_bytes
+        )
     except (wasmtime.Trap, wasmtime.WasmtimeError, wasmtime.ExitTrap) as exc:
         late = scope.late or (
             isinstance(exc, wasmtime.Trap) and exc.trap_code == wasmtime.TrapCode.INTERRUPT
@@ -220,21 +265,13 @@ def run_initialize(
         engine.slots.release()
 
 
-def snapshot(module: Layout, state: Snapshot, max_segments: int) -> bytes:
+def _snapshot(module: Layout, state: Snapshot) -> bytes:
     """The module as ``_initialize`` left it (see the module's docstring)."""
-    runs: list[list[int]] = []
-    for match in _NON_ZERO.finditer(state.memory):
-        if runs and match.start() - runs[-1][1] < MERGE_GAP:
-            runs[-1][1] = match.end()
-        else:
-            runs.append([match.start(), match.end()])
-    if len(runs) > max_segments:
-        raise Refused(f"its memory would take {len(runs)} data segments")
+    runs = state.runs
     data = leb128(len(runs)) + b"".join(
-        b"\x00\x41" + _sleb(start) + bytes([_END]) + leb128(end - start) + state.memory[start:end]
-        for start, end in runs
+        b"\x00\x41" + _sleb(start) + bytes([_END]) + leb128(len(run)) + run for start, run in runs
     )
-    pages = len(state.memory) // WASM_PAGE
+    pages = state.size // WASM_PAGE
     out = [b"\0asm\x01\0\0\0"]
     has_data = any(sid == _DATA for sid, _ in module.sections)
     for sid, body in module.sections:
@@ -378,3 +415,22 @@ def _sleb(value: int) -> bytes:
             out.append(byte)
             return bytes(out)
         out.append(byte | 0x80)
+
+
+def _refusing_malformed(step: Callable[P, R]) -> Callable[P, R]:
+    """``step``, with a section it cannot read (``check_shape`` reads only the counts of some)
+    refused like any other reason the module cannot be pre-initialised."""
+
+    @functools.wraps(step)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return step(*args, **kwargs)
+        except _Malformed as exc:
+            raise Refused(f"a section cannot be read: {exc}") from None
+
+    return run
+
+
+layout = _refusing_malformed(_layout)
+instrument = _refusing_malformed(_instrument)
+snapshot = _refusing_malformed(_snapshot)
