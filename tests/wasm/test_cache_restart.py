@@ -11,6 +11,7 @@ from typing import Any
 
 import msgpack
 import pytest
+import wasmtime
 
 from modelserving.plugins.exports import ENTRYPOINTS, plugin_sandbox
 from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings, artifacts
@@ -57,6 +58,24 @@ def test_a_restart_loads_the_artifact_mapped_or_copied(
     stats = restarted.modules.stats
     assert (stats.compiled, stats.disk_hits) == (0, 1)
     assert maps == ([f"{fd_paths}/" + maps[0].rsplit("/", 1)[-1]] if fd_paths else ["None"])
+
+
+def test_an_artifact_wasmtime_cannot_map_is_given_as_a_copy_and_kept(
+    tmp_path: Path, request_bytes: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory wasmtime cannot map code from (a noexec mount): the checked artifact is
+    deserialized from a copy instead, not deleted and compiled again."""
+    module = responding(ANSWER)
+    restart(tmp_path).load(module)
+
+    def refused(engine: object, path: str) -> wasmtime.Module:
+        raise wasmtime.WasmtimeError("failed to mmap: permission denied")
+
+    monkeypatch.setattr(wasmtime.Module, "deserialize_file", staticmethod(refused))
+    restarted = restart(tmp_path)
+    assert calls(restarted, module, request_bytes) == ANSWER
+    stats = restarted.modules.stats
+    assert (stats.compiled, stats.disk_hits, stats.disk_rejected) == (0, 1, 0)
 
 
 def test_wasmtime_accepts_an_artifact_with_the_trailer_after_the_payload(tmp_path: Path) -> None:

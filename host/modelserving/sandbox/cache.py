@@ -167,6 +167,8 @@ class ModuleCache:
             cache_dir, engine.key, self.stats, engine.settings, _SHAPE.size + limit * 2 + 4096
         )
         self._compiler = Compiler(engine.settings)
+        self._copy_only = False
+        """Whether artifacts are given to wasmtime as copies, not mapped (a mapping failed)."""
         self._extism = extism or ExtismPool(engine.settings)
 
     def load(self, data: bytes, expected_sha256: str | None = None) -> CompiledModule:
@@ -493,6 +495,10 @@ class ModuleCache:
     def _map(self, artifact: Artifact) -> wasmtime.Module:
         """The module of a checked artifact: wasmtime maps the checked file itself (through the
         descriptor's path) where it can, else it is given a copy of the payload."""
-        if artifact.path is not None:
-            return wasmtime.Module.deserialize_file(self._engine.engine, artifact.path)
+        if artifact.path is not None and not self._copy_only:
+            try:
+                return wasmtime.Module.deserialize_file(self._engine.engine, artifact.path)
+            except wasmtime.WasmtimeError:
+                # a directory wasmtime cannot map code from (a noexec mount): copies from now on
+                self._copy_only = True
         return wasmtime.Module.deserialize(self._engine.engine, bytes(artifact.payload))
