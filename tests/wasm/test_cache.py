@@ -368,3 +368,17 @@ def test_a_refused_module_leaves_no_artifact(tmp_path: Path) -> None:
     with pytest.raises(SandboxError):
         sandbox.load(guest(hook(returns(0, 0)), marker=False))
     assert artifacts(tmp_path) == []
+
+
+def test_an_artifact_a_read_would_refuse_is_not_written(tmp_path: Path) -> None:
+    """Longer than a read takes (the extra bytes of a module with a huge interface, say): not
+    written, so it is not refused, deleted and written again on every restart."""
+    stats = CacheStats()
+    artifacts_store = ArtifactStore(
+        tmp_path, KEY, stats, SandboxSettings(max_artifact_bytes=1000), max_extra_bytes=10
+    )
+    artifacts_store.put("a" * 64, b"p" * 1000, b"e" * 11)
+    assert list(tmp_path.iterdir()) == []
+    assert "not kept" in stats.disk_errors[-1]
+    artifacts_store.put("a" * 64, b"p" * 1000, b"e" * 10)
+    assert len(list(tmp_path.iterdir())) == 1

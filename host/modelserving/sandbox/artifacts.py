@@ -199,6 +199,12 @@ class ArtifactStore:
         cap; a failure is noted, never raised (the cache is an optimisation: a read-only or full
         disk must not fail a load)."""
         name = self.name(digest)
+        size = len(payload) + len(extra) + len(tail) + TRAILER_LEN
+        if size > self._max_file_bytes:  # a read would refuse (and delete) it
+            self._stats.note(
+                f"{name}: not kept ({size} bytes; a read takes at most {self._max_file_bytes})"
+            )
+            return
         fields = self._fields(digest, len(payload), len(extra), len(tail))
         trailer = fields + self._checksum(payload, extra, fields)
         with self._directory(create=True) as dfd:
