@@ -354,7 +354,10 @@ def test_the_artifact_just_written_stays_unless_it_alone_exceeds_the_cap(tmp_pat
 def test_an_artifact_larger_than_the_largest_compiled_module_is_refused(tmp_path: Path) -> None:
     stats = CacheStats()
     big = store(tmp_path, stats, SandboxSettings(max_artifact_bytes=200))
-    big.put(digest(0), b"x" * 201)
+    # written under a larger limit (this store would not write it: see the test below)
+    store(tmp_path, CacheStats(), SandboxSettings(max_artifact_bytes=1000)).put(
+        digest(0), b"x" * 201
+    )
     assert big.get(digest(0)) is None
     assert stats.disk_rejected == 1
     assert f"{TRAILER_LEN + 201} bytes, not between" in stats.disk_errors[0]
