@@ -14,7 +14,7 @@ def test_the_settled_pods_need_nothing_and_a_new_image_rolls_a_quarter() -> None
     ms = passes.model_serving(8)
     pods, services, pod_groups = passes.settled(ms)
     assert (len(pods), len(services), len(pod_groups)) == (64, 16, 8)
-    count, _steady, _update, deleted = passes.one_size(64, runs=1)
+    count, _steady, _update, deleted, _event = passes.one_size(64, runs=1)
     assert (count, deleted) == (64, 16)  # 25 % of 8 ServingGroups: 2 of them, 8 Pods each
 
 

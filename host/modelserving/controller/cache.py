@@ -167,6 +167,12 @@ class ObjectCache:
         with self._lock:
             return list((self._objects.get((plural, namespace, owner)) or {}).values())
 
+    def by_name(self, plural: str, namespace: str, owner: str) -> dict[str, dict[str, Any]]:
+        """The objects by name (a copy of the table: the objects themselves are shared and
+        replaced, never changed in place)."""
+        with self._lock:
+            return dict(self._objects.get((plural, namespace, owner)) or {})
+
     def forget(self, namespace: str, owner: str) -> None:
         """List again before the next read (a resync; the ModelServing was deleted)."""
         with self._lock:

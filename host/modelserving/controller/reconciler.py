@@ -64,11 +64,11 @@ from modelserving.workload.gang import VolcanoApi, as_api
 from modelserving.workload.observed import (
     NODE_DELETED,
     READY_HOOKS_ANNOTATION,
-    observe_pod,
     owned_by,
 )
 from modelserving.workload.plan import DesiredPod
 from modelserving.workload.pods import owner_reference
+from modelserving.workload.podset import PodSet
 from modelserving.workload.revision import revision as revision_of
 from modelserving.workload.sync import GroupWork, SyncPlan, sync
 
@@ -165,6 +165,8 @@ class Reconciler:
         self.backlog: StartBacklog | None = None
         """The Pods created lately that have not started: a pass waits for room in it before
         each ServingGroup (None: never waits)."""
+        self.pod_sets: dict[Key, PodSet] = {}
+        """Each ModelServing's Pods as its last pass left them (with the cache only)."""
         self.decide_seconds: dict[Key, float] = {}
         """The CPU each ModelServing's last pass spent deciding (``sync``): the part that is
         O(Pods) and repeats on every pass, however little changed. (Listing from the API, which
@@ -194,11 +196,11 @@ class Reconciler:
         self._load_chain(key, work)
         gang = as_api(self.gang())
         selector = f"{labels.NAME_LABEL}={ms.name}"
-        pods = self._read(PODS, ms, selector)
+        pods = self._pods(key, ms, selector)
         services = self._read(SERVICES, ms, selector)
         pod_groups = self.kube.list(POD_GROUPS, namespace, selector) if gang.pod_groups else []
-        history = self._revisions(ms, pods)
-        self._note_failures(ms, pods)
+        history = self._revisions(ms, pods.revisions)
+        self._note_failures(pods)
         started = time.thread_time()
         plan = sync(
             ms,
@@ -209,7 +211,7 @@ class Reconciler:
             gang=gang,
             history=history,
             seen_failed=self.seen_failed,
-            lost_nodes=self._lost_nodes(pods),
+            lost_nodes=self._lost_nodes(pods.raw.values()),
             recently_gone=(
                 self.cache.recently_gone(PODS.plural, namespace, name) if self.cache else ()
             ),
@@ -220,7 +222,7 @@ class Reconciler:
         self._update_pod_groups(work, plan)
         self._create(work, plan)
         self._ready_hooks(work, plan)
-        self._group_hooks(work, plan, pods)
+        self._group_hooks(work, plan, pods.raw.values())
         self._write_status(work, plan)
         self.recorder.pods(work.created, work.deleted)
         if work.api_errors:
@@ -233,6 +235,7 @@ class Reconciler:
 
     def forget(self, key: Key) -> None:
         self.decide_seconds.pop(key, None)
+        self.pod_sets.pop(key, None)
         if self.cache is not None:
             self.cache.drop(*key)
         self.chains.forget(*key)
@@ -342,9 +345,10 @@ class Reconciler:
     # --- revisions -------------------------------------------------------------------------
 
     def _revisions(
-        self, ms: ModelServing, pods: Iterable[Mapping[str, Any]]
+        self, ms: ModelServing, pod_revisions: Iterable[str]
     ) -> dict[str, list[dict[str, Any]]]:
-        """Record the current revision as a ControllerRevision; older ones by revision."""
+        """Record the current revision as a ControllerRevision; older ones by revision.
+        Those some Pod is labelled with (``pod_revisions``) are kept."""
         selector = f"{labels.NAME_LABEL}={ms.name}"
         found = [
             r
@@ -368,7 +372,7 @@ class Reconciler:
                 "revision": number,
             }
             self.kube.create(CONTROLLER_REVISIONS, ms.namespace, body)
-        in_use = {p.get("metadata", {}).get("labels", {}).get(labels.REVISION_LABEL) for p in pods}
+        in_use: set[str | None] = set(pod_revisions)
         in_use.add(current)
         old = sorted(
             (r for r in found if by_rev.get(_rev(r)) is r and _rev(r) not in in_use),
@@ -377,6 +381,19 @@ class Reconciler:
         for r in old[: max(len(old) - REVISION_HISTORY, 0)]:
             self.kube.delete(CONTROLLER_REVISIONS, ms.namespace, r["metadata"]["name"])
         return {str(_rev(r)): _history_roles(r) for r in found if _rev(r)}
+
+    def _pods(self, key: Key, ms: ModelServing, selector: str) -> PodSet:
+        """The ModelServing's Pods. With the cache, a ``PodSet`` kept from its last pass and
+        brought up to date with what changed since; without it, a list from the API."""
+        uid = ms.metadata.uid or ""
+        if self.cache is None:
+            return PodSet.of(ms.name, uid, self.kube.list(PODS, ms.namespace, selector))
+        self._read(PODS, ms, selector)  # lists them when the cache has not yet
+        kept = self.pod_sets.get(key)
+        if kept is None or kept.uid != uid:
+            kept = self.pod_sets[key] = PodSet(ms.name, uid)
+        kept.refresh(self.cache.by_name(PODS.plural, ms.namespace, ms.name))
+        return kept
 
     def _read(self, res: Resource, ms: ModelServing, selector: str) -> list[dict[str, Any]]:
         """The ModelServing's objects of ``res``: from the cache once it holds a list of them,
@@ -407,13 +424,11 @@ class Reconciler:
                 found[node] = state
         return found
 
-    def _note_failures(self, ms: ModelServing, pods: Iterable[Mapping[str, Any]]) -> None:
+    def _note_failures(self, pods: PodSet) -> None:
         """Remember when a failed Pod without a failure time in its status was first seen."""
         now = self.clock()
-        for pod in pods:
-            seen = observe_pod(pod, ms.name)
-            if seen is not None and seen.failed and seen.failed_at is None:
-                self.seen_failed.setdefault(seen.uid, now)
+        for seen in pods.unstamped_failures.values():
+            self.seen_failed.setdefault(seen.uid, now)
         if len(self.seen_failed) > 100_000:
             self.seen_failed.clear()
 

@@ -42,7 +42,6 @@ from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import (
     NODE_DELETED,
     ObservedPod,
-    observe_pod,
     owned_by,
 )
 from modelserving.workload.plan import (
@@ -54,10 +53,13 @@ from modelserving.workload.plan import (
     plan_group,
     role_template_hashes,
 )
+from modelserving.workload.podset import Group, PodSet
 from modelserving.workload.revision import revision as revision_of
 
 BUSY_RETRY_SECONDS = 1.0
 """How soon to look again when a name is still held by a terminating object."""
+NAMES_MEMO_MAX = 100_000
+"""Most ServingGroup layouts a ``PodSet`` remembers (then it forgets them all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,45 +142,13 @@ def _scaled(value: int | str | None, total: int, default: int, round_up: bool) -
     return default if resolved is None else resolved
 
 
-@dataclass
-class _Group:
-    index: int
-    pods: list[ObservedPod]
-    """Complete before a pass reads the properties below, which are each worked out once."""
-
-    @functools.cached_property
-    def _by_role_id(self) -> dict[str, list[ObservedPod]]:
-        found: dict[str, list[ObservedPod]] = {}
-        for pod in self.pods:
-            found.setdefault(pod.role_id, []).append(pod)
-        return found
-
-    def role_replica(self, rid: str) -> list[ObservedPod]:
-        """The Pods of role replica ``rid`` (terminating ones too), in ``pods``' order."""
-        return self._by_role_id.get(rid, [])
-
-    @functools.cached_property
-    def live(self) -> list[ObservedPod]:
-        """The Pods not terminating."""
-        return [p for p in self.pods if not p.terminating]
-
-    @functools.cached_property
-    def _revision(self) -> str:
-        revs = {p.revision for p in self.live}
-        return revs.pop() if len(revs) == 1 else ""
-
-    def revision(self) -> str:
-        """The revision all live Pods share; "" when they disagree."""
-        return self._revision
-
-
 class _Sync:
     """One pass; fields hold the inputs, ``out`` the decisions taken so far."""
 
     def __init__(
         self,
         ms: ModelServing,
-        pods: Iterable[Mapping[str, Any]],
+        pods: PodSet | Iterable[Mapping[str, Any]],
         services: Iterable[Mapping[str, Any]],
         pod_groups: Iterable[Mapping[str, Any]],
         now: float,
@@ -197,25 +167,21 @@ class _Sync:
         self.update_revision = revision_of(ms)
         self.hashes = role_template_hashes(ms)
         uid = ms.metadata.uid or ""
-        pods = list(pods)
-        self.observed = [
-            o
-            for o in (observe_pod(p, ms.name) for p in pods)
-            if o is not None and (not uid or uid in o.owners)
-        ]
-        self.terminating_names = {o.name for o in self.observed if o.terminating}
+        if not isinstance(pods, PodSet):
+            self.podset = PodSet.of(ms.name, uid, pods)
+        elif pods.uid == uid and pods.ms_name == ms.name:
+            self.podset = pods
+        else:  # kept for another ModelServing of the name: read it afresh
+            self.podset = PodSet.of(ms.name, uid, pods.raw.values())
+        self.terminating_names = self.podset.terminating | recently_gone
         self.lost: dict[str, str] = {}
         """Pods on a lost Node by name: the Node's state (NODE_DELETED or NODE_NOT_READY)."""
+        self.groups = dict(self.podset.groups)
         if lost_nodes:
-            self.observed = [self._on_lost_node(o, lost_nodes) for o in self.observed]
-        # Every name in use blocks a create, including Pods this ModelServing does not control.
-        self.pod_names = {str((p.get("metadata") or {}).get("name", "")) for p in pods}
-        # a name whose Pod was deleted a moment ago is waited for, as a terminating one is
-        self.pod_names |= recently_gone
-        self.terminating_names |= recently_gone
-        self.groups: dict[int, _Group] = {}
-        for o in sorted(self.observed, key=lambda o: (o.group_index, o.role_id, o.pod_index)):
-            self.groups.setdefault(o.group_index, _Group(o.group_index, [])).pods.append(o)
+            self._on_lost_nodes(lost_nodes)
+        # Every name in use blocks a create, including Pods this ModelServing does not control;
+        # a name whose Pod was deleted a moment ago is waited for, as a terminating one is.
+        self.pod_names = self.podset.raw.keys() | recently_gone
         self.services = {
             str(s["metadata"]["name"]): s for s in services if not uid or owned_by(s, uid)
         }
@@ -250,12 +216,24 @@ class _Sync:
 
     # --- helpers ---------------------------------------------------------------------------
 
+    def _on_lost_nodes(self, lost_nodes: Mapping[str, str]) -> None:
+        """A Pod on a Node that is not Ready is not ready; one on a deleted Node has failed.
+        Their ServingGroups are made anew for this pass with the Pods so adjusted."""
+        touched: set[int] = set()
+        for index, group in self.groups.items():
+            for pod in group.pods:
+                state = lost_nodes.get(pod.node)
+                if state is not None:
+                    self.lost[pod.name] = state
+                    touched.add(index)
+        for index in touched:
+            pods = [self._on_lost_node(p, lost_nodes) for p in self.groups[index].pods]
+            self.groups[index] = Group(index, pods)
+
     def _on_lost_node(self, pod: ObservedPod, lost_nodes: Mapping[str, str]) -> ObservedPod:
-        """A Pod on a Node that is not Ready is not ready; one on a deleted Node has failed."""
         state = lost_nodes.get(pod.node)
         if state is None:
             return pod
-        self.lost[pod.name] = state
         gone = state == NODE_DELETED
         return replace(
             pod, ready=False, running=pod.running and not gone, failed=pod.failed or gone
@@ -308,8 +286,24 @@ class _Sync:
         key = (index, rev)
         if key not in self._names:
             ms = self.ms_at(rev)
-            self._names[key] = None if ms is None else group_names(ms, index)
+            self._names[key] = None if ms is None else self._layout(ms, index)
         return self._names[key]
+
+    def _layout(self, ms: ModelServing, index: int) -> GroupNames:
+        """``group_names(ms, index)``, remembered with the Pods from pass to pass: the names
+        depend only on the ModelServing's name and its roles' names and sizes."""
+        shape = tuple(
+            (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
+            for r in ms.spec.template.roles
+        )
+        memo = self.podset.names
+        found = memo.get((index, shape))
+        if found is None:
+            found = group_names(ms, index)
+            if len(memo) >= NAMES_MEMO_MAX:
+                memo.clear()
+            memo[(index, shape)] = found
+        return found
 
     def role_partition(self, role: Role) -> int:
         """A role's partition (RoleRollingUpdate only; a percent of its replicas, rounded up)."""
@@ -317,7 +311,7 @@ class _Sync:
             return 0
         return _scaled(role.partition, role.replicas, 0, round_up=True)
 
-    def protected_ordinals(self, group: _Group, role: Role) -> set[int]:
+    def protected_ordinals(self, group: Group, role: Role) -> set[int]:
         """The replicas of ``role`` in ``group`` that its partition keeps from the update: the
         first N existing ones in ascending ordinal order, and the missing ordinals below N."""
         partition = self.role_partition(role)
@@ -331,7 +325,7 @@ class _Sync:
             )
         return self._protected[key]
 
-    def keep_protected(self, plan: GroupPlan, group: _Group) -> tuple[GroupPlan, set[str]]:
+    def keep_protected(self, plan: GroupPlan, group: Group) -> tuple[GroupPlan, set[str]]:
         """RoleRollingUpdate: ``plan`` (at the update revision) with each partition-protected
         role replica planned at its own revision instead: that of its Pods, or for a missing one
         the current revision. Returns the plan and the role ids it now describes at an older
@@ -366,21 +360,20 @@ class _Sync:
             return None
         return next((r for r in old.roles if r.role == role and r.index == ordinal), None)
 
-    def ready(self, group: _Group) -> bool:
+    def ready(self, group: Group) -> bool:
         """Every Pod its revision describes exists, is not terminating, and is Ready."""
         answer = self._ready.get(group.index)
         if answer is None:
             answer = self._ready[group.index] = self._is_ready(group)
         return answer
 
-    def _is_ready(self, group: _Group) -> bool:
-        live = group.live
-        if not live or any(not p.ready for p in live):
+    def _is_ready(self, group: Group) -> bool:
+        if not group.all_ready:
             return False
         names = self.names_for(group.index, group.revision())
         if names is None:
             return True
-        return names.pods <= {p.name for p in live}
+        return names.pods <= group.live_names
 
     def delete_pod(self, pod: ObservedPod) -> None:
         if pod.name not in self.deleted_pods and not pod.terminating:
@@ -393,7 +386,7 @@ class _Sync:
             self.out.delete_services.append(name)
             self.out.service_causes[name] = self.cause
 
-    def delete_group(self, group: _Group, why: str | None) -> None:
+    def delete_group(self, group: Group, why: str | None) -> None:
         self.deleted_groups.add(group.index)
         for pod in group.pods:
             self.delete_pod(pod)
@@ -402,7 +395,7 @@ class _Sync:
         if why:
             self.out.notes.append(why)
 
-    def delete_role_replica(self, group: _Group, rid: str, why: str | None) -> None:
+    def delete_role_replica(self, group: Group, rid: str, why: str | None) -> None:
         for pod in group.role_replica(rid):
             self.delete_pod(pod)
         self.delete_service(pod_name(group_name(self.ms.name, group.index), rid, 0))
@@ -418,8 +411,8 @@ class _Sync:
         grace = self.ms.spec.template.restart_grace_period_seconds
         self.cause = "recovery"
         for group in self.groups.values():
-            for pod in group.live:
-                if not pod.failed or pod.name in self.deleted_pods:
+            for pod in group.failed:
+                if pod.name in self.deleted_pods:
                     continue
                 if self.lost.get(pod.name) == NODE_DELETED:
                     # gone for good: no restart to wait for
@@ -442,18 +435,19 @@ class _Sync:
         """Pods on a deleted Node that recovery left (recovery policy None, or terminating
         already) are deleted at once all the same: their Node is gone, so they can never run or
         end, and their names are needed again."""
+        if NODE_DELETED not in self.lost.values():
+            return
         for group in self.groups.values():
             for pod in group.pods:
                 if self.lost.get(pod.name) == NODE_DELETED and pod.name not in self.deleted_pods:
                     self.deleted_pods.add(pod.name)
                     self.out.delete_pods.append(PodRef(pod.name, pod.uid, "node", force=True))
 
-    def live_groups(self) -> list[_Group]:
+    def live_groups(self) -> list[Group]:
         return [
             g
             for g in self.groups.values()
-            if g.index not in self.deleted_groups
-            and any(p.name not in self.deleted_pods for p in g.live)
+            if g.index not in self.deleted_groups and not g.live_names <= self.deleted_pods
         ]
 
     def roll_groups(self) -> None:
@@ -601,7 +595,7 @@ class _Sync:
     def _terminating(self, desired: DesiredPod) -> bool:
         return desired.name in self.terminating_names
 
-    def membership(self, group: _Group) -> None:
+    def membership(self, group: Group) -> None:
         """Inside a kept ServingGroup: create what is missing, delete what no longer belongs."""
         self.cause = "membership"
         if self.role_rolling:
@@ -647,17 +641,17 @@ class _Sync:
                 if rid not in stale:
                     self.delete_service(name)
 
-    def complete(self, group: _Group, rev: str) -> bool:
+    def complete(self, group: Group, rev: str) -> bool:
         """Whether ``membership`` would do nothing for ``group`` at ``rev`` (its live Pods and
         its Services are exactly those the revision describes, none of them being deleted, and
         it has its PodGroup): decided from names, without planning the ServingGroup."""
         names = self.names_for(group.index, rev)
         if names is None:
             return False
-        live = {p.name for p in group.live}
+        live = group.live_names
         if live != names.pods:
             return False
-        if any(n in self.deleted_pods or n in self.terminating_names for n in live):
+        if not live.isdisjoint(self.deleted_pods) or not live.isdisjoint(self.terminating_names):
             return False
         name = group_name(self.ms.name, group.index)
         services = set(self.group_services.get(name, ()))
@@ -676,13 +670,10 @@ class _Sync:
             self.out.delete_pod_groups.append(name)
 
     def ready_hooks(self) -> None:
-        for pod in self.observed:
-            if (
-                pod.ready
-                and not pod.terminating
-                and not pod.ready_hooks_done
-                and pod.name not in self.deleted_pods
-            ):
+        for group in self.groups.values():
+            for pod in group.awaiting_ready_hooks:
+                if pod.name in self.deleted_pods:
+                    continue
                 self.out.ready_hooks.append(
                     DesiredPod(
                         None,
@@ -698,10 +689,17 @@ class _Sync:
 
     def status(self, previous_current: str | None) -> SyncStatus:
         live = [g for g in self.groups.values() if g.live]
+        hashes = tuple(sorted(self.hashes.items()))
 
-        def updated(g: _Group) -> bool:
+        def updated(g: Group) -> bool:
             if self.role_rolling:
-                return all(self.hashes.get(p.role) == p.template_hash for p in g.live)
+                key = ("updated", hashes)
+                answer = g.memo.get(key)
+                if answer is None:
+                    answer = g.memo[key] = all(
+                        self.hashes.get(p.role) == p.template_hash for p in g.live
+                    )
+                return bool(answer)
             return g.revision() == self.update_revision
 
         n_updated = sum(1 for g in live if updated(g))
@@ -738,7 +736,7 @@ def _copied(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def sync(
     ms: ModelServing,
-    pods: Iterable[Mapping[str, Any]],
+    pods: PodSet | Iterable[Mapping[str, Any]],
     services: Iterable[Mapping[str, Any]] = (),
     pod_groups: Iterable[Mapping[str, Any]] = (),
     *,
@@ -753,7 +751,9 @@ def sync(
     """Decide one reconcile pass of ``ms`` (see the module docstring).
 
     ``pods``, ``services`` and ``pod_groups`` are the objects as the API returns them; only those
-    the ModelServing controls are considered. ``history`` maps older revisions to their roles
+    the ModelServing controls are considered. ``pods`` may be a ``PodSet`` of this ModelServing
+    (its name and UID) kept from pass to pass: then only what changed since its last
+    ``refresh`` is observed again. ``history`` maps older revisions to their roles
     (from ControllerRevisions), so a ServingGroup kept at an old revision by the partition can be
     repaired. ``seen_failed`` gives, by Pod UID, when the controller first saw a failed Pod whose
     status carries no time, for the grace period. ``lost_nodes`` gives the state of Nodes that

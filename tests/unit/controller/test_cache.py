@@ -205,3 +205,26 @@ def test_a_deleted_name_rests_before_it_is_made_again() -> None:
     assert cache.recently_gone("pods", "ns", "llm") == {"a"}
     now[0] += GONE_S
     assert cache.recently_gone("pods", "ns", "llm") == set()
+
+
+def test_a_pass_works_only_on_the_pods_that_changed(kube: FakeKube, rec: Reconciler) -> None:
+    """With the cache, a ModelServing's Pods are kept grouped between passes: an event about
+    one Pod makes its ServingGroup anew and leaves the others as they were."""
+    rec.cache = ObjectCache()
+    kube.put(MODEL_SERVINGS, model_serving(replicas=3, workers=1))
+    rec.reconcile(KEY)  # creates the Pods
+    rec.reconcile(KEY)  # sees them
+    kept = rec.pod_sets[KEY]
+    before = dict(kept.groups)
+    assert sorted(before) == [0, 1, 2]
+    rec.reconcile(KEY)
+    assert all(kept.groups[i] is group for i, group in before.items())
+    name = "sample-1-server-0-0"
+    set_running(kube, name)
+    rec.cache.event("pods", "MODIFIED", kube.all(PODS)[name])
+    rec.reconcile(KEY)
+    assert rec.pod_sets[KEY] is kept and kept.observed[name].ready
+    assert kept.groups[1] is not before[1]
+    assert kept.groups[0] is before[0] and kept.groups[2] is before[2]
+    rec.forget(KEY)
+    assert KEY not in rec.pod_sets

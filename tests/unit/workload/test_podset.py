@@ -1,0 +1,214 @@
+"""A PodSet kept from pass to pass decides exactly as Pods read afresh, on random histories."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelserving.api import ModelServing, parse_model_serving
+from modelserving.api.modelserving import ModelServingStatus
+from modelserving.workload.observed import (
+    NODE_DELETED,
+    NODE_NOT_READY,
+    READY_HOOKS_ANNOTATION,
+)
+from modelserving.workload.plan import DesiredPod
+from modelserving.workload.podset import PodSet
+from modelserving.workload.revision import revision
+from modelserving.workload.sync import SyncPlan, sync
+from tests.unit.conftest import manifest, role
+
+_uids = itertools.count(1)
+CHANGES = (
+    "not ready",
+    "ready",
+    "failed",
+    "restarted",
+    "terminating",
+    "gone",
+    "same content",
+    "node",
+    "ready hooks done",
+    "foreign",
+    "outside the layout",
+    "relabel revision",
+)
+
+
+def ms_of(data: st.DataObject, image: str) -> ModelServing:
+    rolling = data.draw(st.sampled_from(["ServingGroupRollingUpdate", "RoleRollingUpdate"]))
+    roles = [
+        role(
+            "prefill", replicas=data.draw(st.integers(1, 2)), workers=data.draw(st.integers(0, 2))
+        ),
+        role("decode", replicas=data.draw(st.integers(1, 2)), workers=0),
+    ]
+    for r in roles:
+        r["entryTemplate"]["spec"]["containers"][0]["image"] = image
+    strategy: dict[str, Any] = {"type": rolling}
+    policies = ["RoleRecreate", "None"]  # RoleRollingUpdate cannot recreate whole groups
+    if rolling == "ServingGroupRollingUpdate":
+        policies.append("ServingGroupRecreate")
+    if rolling == "RoleRollingUpdate":
+        roles[0]["partition"] = data.draw(st.integers(0, 1))
+    else:
+        strategy["rollingUpdateConfiguration"] = {
+            "maxUnavailable": data.draw(st.sampled_from([1, 2])),
+            "partition": data.draw(st.integers(0, 1)),
+        }
+    doc = manifest(
+        roles=roles,
+        replicas=data.draw(st.integers(1, 4)),
+        recoveryPolicy=data.draw(st.sampled_from(policies)),
+        rolloutStrategy=strategy,
+    )
+    return parse_model_serving(doc)
+
+
+def made(desired: DesiredPod) -> dict[str, Any]:
+    pod = copy.deepcopy(desired.pod)
+    pod["metadata"].update(uid=f"pod-{next(_uids)}", resourceVersion="1")
+    pod["spec"]["nodeName"] = "node-a"
+    pod["status"] = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "entry", "restartCount": 0}],
+    }
+    return pod
+
+
+def changed(pod: dict[str, Any], change: str, n: int) -> dict[str, Any] | None:
+    """A new object: ``pod`` after ``change`` (None: deleted)."""
+    pod = copy.deepcopy(pod)
+    meta, status = pod["metadata"], pod["status"]
+    if change == "gone":
+        return None
+    if change == "not ready":
+        status["conditions"][0]["status"] = "False"
+    elif change == "ready":
+        status["conditions"][0]["status"] = "True"
+    elif change == "failed":
+        status["phase"] = "Failed"
+    elif change == "restarted":
+        status["containerStatuses"][0]["restartCount"] = 1
+    elif change == "terminating":
+        meta["deletionTimestamp"] = "1970-01-01T00:16:00Z"
+    elif change == "node":
+        pod["spec"]["nodeName"] = f"node-{'abc'[n % 3]}"
+    elif change == "ready hooks done":
+        meta.setdefault("annotations", {})[READY_HOOKS_ANNOTATION] = "[]"
+    elif change == "foreign":
+        meta["ownerReferences"] = [dict(meta["ownerReferences"][0], uid="someone-else")]
+    elif change == "outside the layout":
+        meta["labels"]["modelserving.volcano.sh/role-id"] = "nowhere"
+    elif change == "relabel revision":
+        meta["labels"]["modelserving.volcano.sh/revision"] = f"old-{n % 2}"
+    return pod
+
+
+def summary(plan: SyncPlan) -> Any:
+    def step(s: DesiredPod | dict[str, Any]) -> str:
+        return s.name if isinstance(s, DesiredPod) else str(s["metadata"]["name"])
+
+    creates = [(c.name, c.pod_group is not None, [step(s) for s in c.steps]) for c in plan.creates]
+    return (
+        creates,
+        plan.delete_pods,
+        plan.delete_services,
+        plan.delete_pod_groups,
+        plan.update_pod_groups,
+        plan.groups,
+        plan.requeue_after,
+        plan.notes,
+        plan.status,
+        [d.name for d in plan.ready_hooks],
+    )
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None:
+    """Random histories of passes, Pod changes (status, deletion, Node, ownership, labels, an
+    unchanged copy), lost Nodes, names gone a moment ago and new specs: after every step the
+    plan from the kept PodSet equals the plan from a list of the same Pods."""
+    ms = ms_of(data, "nginx:1")
+    pods: dict[str, dict[str, Any]] = {}
+    services: dict[str, dict[str, Any]] = {}
+    pod_groups: dict[str, dict[str, Any]] = {}
+    kept = PodSet(ms.name, ms.metadata.uid or "")
+    history: dict[str, Any] = {}
+    for n in range(data.draw(st.integers(3, 14))):
+        action = data.draw(st.sampled_from(["pass", "pass", "change", "change", "spec"]))
+        lost: dict[str, str] = {}
+        gone: set[str] = set()
+        if action == "change" and pods:
+            for name in data.draw(st.lists(st.sampled_from(sorted(pods)), unique=True, max_size=3)):
+                after = changed(pods[name], data.draw(st.sampled_from(CHANGES)), n)
+                if after is None:
+                    del pods[name]
+                else:
+                    pods[name] = after
+            if data.draw(st.booleans()):
+                lost = {"node-b": data.draw(st.sampled_from([NODE_DELETED, NODE_NOT_READY]))}
+            if data.draw(st.booleans()):
+                gone = set(data.draw(st.lists(st.sampled_from(sorted(pods) or ["x"]), max_size=2)))
+        elif action == "spec":
+            history[revision(ms)] = [r.to_api() for r in ms.spec.template.roles]
+            status = ms.status
+            ms = ms_of(data, data.draw(st.sampled_from(["nginx:1", "nginx:2"])))
+            ms.status = status
+
+        inputs: dict[str, Any] = {
+            "now": 1000.0 + n,
+            "gang": True,
+            "history": history,
+            "lost_nodes": lost,
+            "recently_gone": gone,
+        }
+        kept.refresh(dict(pods))
+        args = (list(services.values()), list(pod_groups.values()))
+        plan = sync(ms, kept, *args, **inputs)
+        assert summary(plan) == summary(sync(ms, list(pods.values()), *args, **inputs))
+        assert plan.status is not None
+        ms.status = ms.status or ModelServingStatus()
+        ms.status.current_revision = plan.status.current_revision
+        if action == "pass":  # carry the plan out
+            for ref in plan.delete_pods:
+                pods.pop(ref.name, None)
+            for name in plan.delete_services:
+                services.pop(name, None)
+            for name in plan.delete_pod_groups:
+                pod_groups.pop(name, None)
+            for work in plan.creates:
+                if work.pod_group is not None:
+                    pod_groups[work.name] = work.pod_group
+                for s in work.steps:
+                    if isinstance(s, DesiredPod):
+                        pods[s.name] = made(s)
+                    else:
+                        services[s["metadata"]["name"]] = s
+
+
+def test_refresh_works_only_on_what_changed() -> None:
+    """An unchanged object keeps its ServingGroup's Group (and what was worked out about it);
+    a changed one makes a new Group for its ServingGroup only."""
+    ms = parse_model_serving(manifest(replicas=3, roles=[role("decode", replicas=2)]))
+    first = sync(ms, [], now=0.0)
+    pods = {d.name: made(d) for w in first.creates for d in w.pods}
+    kept = PodSet(ms.name, ms.metadata.uid or "")
+    assert kept.refresh(dict(pods)) == 6
+    before = dict(kept.groups)
+    assert kept.refresh(dict(pods)) == 0
+    assert all(kept.groups[i] is before[i] for i in before)
+    pods["sample-1-decode-0-0"] = changed(pods["sample-1-decode-0-0"], "not ready", 0) or {}
+    assert kept.refresh(dict(pods)) == 1
+    assert kept.groups[1] is not before[1]
+    assert kept.groups[0] is before[0] and kept.groups[2] is before[2]
+    del pods["sample-2-decode-0-0"], pods["sample-2-decode-1-0"]
+    assert kept.refresh(dict(pods)) == 2
+    assert list(kept.groups) == [0, 1]
+    assert sync(ms, kept, now=0.0).status == sync(ms, list(pods.values()), now=0.0).status
