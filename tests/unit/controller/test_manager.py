@@ -20,10 +20,13 @@ from modelserving.controller.manager import (
     DECIDE_SHARE,
     EVENT_BATCH_S,
     GC_THRESHOLDS,
+    M_ARENA_MAX,
+    MALLOC_ARENAS,
     PASS_SHARE,
     Controller,
     Health,
     _collector_tuned,
+    limit_malloc_arenas,
 )
 from modelserving.controller.queue import WorkQueue
 from modelserving.controller.watch import Watch
@@ -208,3 +211,33 @@ def test_the_collector_is_tuned_while_any_controller_runs_and_restored_after_the
     assert gc.get_threshold() == GC_THRESHOLDS
     second.__exit__(None, None, None)
     assert gc.get_threshold() == before != GC_THRESHOLDS
+
+
+def test_malloc_arenas_are_limited_unless_the_operator_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[int, int]] = []
+
+    class Libc:
+        def __init__(self, _name: Any) -> None:
+            self.mallopt = self
+
+        def __call__(self, param: int, value: int) -> int:
+            calls.append((param, value))
+            return 1
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.setattr("modelserving.controller.manager.ctypes.CDLL", Libc)
+    assert limit_malloc_arenas() is True
+    assert calls == [(M_ARENA_MAX, MALLOC_ARENAS)] == [(-8, 2)]
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_malloc_arenas() is False and len(calls) == 1
+
+
+def test_without_mallopt_the_arenas_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_libc(_name: Any) -> Any:
+        raise OSError("no C library")
+
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.setattr("modelserving.controller.manager.ctypes.CDLL", no_libc)
+    assert limit_malloc_arenas() is False
