@@ -21,6 +21,7 @@ moment fails safely and is made again.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -48,18 +49,90 @@ def _older(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return va is not None and vb is not None and va < vb
 
 
+_POD_META = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "deletionTimestamp",
+)
+_CONTAINER = ("name", "restartCount", "state", "lastState")
+
+
+def _shared(value: Any) -> Any:
+    """A short string every Pod of a ServingGroup or ModelServing repeats (a label's value, a
+    condition's type and status, a phase), as one object for all of them."""
+    return sys.intern(value) if type(value) is str and len(value) <= 128 else value
+
+
+def _interned(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Labels or annotations with their keys and short values shared."""
+    return {sys.intern(str(k)): _shared(v) for k, v in values.items()}
+
+
 def slim(plural: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What a pass reads of ``obj``: without ``metadata.managedFields``, and of a Pod's spec only
-    ``nodeName`` (the rest is the template the controller made; OnPodReady hooks, which are
-    given the whole Pod, read it from the API). Most of a Pod's JSON, never read here."""
+    """What a pass reads of ``obj``. An object but a Pod: without ``metadata.managedFields``.
+    A Pod: of its metadata the identity, labels, annotations, controller owner and deletion
+    time; of its spec only ``nodeName`` (the rest is the template the controller made;
+    OnPodReady hooks, which are given the whole Pod, read it from the API); of its status the
+    phase, addresses, conditions (type, status, time) and each container's restarts and
+    states. A watched Pod's JSON was about 15 KB in Python objects, this about 5 KB; most of
+    the controller's memory at 10,000 Pods is this cache."""
     meta = obj.get("metadata") or {}
-    out = dict(obj)
-    if "managedFields" in meta:
-        out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
-    if plural == "pods" and "spec" in obj:
-        node = (obj.get("spec") or {}).get("nodeName")
+    if plural != "pods":
+        out = dict(obj)
+        if "managedFields" in meta:
+            out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+        return out
+    kept_meta: dict[str, Any] = {k: meta[k] for k in _POD_META if k in meta}
+    for key in ("labels", "annotations"):
+        if isinstance(kept_meta.get(key), dict):
+            kept_meta[key] = _interned(kept_meta[key])
+    owners = meta.get("ownerReferences")
+    if isinstance(owners, list):
+        kept_meta["ownerReferences"] = [
+            {"uid": r.get("uid"), "controller": r.get("controller")}
+            for r in owners
+            if type(r) is dict and r.get("controller")
+        ]
+    out: dict[str, Any] = {"metadata": kept_meta}
+    spec = obj.get("spec")
+    if type(spec) is dict:
+        node = spec.get("nodeName")
         out["spec"] = {"nodeName": node} if node else {}
+    status = obj.get("status")
+    if type(status) is dict:
+        out["status"] = _pod_status(status)
     return out
+
+
+def _pod_status(status: Mapping[str, Any]) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for key in ("phase", "hostIP", "podIP"):
+        if key in status:
+            kept[key] = _shared(status[key])
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        kept["conditions"] = [
+            {
+                "type": _shared(c.get("type")),
+                "status": _shared(c.get("status")),
+                "lastTransitionTime": c.get("lastTransitionTime"),
+            }
+            for c in conditions
+            if type(c) is dict
+        ]
+    for key in ("containerStatuses", "initContainerStatuses"):
+        containers = status.get(key)
+        if isinstance(containers, list):
+            kept[key] = [
+                {k: _shared(c[k]) for k in _CONTAINER if k in c}
+                for c in containers
+                if type(c) is dict
+            ]
+    return kept
 
 
 def owner_of(obj: Mapping[str, Any]) -> str | None:

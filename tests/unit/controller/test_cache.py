@@ -3,15 +3,19 @@ with what events brought, the controller's own writes seen at once."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from modelserving.api import labels
+from modelserving.api.group import group_pod
+from modelserving.api.place import PodPlace
 from modelserving.chain import Chain
 from modelserving.controller.cache import GONE_S, ObjectCache
 from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, PODS
 from modelserving.controller.reconciler import Reconciler
+from modelserving.workload.observed import observe_pod
 from tests.unit.controller.test_reconciler import (
     KEY,
     NS,
@@ -26,6 +30,7 @@ from tests.unit.controller.test_reconciler import (
 pytest_plugins = ["tests.unit.controller.test_reconciler"]
 
 Obj = dict[str, Any]
+PLACE = PodPlace("llm-0", "server", "server-0", True)
 
 
 def pod(name: str, version: int, owner: str = "llm", uid: str | None = None, **extra: Any) -> Obj:
@@ -160,12 +165,63 @@ def test_with_a_cache_a_deleted_pod_is_terminating_for_the_next_pass(
     assert kube.count("delete", PODS) == deleted and kube.count("create", PODS) == 4
 
 
-def test_a_pod_is_kept_without_its_spec_but_its_node() -> None:
+def test_a_pod_is_kept_with_what_a_pass_reads() -> None:
     cache = ObjectCache()
-    body = pod("a", 1, spec={"nodeName": "n1", "containers": [{"name": "c"}]}, status={"x": 1})
+    running = {"running": {"startedAt": "t0"}}
+    status = {
+        "phase": "Running",
+        "podIP": "10.0.0.2",
+        "hostIP": "10.0.0.1",
+        "qosClass": "BestEffort",
+        "startTime": "t0",
+        "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "t1", "lastProbeTime": None}
+        ],
+        "containerStatuses": [
+            {"name": "c", "restartCount": 1, "state": running, "image": "x", "ready": True}
+        ],
+        "initContainerStatuses": [{"name": "i", "restartCount": 0, "imageID": "y"}],
+    }
+    body = pod("llm-0-server-0-0", 1, spec={"nodeName": "n1"}, status=status)
+    layout = {
+        labels.GROUP_NAME_LABEL: "llm-0",
+        labels.ROLE_LABEL: "server",
+        labels.ROLE_ID_LABEL: "server-0",
+    }
+    body["metadata"]["labels"].update(layout)
+    body["metadata"].update(
+        annotations={"k": "v"},
+        creationTimestamp="t0",
+        ownerReferences=[
+            {"uid": "ms-uid", "controller": True, "kind": "ModelServing", "name": "llm"},
+            {"uid": "other", "kind": "Thing", "name": "x"},
+        ],
+    )
     cache.event("pods", "ADDED", body)
     (kept,) = cache.objects("pods", "ns", "llm")
-    assert kept["spec"] == {"nodeName": "n1"} and kept["status"] == {"x": 1}
+    assert kept["spec"] == {"nodeName": "n1"}
+    assert kept["status"] == {
+        "phase": "Running",
+        "hostIP": "10.0.0.1",
+        "podIP": "10.0.0.2",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "t1"}],
+        "containerStatuses": [{"name": "c", "restartCount": 1, "state": running}],
+        "initContainerStatuses": [{"name": "i", "restartCount": 0}],
+    }
+    assert kept["metadata"] == {
+        "name": "llm-0-server-0-0",
+        "namespace": "ns",
+        "uid": "uid-llm-0-server-0-0",
+        "resourceVersion": "1",
+        "labels": {labels.NAME_LABEL: "llm", **layout},
+        "annotations": {"k": "v"},
+        "ownerReferences": [{"uid": "ms-uid", "controller": True}],
+    }
+    # what a pass decides on is the same from the kept Pod as from the whole one
+    whole = observe_pod(body, "llm")
+    assert whole is not None and whole.failed and whole.owners == ("ms-uid",)
+    assert observe_pod(kept, "llm") == replace(whole, raw=kept)
+    assert group_pod(kept, PLACE) == group_pod(body, PLACE)
     service = pod("s", 1, spec={"clusterIP": "None"})
     cache.event("services", "ADDED", service)
     assert cache.objects("services", "ns", "llm")[0]["spec"] == {"clusterIP": "None"}
