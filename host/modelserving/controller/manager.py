@@ -220,12 +220,14 @@ A pass's CPU is its worker thread's (deciding, running plugins), not its wall ti
 creates 800 Pods waits for the API server for seconds, and a window twice that long held the
 next pass back for 24 s after every Pod was Running."""
 DECIDE_SHARE = 20.0
-"""The window is also this many times the CPU the last pass spent reading and deciding
-(``Reconciler.decide_seconds``), the O(Pods) part that every pass repeats however few events
-it follows. While a big ModelServing's Pods keep changing (a rolling update the control plane
-takes minutes over), its passes then spend at most 1/21 of a core deciding: the events a pass
-follows grow with its cost, so the deciding CPU per event does not grow with the ModelServing.
-A ModelServing whose decision takes under 25 ms keeps the window of ``EVENT_BATCH_S``."""
+"""The window is also this many times the CPU the last pass spent on what every pass repeats
+(``Reconciler.decide_seconds``: reading, deciding, writing the status; not the plugins and
+creations, which are per Pod). While a big ModelServing's Pods keep changing (a rolling update
+the control plane takes minutes over), its passes then spend at most 1/21 of a core on it:
+the events a pass follows grow with its cost, so that CPU per event does not grow with the
+ModelServing. A pass that asks to be looked at again later (a grace period, a name still
+held) waits at least the window too. A ModelServing whose passes repeat under 25 ms of CPU
+keeps the window of ``EVENT_BATCH_S``."""
 
 
 class Controller:
@@ -357,14 +359,17 @@ class Controller:
             namespace = str((obj.get("metadata") or {}).get("namespace", ""))
             self._batched((namespace, owner))
 
-    def _batched(self, key: Key) -> None:
-        self.known.add(key)
-        window = max(
+    def _window(self, key: Key) -> float:
+        """How long events about ``key``'s own objects gather before its next pass."""
+        return max(
             EVENT_BATCH_S,
             PASS_SHARE * self._pass_seconds.get(key, 0.0),
             DECIDE_SHARE * self.reconciler.decide_seconds.get(key, 0.0),
         )
-        self.queue.add_batched(key, window)
+
+    def _batched(self, key: Key) -> None:
+        self.known.add(key)
+        self.queue.add_batched(key, self._window(key))
         self.metrics.set_queue_depth(len(self.queue))
 
     def node_event(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
@@ -401,8 +406,9 @@ class Controller:
                 after = self.reconciler.reconcile(key)
                 self.queue.forget(key)
                 if after is not None:
+                    # a look later, gathered with the events meanwhile, no sooner than they
                     result = "requeue"
-                    self.queue.add_after(key, after)
+                    self.queue.add_batched(key, max(after, self._window(key)))
             except RetryLater as exc:
                 result = "requeue"
                 delay = self.queue.add_rate_limited(key)

@@ -4,7 +4,7 @@ Watch handlers ``add`` keys; reconcile workers ``get`` one, work on it and call 
 - A key is queued at most once however many events arrive (events coalesce).
 - A key is never handed to two workers at once; an ``add`` while it is being worked on queues it
   again for after ``done``.
-- ``add_after`` queues a key later (grace periods, waiting on terminating objects);
+- ``add_after`` queues a key later;
   ``add_rate_limited`` backs off exponentially per key (failures), ``forget`` resets that.
 - ``add(key, respect_backoff=True)`` leaves a key that is backing off alone until its retry is
   due, so the delay a failure logs is the delay it gets; a plain ``add`` (a change the user
@@ -12,7 +12,9 @@ Watch handlers ``add`` keys; reconcile workers ``get`` one, work on it and call 
 - ``add_batched(key, window)`` (events about a ModelServing's own Pods and Services, or its
   status) queues it ``window`` seconds after the first event of a burst, also respecting the
   backoff: while 800 Pods turn Ready, their thousands of events make one pass per window
-  instead of one pass after another, each reading all 800.
+  instead of one pass after another, each reading all 800. A pass that asks to look again
+  later (grace periods, waiting on terminating objects) is queued the same way, so the events
+  until then join that look.
 """
 
 from __future__ import annotations

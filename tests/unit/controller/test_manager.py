@@ -241,3 +241,51 @@ def test_without_mallopt_the_arenas_are_left_alone(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
     monkeypatch.setattr("modelserving.controller.manager.ctypes.CDLL", no_libc)
     assert limit_malloc_arenas() is False
+
+
+def test_a_pass_that_asks_to_look_again_waits_for_its_window(tmp_path: Path) -> None:
+    """A pass asking to be looked at again in 1 s, for a ModelServing whose passes repeat
+    0.2 s of CPU, comes back after DECIDE_SHARE x 0.2 s (4 s), gathered with the events
+    meanwhile; a small one after the 1 s it asked for."""
+    for decided, due in ((0.2, DECIDE_SHARE * 0.2), (0.0, 1.0)):
+        with controller(tmp_path) as ctl:
+            clock = _Clock()
+            ctl.queue = WorkQueue(clock=clock)
+            key = ("ns", "big")
+
+            def reconcile(k: tuple[str, str], decided: float = decided) -> float:
+                ctl.reconciler.decide_seconds[k] = decided
+                return 1.0
+
+            ctl.reconciler.reconcile = reconcile  # type: ignore[method-assign,assignment]
+            ctl.queue.add(key)
+            worker = threading.Thread(target=ctl._work, daemon=True)
+            worker.start()
+            try:
+                _look_again(ctl, clock, key, due)
+            finally:
+                ctl.queue.shutdown()
+                worker.join(5)
+
+
+def _look_again(ctl: Controller, clock: _Clock, key: tuple[str, str], due: float) -> None:
+    """The first pass has run; the second comes ``due`` seconds later, not before."""
+    while not ctl.passes[key]:
+        time.sleep(0.01)
+    pod = {"metadata": {"namespace": "ns", "name": "p", "labels": {NAME_LABEL: "big"}}}
+    ctl.owned_event("pods", "MODIFIED", pod)  # gathered into the same look
+
+    def advance(seconds: float) -> None:
+        clock.now += seconds
+        with ctl.queue._cond:  # the worker waits in real time: wake it to look
+            ctl.queue._cond.notify_all()
+        time.sleep(0.1)
+
+    advance(due - 0.1)
+    assert ctl.passes[key] == 1
+    advance(0.1)
+    for _ in range(100):
+        if ctl.passes[key] == 2:
+            break
+        time.sleep(0.01)
+    assert ctl.passes[key] == 2
