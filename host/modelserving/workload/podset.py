@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from modelserving.api import labels
 from modelserving.workload.observed import ObservedPod, observe_pod
+
+LAYOUT_SHAPES = 4
+"""How many shapes of roles a ``PodSet`` keeps ServingGroup layouts for."""
 
 
 class Group:
@@ -111,9 +114,9 @@ class PodSet:
         self._members: dict[int, dict[str, ObservedPod]] = {}
         self._groups: dict[int, Group] = {}
         self._sorted = True
-        self.names: dict[Any, Any] = {}
-        """A pass's memo of layouts (``sync``'s ``names_for``), kept with the Pods: the same
-        ModelServing's layouts do not change with its Pods."""
+        self._layouts: dict[Any, dict[int, Any]] = {}
+        """ServingGroup layouts (``sync``'s names by index) by the roles' shape, most recent
+        last: a ModelServing's layouts do not change with its Pods."""
 
     @classmethod
     def of(cls, ms_name: str, uid: str, pods: Iterable[Mapping[str, Any]]) -> PodSet:
@@ -121,6 +124,17 @@ class PodSet:
         made = cls(ms_name, uid)
         made.refresh({str((p.get("metadata") or {}).get("name", "")): p for p in pods})
         return made
+
+    def layouts(self, shape: Hashable) -> dict[int, Any]:
+        """The layouts kept for roles of ``shape`` (names, sizes), to read and fill. Those of
+        the ``LAYOUT_SHAPES`` shapes used last are kept: the revisions in use at once."""
+        found = self._layouts.pop(shape, None)
+        if found is None:
+            found = {}
+        self._layouts[shape] = found
+        while len(self._layouts) > LAYOUT_SHAPES:
+            del self._layouts[next(iter(self._layouts))]
+        return found
 
     @property
     def groups(self) -> dict[int, Group]:

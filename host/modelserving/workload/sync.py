@@ -58,8 +58,6 @@ from modelserving.workload.revision import revision as revision_of
 
 BUSY_RETRY_SECONDS = 1.0
 """How soon to look again when a name is still held by a terminating object."""
-NAMES_MEMO_MAX = 100_000
-"""Most ServingGroup layouts a ``PodSet`` remembers (then it forgets them all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +206,8 @@ class _Sync:
         self.previous = ms.status.current_revision if ms.status else None
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
         self._names: dict[tuple[int, str], GroupNames | None] = {}
+        self._layouts: dict[int, dict[int, GroupNames]] = {}
+        """The kept layouts of each ModelServing (``ms_at``'s, by identity) this pass uses."""
         self._protected: dict[tuple[int, str], set[int]] = {}
         self._ready: dict[int, bool] = {}
         self._at: dict[str, ModelServing | None] = {}
@@ -292,17 +292,16 @@ class _Sync:
     def _layout(self, ms: ModelServing, index: int) -> GroupNames:
         """``group_names(ms, index)``, remembered with the Pods from pass to pass: the names
         depend only on the ModelServing's name and its roles' names and sizes."""
-        shape = tuple(
-            (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
-            for r in ms.spec.template.roles
-        )
-        memo = self.podset.names
-        found = memo.get((index, shape))
+        layouts = self._layouts.get(id(ms))
+        if layouts is None:
+            shape = tuple(
+                (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
+                for r in ms.spec.template.roles
+            )
+            layouts = self._layouts[id(ms)] = self.podset.layouts(shape)
+        found = layouts.get(index)
         if found is None:
-            found = group_names(ms, index)
-            if len(memo) >= NAMES_MEMO_MAX:
-                memo.clear()
-            memo[(index, shape)] = found
+            found = layouts[index] = group_names(ms, index)
         return found
 
     def role_partition(self, role: Role) -> int:

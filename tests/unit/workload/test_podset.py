@@ -17,7 +17,7 @@ from modelserving.workload.observed import (
     READY_HOOKS_ANNOTATION,
 )
 from modelserving.workload.plan import DesiredPod
-from modelserving.workload.podset import PodSet
+from modelserving.workload.podset import LAYOUT_SHAPES, PodSet
 from modelserving.workload.revision import revision
 from modelserving.workload.sync import SyncPlan, sync
 from tests.unit.conftest import manifest, role
@@ -212,3 +212,25 @@ def test_refresh_works_only_on_what_changed() -> None:
     assert kept.refresh(dict(pods)) == 2
     assert list(kept.groups) == [0, 1]
     assert sync(ms, kept, now=0.0).status == sync(ms, list(pods.values()), now=0.0).status
+
+
+def test_layouts_are_kept_for_the_last_few_shapes_of_roles() -> None:
+    """Layouts are remembered per shape of the roles; those of shapes not used lately go, so
+    a ModelServing resized many times holds a bounded number."""
+    kept = PodSet("sample", "uid-1")
+    first = kept.layouts(("a", 1))
+    first[0] = "layout"
+    assert kept.layouts(("a", 1)) is first
+    for n in range(2, 2 + LAYOUT_SHAPES):
+        kept.layouts(("a", n))
+    assert kept.layouts(("a", 1)) == {}  # pushed out by four newer shapes
+    ms = parse_model_serving(manifest(replicas=2, roles=[role("decode", replicas=1)]))
+    pods = {d.name: made(d) for w in sync(ms, [], now=0.0).creates for d in w.pods}
+    kept.refresh(pods)
+    assert sync(ms, kept, now=0.0).creates == []  # complete: the one-replica layout kept
+    resized = parse_model_serving(manifest(replicas=2, roles=[role("decode", replicas=3)]))
+    plan = sync(resized, kept, now=0.0)
+    assert [[p.name for p in w.pods] for w in plan.creates] == [
+        ["sample-0-decode-1-0", "sample-0-decode-2-0"],
+        ["sample-1-decode-1-0", "sample-1-decode-2-0"],
+    ]
