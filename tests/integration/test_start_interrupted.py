@@ -1,9 +1,12 @@
 """Starting the real control plane on a busy machine, interrupted at each phase, leaves nothing.
 
-Each test runs ``python -m modelserving.devcluster up`` (what ``make cluster-up`` runs) while
-busy loops occupy every core, signals it when its progress line shows the phase was reached,
-then checks that no process whose argv names the cluster folder is alive and that the next
-``up`` (still under contention) brings a healthy cluster.
+Each test runs ``python -m modelserving.devcluster up`` (what ``make cluster-up`` runs) starved
+of CPU, signals it when its progress line shows the phase was reached, then checks that no
+process whose argv names the cluster folder is alive and that the next ``up`` (still starved)
+brings a healthy cluster. Starved is a CPU cgroup's quota (``tests.processes.starved``): the
+start and everything it runs share ``START_CORES``, as beside other work, without busy loops
+taking the machine from the tests running beside these; where no cgroup can be made, busy
+loops on every core stand in.
 """
 
 from __future__ import annotations
@@ -11,19 +14,25 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from modelserving import devcluster
 from modelserving.devcluster import procs
-from tests.processes import cpu_contention, default_signals, kill_all, mentioning, wait_until_gone
+from tests.processes import (
+    CpuQuota,
+    default_signals,
+    kill_all,
+    mentioning,
+    starved,
+    wait_until_gone,
+)
 
-BUSY_PER_CORE = 1
-"""Busy loops per core beside each start: each in a session of its own, so the start gets about
-a third of the machine here (two cores, two loops, the start's processes sharing one share).
-Two per core made the same starts take about twice as long and checked nothing more."""
+START_CORES = 0.66
+"""The CPU a start and all its processes share: what they got beside one busy loop per core on
+this two-core machine (a third of it), before the quota replaced the loops."""
 
 PHASES = (
     "starting etcd",
@@ -52,14 +61,26 @@ def directory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
             print(f"--- {log}\n" + "\n".join(tail))
 
 
-def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int, str]:
-    """Run ``up``, send ``signum`` when it reports ``phase``; its exit code and output."""
+def _both(*steps: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run
+
+
+def _up_until(
+    directory: Path, phase: str, signum: signal.Signals, limit: CpuQuota
+) -> tuple[int, str]:
+    """Run ``up`` within ``limit``, send ``signum`` when it reports ``phase``; its exit code
+    and output."""
     starter = subprocess.Popen(
         [sys.executable, "-m", "modelserving.devcluster", "--dir", str(directory), "up"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=default_signals,  # as from a terminal, whatever this process inherited
+        # signals as from a terminal, whatever this process inherited
+        preexec_fn=_both(default_signals, limit.join),
     )
     try:
         assert starter.stderr is not None
@@ -78,8 +99,9 @@ def _up_until(directory: Path, phase: str, signum: signal.Signals) -> tuple[int,
     return starter.returncode, output
 
 
-def _next_up_works(directory: Path) -> None:
-    state = devcluster.up(directory, die_with_parent=True, timeout=150)
+def _next_up_works(directory: Path, limit: CpuQuota) -> None:
+    with limit.holding():  # this process and the cluster it starts
+        state = devcluster.up(directory, die_with_parent=True, timeout=150)
     assert devcluster.is_healthy(state)
     assert len(state.processes) == len(devcluster.cluster.PROGRAMS)
 
@@ -87,36 +109,38 @@ def _next_up_works(directory: Path) -> None:
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.timeout(300)  # under contention, on a machine that may be busy already
 def test_a_start_terminated_at_each_phase_stops_everything(directory: Path, phase: str) -> None:
-    with cpu_contention(BUSY_PER_CORE):
-        returncode, output = _up_until(directory, phase, signal.SIGTERM)
+    with starved(START_CORES) as limit:
+        returncode, output = _up_until(directory, phase, signal.SIGTERM, limit)
         assert returncode == -signal.SIGTERM, output
         assert "devcluster: interrupted by SIGTERM" in output
         assert wait_until_gone(str(directory)) == [], output
         # What a stopped start leaves (logs, state.json, half a pki/) differs little between
         # phases; the next start is tried after the earliest and the latest (8 s each here).
         if phase in (PHASES[0], PHASES[-1]):
-            _next_up_works(directory)
+            _next_up_works(directory, limit)
+            devcluster.down(directory)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP])
 def test_ctrl_c_or_a_closed_terminal_stop_everything(
     directory: Path, signum: signal.Signals
 ) -> None:
-    with cpu_contention(BUSY_PER_CORE):
-        returncode, output = _up_until(directory, "waiting for 2 Ready kwok Nodes", signum)
+    with starved(START_CORES) as limit:
+        returncode, output = _up_until(directory, "waiting for 2 Ready kwok Nodes", signum, limit)
         assert returncode != 0, output
         assert f"devcluster: interrupted by {signum.name}; stopping etcd" in output
         assert wait_until_gone(str(directory)) == [], output
 
 
 def test_after_a_killed_start_the_next_one_stops_the_leftovers(directory: Path) -> None:
-    with cpu_contention(BUSY_PER_CORE):
+    with starved(START_CORES) as limit:
         returncode, output = _up_until(
-            directory, "waiting for kube-apiserver /readyz", signal.SIGKILL
+            directory, "waiting for kube-apiserver /readyz", signal.SIGKILL, limit
         )
         assert returncode == -signal.SIGKILL, output
         leftovers = {pid for pid, _argv in mentioning(str(directory))}
         assert leftovers  # SIGKILL cannot be caught: etcd and kube-apiserver are still running
-        _next_up_works(directory)
+        _next_up_works(directory, limit)
+        devcluster.down(directory)
     assert leftovers.isdisjoint(pid for pid, _argv in mentioning(str(directory)))
     assert all(procs.read_start_time(pid) is None for pid in leftovers)
