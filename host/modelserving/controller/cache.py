@@ -153,6 +153,9 @@ class ObjectCache:
         self._primed: set[Bucket] = set()
         self._gone: dict[Bucket, dict[str, float]] = {}
         """When each object the watch saw deleted went, by name (for ``recently_gone``)."""
+        self._where: dict[tuple[str, str, str], Bucket] = {}
+        """The bucket holding each object, by (plural, namespace, name): an object whose name
+        label changes, or goes, leaves the bucket it was in."""
 
     @staticmethod
     def bucket(plural: str, obj: Mapping[str, Any]) -> Bucket | None:
@@ -161,27 +164,50 @@ class ObjectCache:
             return None
         return plural, str((obj.get("metadata") or {}).get("namespace", "")), owner
 
-    def event(self, plural: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        """One watch event (``DELETED`` removes; anything else adds or replaces)."""
+    def event(self, plural: str, event_type: str | None, obj: Mapping[str, Any]) -> Bucket | None:
+        """One watch event (``DELETED`` removes; anything else adds or replaces). Returns the
+        bucket the object left when its name label moved it out of one (to another
+        ModelServing, or to none: a label-selected watch then says ``DELETED``), so that
+        ModelServing is looked at too; else None."""
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        where = (plural, str(meta.get("namespace", "")), name)
         key = self.bucket(plural, obj)
-        if key is None:
-            return
-        name = str((obj.get("metadata") or {}).get("name", ""))
         with self._lock:
+            before = self._where.get(where)
+            left = None
+            if before is not None and before != key:
+                held = self._objects.get(before, {}).get(name)
+                if held is not None and _older(obj, held):
+                    return None  # an event from before what the cache holds
+                self._remove(before, name, where, gone=event_type == "DELETED")
+                left = before
+            if key is None:
+                return left
             found = self._objects.setdefault(key, {})
             old = found.get(name)
             if old is not None and _older(obj, old):
-                return
+                return left
             if event_type == "DELETED":
-                found.pop(name, None)
-                gone = self._gone.setdefault(key, {})
-                now = self._clock()
-                gone[name] = now
-                if len(gone) > 64:
-                    for old_name in [n for n, t in gone.items() if now - t > GONE_S]:
-                        del gone[old_name]
+                self._remove(key, name, where, gone=True)
             else:
                 found[name] = slim(plural, obj)
+                self._where[where] = key
+            return left
+
+    def _remove(self, key: Bucket, name: str, where: tuple[str, str, str], *, gone: bool) -> None:
+        """Take ``name`` out of ``key`` (the lock held); ``gone``: the watch saw it deleted."""
+        (self._objects.get(key) or {}).pop(name, None)
+        if self._where.get(where) == key:
+            del self._where[where]
+        if not gone:
+            return
+        names = self._gone.setdefault(key, {})
+        now = self._clock()
+        names[name] = now
+        if len(names) > 64:
+            for old_name in [n for n, t in names.items() if now - t > GONE_S]:
+                del names[old_name]
 
     def written(self, plural: str, obj: Mapping[str, Any]) -> None:
         """The controller created or changed ``obj`` (the API's answer)."""
@@ -229,11 +255,19 @@ class ObjectCache:
                 if name not in listed:
                     have = _version(found[name])
                     if newest is None or have is None or have <= newest:
-                        del found[name]
+                        self._remove(key, name, (plural, namespace, name), gone=False)
             for name, obj in listed.items():
+                where = (plural, namespace, name)
+                before = self._where.get(where)
+                if before is not None and before != key:
+                    held = (self._objects.get(before) or {}).get(name)
+                    if held is not None and _older(obj, held):
+                        continue  # moved away since this list was read
+                    self._remove(before, name, where, gone=False)
                 old = found.get(name)
                 if old is None or not _older(obj, old):
                     found[name] = slim(plural, obj)
+                    self._where[where] = key
             self._primed.add(key)
             return list(found.values())
 
@@ -262,7 +296,10 @@ class ObjectCache:
         """Forget a deleted ModelServing's objects (its watch events may still come)."""
         with self._lock:
             for key in [k for k in self._objects if k[1:] == (namespace, owner)]:
-                del self._objects[key]
+                for name in self._objects.pop(key):
+                    where = (key[0], namespace, name)
+                    if self._where.get(where) == key:
+                        del self._where[where]
             for key in [k for k in self._gone if k[1:] == (namespace, owner)]:
                 del self._gone[key]
             self._primed = {k for k in self._primed if k[1:] != (namespace, owner)}

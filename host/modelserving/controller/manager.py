@@ -351,13 +351,15 @@ class Controller:
     def owned_event(self, plural: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
         """A watch event of a Pod or Service with the ModelServing name label: kept in the
         cache, and its ModelServing queued."""
-        self.cache.event(plural, event_type, obj)
+        left = self.cache.event(plural, event_type, obj)
         if self.backlog is not None and plural == PODS.plural:
             self.backlog.observed(event_type, obj)
         owner = owner_of(obj)
         if owner:
             namespace = str((obj.get("metadata") or {}).get("namespace", ""))
             self._batched((namespace, owner))
+        if left is not None:  # relabelled away from that ModelServing
+            self._batched((left[1], left[2]))
 
     def _window(self, key: Key) -> float:
         """How long events about ``key``'s own objects gather before its next pass."""

@@ -146,7 +146,26 @@ class PodSet:
 
     def refresh(self, pods: Mapping[str, Mapping[str, Any]]) -> int:
         """Take the Pods as they are now (by name; an object still the same as last time is
-        taken as unchanged). Returns how many Pods changed, came or went."""
+        taken as unchanged). Returns how many Pods changed, came or went. A refresh that
+        raises leaves the set empty, so the next one reads every Pod afresh (half a refresh
+        would keep Pods taken in but ServingGroups not rebuilt, unseen as unchanged)."""
+        try:
+            return self._refresh(pods)
+        except BaseException:
+            self._clear()
+            raise
+
+    def _clear(self) -> None:
+        self.raw.clear()
+        self.observed.clear()
+        self.terminating.clear()
+        self.unstamped_failures.clear()
+        self.revisions.clear()
+        self._members.clear()
+        self._groups.clear()
+        self._sorted = True
+
+    def _refresh(self, pods: Mapping[str, Mapping[str, Any]]) -> int:
         dirty: set[int] = set()
         raw = self.raw
         gone = raw.keys() - pods.keys()

@@ -284,3 +284,46 @@ def test_a_pass_works_only_on_the_pods_that_changed(kube: FakeKube, rec: Reconci
     assert kept.groups[0] is before[0] and kept.groups[2] is before[2]
     rec.forget(KEY)
     assert KEY not in rec.pod_sets
+
+
+def test_a_pod_whose_name_label_moves_leaves_its_old_model_serving() -> None:
+    cache = ObjectCache()
+    cache.prime("pods", "ns", "llm", [pod("a", 1), pod("b", 1)], "1")
+    assert cache.event("pods", "MODIFIED", pod("a", 2, owner="other")) == ("pods", "ns", "llm")
+    assert names(cache) == {"b": "1"}
+    assert names(cache, "other") == {"a": "2"}
+    assert cache.recently_gone("pods", "ns", "llm") == set()  # moved, not deleted
+    assert cache.event("pods", "MODIFIED", pod("a", 3, owner="other")) is None  # stays
+
+
+def test_a_pod_whose_name_label_goes_leaves_its_model_serving() -> None:
+    """The label-selected watch says DELETED, with the labels the Pod has now (none of ours)."""
+    cache = ObjectCache()
+    cache.prime("pods", "ns", "llm", [pod("a", 1), pod("b", 1)], "1")
+    unlabelled = pod("a", 2)
+    unlabelled["metadata"]["labels"] = {}
+    assert cache.event("pods", "DELETED", unlabelled) == ("pods", "ns", "llm")
+    assert names(cache) == {"b": "1"}
+    assert cache.recently_gone("pods", "ns", "llm") == {"a"}
+    assert cache.event("pods", "DELETED", unlabelled) is None  # nothing left to leave
+
+
+def test_an_older_event_does_not_move_a_pod_back() -> None:
+    cache = ObjectCache()
+    cache.event("pods", "MODIFIED", pod("a", 5, owner="other"))
+    assert cache.event("pods", "MODIFIED", pod("a", 4)) is None  # the echo of an older label
+    assert names(cache) == {}
+    assert names(cache, "other") == {"a": "5"}
+
+
+def test_a_list_of_the_new_owner_takes_a_moved_pod_from_the_old() -> None:
+    cache = ObjectCache()
+    cache.prime("pods", "ns", "llm", [pod("a", 1)], "1")
+    cache.prime("pods", "ns", "other", [pod("a", 3, owner="other")], "3")  # event missed
+    assert names(cache) == {}
+    assert names(cache, "other") == {"a": "3"}
+    cache.prime("pods", "ns", "llm", [pod("a", 1)], "1")  # a list older than the move
+    assert names(cache) == {}
+    cache.drop("ns", "other")
+    assert cache.event("pods", "MODIFIED", pod("a", 4)) is None  # nothing left under "other"
+    assert names(cache) == {"a": "4"}

@@ -289,3 +289,18 @@ def _look_again(ctl: Controller, clock: _Clock, key: tuple[str, str], due: float
             break
         time.sleep(0.01)
     assert ctl.passes[key] == 2
+
+
+def test_a_pod_relabelled_away_queues_the_model_serving_it_left(tmp_path: Path) -> None:
+    with controller(tmp_path) as ctl:
+        clock = _Clock()
+        ctl.queue = WorkQueue(clock=clock)
+        meta = {"namespace": "ns", "name": "p", "resourceVersion": "1"}
+        ctl.owned_event("pods", "MODIFIED", {"metadata": {**meta, "labels": {NAME_LABEL: "a"}}})
+        clock.now += EVENT_BATCH_S
+        assert _pending(ctl.queue) == [("ns", "a")]
+        moved = {**meta, "resourceVersion": "2", "labels": {NAME_LABEL: "b"}}
+        ctl.owned_event("pods", "MODIFIED", {"metadata": moved})
+        clock.now += EVENT_BATCH_S
+        assert sorted(_pending(ctl.queue)) == [("ns", "a"), ("ns", "b")]
+        assert ctl.cache.by_name("pods", "ns", "a") == {}
