@@ -44,9 +44,9 @@ TINYGO_GO_VERSION=1.24.13
 # -no-debug: no DWARF or names section; -scheduler=none: no goroutines (a call is one function
 # on one stack; asyncify, the default, makes the module larger and every call dearer).
 TINYGO_FLAGS=(-target=wasip1 -buildmode=c-shared -no-debug -scheduler=none)
-# Native vet and test compile with the local control plane's compiler flags (GCFLAGS in
-# host/modelserving/devcluster/build.py), so the standard library packages that build put in the
-# shared build cache are reused, not compiled a second time with other flags.
+# Native vet and test compile with the local control plane's compiler flags for the standard
+# library (STD_GCFLAGS in host/modelserving/devcluster/build.py), so the standard library
+# packages that build put in the shared build cache are reused, not compiled a second time.
 NATIVE_FLAGS=(-trimpath "-gcflags=all=-dwarf=false")
 
 die() {

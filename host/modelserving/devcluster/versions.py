@@ -78,7 +78,7 @@ ETCD = Component("etcd", ETCD_VERSION, ("etcd",))
 KWOK = Component("kwok", KWOK_VERSION, ("kwok",))
 VOLCANO = Component("volcano", VOLCANO_VERSION, ("vc-scheduler", "vc-controller-manager"))
 COMPONENTS: tuple[Component, ...] = (ETCD, KUBERNETES, KWOK, KUBECTL, VOLCANO)
-CONTROL_PLANE = Bundle("controlplane", (ETCD, KUBERNETES, KUBECTL, KWOK), recipe=5)
+CONTROL_PLANE = Bundle("controlplane", (ETCD, KUBERNETES, KUBECTL, KWOK), recipe=6)
 """kwok is built with the control plane's Kubernetes 1.34 libraries, not the 1.33 ones its
 go.mod asks for: a cold build compiles those libraries once, not twice. v0.7.0 reads one
 apimachinery constant 1.34 removed; the build patches its value in (``build.upstream``), and
@@ -86,7 +86,7 @@ makes its deletion of a terminating Pod carry the Pod's UID, as a kubelet's does
 only newer kwok release (v0.8.0) needs Kubernetes 1.36's libraries. kubectl is in the bundle
 too: kwok raises a few shared dependencies (golang.org/x/sys, protobuf) above Kubernetes' own
 versions, so a kubectl built apart would compile most of Kubernetes' packages again."""
-VOLCANO_BUNDLE = Bundle("volcano", (VOLCANO,), recipe=1)
+VOLCANO_BUNDLE = Bundle("volcano", (VOLCANO,), recipe=2)
 """Volcano on its own: it pins Kubernetes 1.30's libraries (its go.mod's replaces), which the
 control plane's 1.34 module graph cannot hold."""
 BUNDLES: tuple[Bundle, ...] = (CONTROL_PLANE, VOLCANO_BUNDLE)

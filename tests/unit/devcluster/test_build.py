@@ -255,7 +255,8 @@ def test_go_caches_are_the_plugin_builds_and_the_environment_is_clean(tmp_path: 
     script = (Path(__file__).parents[3] / "plugins-src" / "build-go.sh").read_text()
     assert 'GOCACHE="$cache/go/build" GOMODCACHE="$cache/go/mod"' in script
     # the native vet and test compile with the build's flags, to share its standard library
-    assert f'NATIVE_FLAGS=(-trimpath "{build.GCFLAGS}")' in script
+    assert f'NATIVE_FLAGS=(-trimpath "-gcflags=all={build.STD_GCFLAGS}")' in script
+    assert build.GCFLAGS[-1] == f"-gcflags=std={build.STD_GCFLAGS}"  # the last match wins
     env = build.go_env(environ)
     assert env["GOCACHE"] == str(tmp_path / "go" / "build")
     assert env["GOMODCACHE"] == str(tmp_path / "go" / "mod")
