@@ -107,11 +107,12 @@ def _cpu_cgroup(cores: float) -> CpuQuota | None:
     lines = Path("/proc/self/cgroup").read_text().splitlines()
     v1 = [line.split(":", 2)[2] for line in lines if "cpu" in line.split(":", 2)[1].split(",")]
     name = f"modelserving-test-{uuid.uuid4().hex[:12]}"
+    group: Path | None = None
     try:
         if v1:  # cgroup v1: cpu.cfs_quota_us / cpu.cfs_period_us
             home = CGROUP_ROOT / "cpu" / v1[0].lstrip("/")
+            (home / name).mkdir()
             group = home / name
-            group.mkdir()
             (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
             (group / "cpu.cfs_quota_us").write_text(str(quota))
         else:  # cgroup v2: cpu.max "<quota> <period>"
@@ -119,10 +120,13 @@ def _cpu_cgroup(cores: float) -> CpuQuota | None:
             home = CGROUP_ROOT / path.lstrip("/")
             if "cpu" not in (home / "cgroup.subtree_control").read_text().split():
                 return None
+            (home / name).mkdir()
             group = home / name
-            group.mkdir()
             (group / "cpu.max").write_text(f"{quota} {CFS_PERIOD_US}")
     except (OSError, StopIteration):
+        if group is not None:  # made, but its limit could not be set
+            with suppress(OSError):
+                group.rmdir()
         return None
     return CpuQuota(group, home)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -15,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from modelserving.devcluster import procs
-from tests.processes import cpu_contention, mentioning, wait_until_exec_done, wait_until_gone
+from tests.processes import (
+    CFS_PERIOD_US,
+    cpu_contention,
+    mentioning,
+    starved,
+    wait_until_exec_done,
+    wait_until_gone,
+)
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 SLEEPING = f"{sys.executable} -c 'import time; time.sleep(60)'"
@@ -210,3 +218,21 @@ def test_stop_by_record_kills_the_process_group(tmp_path: Path) -> None:
     assert procs.stop(child.record, timeout=5)  # as a later command does, from state.json
     assert wait_until_gone(marker) == []
     child.stop()
+
+
+def test_a_cpu_quota_holds_what_joins_it_and_goes_with_its_leftovers() -> None:
+    """``tests.processes.starved``: the CPU cgroup the interrupted starts run in (where this
+    machine lets a test make one)."""
+    with starved(0.5) as limit:
+        if limit.group is None:
+            pytest.skip("no CPU cgroup can be made here (busy loops stand in)")
+        group = limit.group
+        quota = group / ("cpu.cfs_quota_us" if (group / "cpu.cfs_quota_us").exists() else "cpu.max")
+        assert quota.read_text().split()[0] == str(CFS_PERIOD_US // 2)
+        child = subprocess.Popen(SLEEPER, preexec_fn=limit.join)
+        with limit.holding():
+            assert str(os.getpid()) in (group / "cgroup.procs").read_text().split()
+        assert str(os.getpid()) not in (group / "cgroup.procs").read_text().split()
+        assert str(child.pid) in (group / "cgroup.procs").read_text().split()
+    assert child.wait(timeout=10) == -signal.SIGKILL  # left in the group: killed with it
+    assert not group.exists()
