@@ -174,29 +174,39 @@ class ObjectCache:
         where = (plural, str(meta.get("namespace", "")), name)
         key = self.bucket(plural, obj)
         with self._lock:
-            before = self._where.get(where)
-            left = None
-            if before is not None and before != key:
-                held = self._objects.get(before, {}).get(name)
-                if held is not None and _older(obj, held):
-                    return None  # an event from before what the cache holds
-                self._remove(before, name, where, gone=event_type == "DELETED")
-                left = before
-            if key is None:
+            stale, left = self._leave_others(where, key, obj, gone=event_type == "DELETED")
+            if stale or key is None:
                 return left
             found = self._objects.setdefault(key, {})
             old = found.get(name)
             if old is not None and _older(obj, old):
                 return left
             if event_type == "DELETED":
-                self._remove(key, name, where, gone=True)
+                self._remove(key, where, gone=True)
             else:
                 found[name] = slim(plural, obj)
                 self._where[where] = key
             return left
 
-    def _remove(self, key: Bucket, name: str, where: tuple[str, str, str], *, gone: bool) -> None:
-        """Take ``name`` out of ``key`` (the lock held); ``gone``: the watch saw it deleted."""
+    def _leave_others(
+        self, where: tuple[str, str, str], key: Bucket | None, obj: Mapping[str, Any], *, gone: bool
+    ) -> tuple[bool, Bucket | None]:
+        """Before ``obj`` is filed under ``key`` (None: under no ModelServing), take it out of
+        another bucket holding it (the lock held). Returns whether ``obj`` is older than that
+        bucket's copy (then nothing changes: it is to be ignored), and the bucket it left."""
+        before = self._where.get(where)
+        if before is None or before == key:
+            return False, None
+        held = (self._objects.get(before) or {}).get(where[2])
+        if held is not None and _older(obj, held):
+            return True, None
+        self._remove(before, where, gone=gone)
+        return False, before
+
+    def _remove(self, key: Bucket, where: tuple[str, str, str], *, gone: bool) -> None:
+        """Take the object at ``where`` (plural, namespace, name) out of ``key`` (the lock
+        held); ``gone``: the watch saw it deleted."""
+        name = where[2]
         (self._objects.get(key) or {}).pop(name, None)
         if self._where.get(where) == key:
             del self._where[where]
@@ -255,15 +265,11 @@ class ObjectCache:
                 if name not in listed:
                     have = _version(found[name])
                     if newest is None or have is None or have <= newest:
-                        self._remove(key, name, (plural, namespace, name), gone=False)
+                        self._remove(key, (plural, namespace, name), gone=False)
             for name, obj in listed.items():
                 where = (plural, namespace, name)
-                before = self._where.get(where)
-                if before is not None and before != key:
-                    held = (self._objects.get(before) or {}).get(name)
-                    if held is not None and _older(obj, held):
-                        continue  # moved away since this list was read
-                    self._remove(before, name, where, gone=False)
+                if self._leave_others(where, key, obj, gone=False)[0]:
+                    continue  # moved away since this list was read
                 old = found.get(name)
                 if old is None or not _older(obj, old):
                     found[name] = slim(plural, obj)
