@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
 from modelserving.bench.controller import (
     Run,
     Snapshot,
+    kthena_controller,
+    main,
     paired,
     run_as_json,
     run_from_json,
@@ -95,3 +100,56 @@ def test_a_fleet_rollout_out_of_time_reports_the_cpu_of_what_it_updated(
     report(run)
     out = capsys.readouterr().out
     assert "rolling update n/a s, 10.00 ms CPU/updated Pod (10 passes, 1.0 s CPU in them)" in out
+
+
+def test_run_order_rotates_any_variants() -> None:
+    assert run_order(2, ("none", "kthena")) == ["none", "kthena", "kthena", "none"]
+
+
+def test_paired_compares_ours_with_kthena(capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [run("none", 12.0), run("kthena", 10.0), run("kthena", 20.0), run("none", 22.0)]
+    paired(runs)
+    assert capsys.readouterr().out.splitlines() == [
+        "  none vs kthena within each round: median +15.0 % (rounds: +20, +10 %)",
+    ]
+
+
+def test_the_kthena_variant_needs_its_binary(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--variants", "none,kthena"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["--variants", "none,kthena", "--kthena", str(tmp_path / "absent")])
+    with pytest.raises(SystemExit):
+        main(["--variants", "none,bogus"])
+
+
+def script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def test_the_kthena_controller_runs_for_the_block_and_is_stopped(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    binary = script(tmp_path / "kthena", 'echo "$@"\nexec sleep 60\n')
+    with kthena_controller(binary, kubeconfig, grace=0.1) as probe:
+        (pid,) = probe.pids
+        assert Path(f"/proc/{pid}").exists()
+        assert probe.status_kb("VmRSS") is not None
+        log = tmp_path / "kthena-controller-manager.log"
+        deadline = time.monotonic() + 30
+        while "--kubeconfig" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert not Path(f"/proc/{pid}").exists()
+    logged = log.read_text()
+    assert f"--kubeconfig={kubeconfig}" in logged and "--kube-api-qps=10000" in logged
+
+
+def test_a_kthena_controller_that_exits_at_start_is_reported(tmp_path: Path) -> None:
+    binary = script(tmp_path / "kthena", 'echo "no such flag: --bogus" >&2\nexit 3\n')
+    with (
+        pytest.raises(RuntimeError, match=r"exited with 3 at start: no such flag: --bogus"),
+        kthena_controller(binary, tmp_path / "kubeconfig", grace=30),
+    ):
+        pass

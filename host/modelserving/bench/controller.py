@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import datetime
 import hashlib
 import json
 import logging
@@ -48,7 +49,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,18 @@ POD_COUNT = GROUPS * len(ROLES) * (1 + WORKERS)
 ROUNDS = 3
 """Runs per variant; the order rotates (none, native, wasm; wasm, none, native; ...)."""
 VARIANTS = ("none", "native", "wasm")
+KTHENA = "kthena"
+"""The same ModelServing (no plugins) made by Kthena's Go controller instead of ours: run only
+when a ``kthena-controller-manager`` binary is given (``--kthena`` or ``$KTHENA_CONTROLLER``)."""
+KTHENA_FLAGS = (
+    "--enable-webhook=false",
+    "--controllers=modelserving",
+    "--kube-api-qps=10000",
+    "--kube-api-burst=10000",
+)
+"""Kthena's controller without its webhook server (it needs in-cluster TLS), only the
+ModelServing controller, and with client-go's rate limit (5 per second by default) lifted, so
+both controllers go as fast as the API server lets them."""
 NODES = 8
 """kwok Nodes of 110 Pods each: room for all 800, so none stays unschedulable (and retried)."""
 RUN_TIMEOUT_S = 300.0
@@ -456,6 +469,10 @@ class Run:
     """This process's peak resident memory during the run (VmHWM, reset before it)."""
     idle_rss_mb: float | None = None
     """Its resident memory before the ModelServing was created."""
+    ready_last: float | None = None
+    """From the ModelServing's creation until its last Pod's Ready condition turned True, as the
+    API server and the Nodes stamped them (whole seconds): ``available`` minus this is how late
+    the controller reported what the Pods showed."""
 
 
 @contextmanager
@@ -491,10 +508,10 @@ def fresh_cluster(
             devcluster.down(directory)
 
 
-def _status_kb(field: str) -> float | None:
-    """A size from /proc/self/status, in kB (None where there is no /proc)."""
+def _status_kb(field: str, pid: int | str = "self") -> float | None:
+    """A size from /proc/PID/status, in kB (None where there is no /proc)."""
     try:
-        with open("/proc/self/status") as f:
+        with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return float(line.split()[1])
@@ -503,10 +520,10 @@ def _status_kb(field: str) -> float | None:
     return None
 
 
-def reset_peak_rss() -> None:
+def reset_peak_rss(pid: int | str = "self") -> None:
     """Start VmHWM (the peak resident memory) over from the current resident memory."""
     try:
-        with open("/proc/self/clear_refs", "w") as f:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
             f.write("5")
     except OSError:
         pass
@@ -524,8 +541,76 @@ def wait_available(kube: Kube, namespace: str, name: str, timeout: float) -> flo
     return None
 
 
+class Probe:
+    """How a run reads the controller it measures: ours runs in this process (its CPU, memory
+    and metrics), :class:`ChildProbe` reads another process's from /proc."""
+
+    pids: tuple[int, ...] = ()
+    """Processes besides this one that ``settle`` waits for."""
+
+    def __init__(self, ctl: Controller | None = None) -> None:
+        self.ctl = ctl
+
+    def cpu(self) -> float:
+        return time.process_time()
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot.of(self.ctl) if self.ctl is not None else Snapshot()
+
+    def reset_peak(self) -> None:
+        reset_peak_rss()
+
+    def status_kb(self, field: str) -> float | None:
+        return _status_kb(field)
+
+
+class ChildProbe(Probe):
+    """A controller in a process of its own (Kthena's): no metrics of ours."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__()
+        self.pid = pid
+        self.pids = (pid,)
+
+    def cpu(self) -> float:
+        return control_plane_cpu(self.pids) or 0.0
+
+    def reset_peak(self) -> None:
+        reset_peak_rss(self.pid)
+
+    def status_kb(self, field: str) -> float | None:
+        return _status_kb(field, self.pid)
+
+
+def _stamp(text: str | None) -> float | None:
+    if not text:
+        return None
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def last_ready(kube: Kube, namespace: str, name: str) -> float | None:
+    """Seconds from the ModelServing's creation to the latest Ready transition of its Pods
+    (None unless every Pod is Ready), from the objects' own timestamps."""
+    ms = kube.get(MODEL_SERVINGS, namespace, name) or {}
+    created = _stamp((ms.get("metadata") or {}).get("creationTimestamp"))
+    query = {"labelSelector": f"{labels.NAME_LABEL}={name}"}
+    pods = kube.request("GET", PODS.path(namespace), query=query).get("items") or []
+    latest: float | None = None
+    for pod in pods:
+        ready = [
+            c
+            for c in (pod.get("status") or {}).get("conditions") or []
+            if c.get("type") == "Ready" and c.get("status") == "True"
+        ]
+        stamp = _stamp(ready[0].get("lastTransitionTime")) if ready else None
+        if stamp is None:
+            return None
+        latest = stamp if latest is None else max(latest, stamp)
+    return None if created is None or latest is None else latest - created
+
+
 def measure(
-    kube: Kube, ctl: Controller, pids: tuple[int, ...], variant: str, module: bytes, groups: int
+    kube: Kube, probe: Probe, pids: tuple[int, ...], variant: str, module: bytes, groups: int
 ) -> Run:
     """One ModelServing; the seconds until all its Pods were created."""
     namespace, name = f"bench-{variant}", f"llm-{variant}"
@@ -539,25 +624,26 @@ def measure(
     want = groups * len(ROLES) * (1 + WORKERS)
     body = model_serving(name, plugins, groups)
     body["metadata"]["namespace"] = namespace
-    settle(pids)
+    settle(pids + probe.pids)
     watch = PodWatch(kube, namespace, name, want)
-    before = Snapshot.of(ctl)
-    reset_peak_rss()
-    idle = _status_kb("VmRSS")
-    cpu_start, others = time.process_time(), control_plane_cpu(pids)
+    before = probe.snapshot()
+    probe.reset_peak()
+    idle = probe.status_kb("VmRSS")
+    cpu_start, others = probe.cpu(), control_plane_cpu(pids)
     started = time.perf_counter()
     kube.create(MODEL_SERVINGS, namespace, body)
     finished = watch.wait(RUN_TIMEOUT_S)
-    cpu, others_after = time.process_time() - cpu_start, control_plane_cpu(pids)
+    cpu, others_after = probe.cpu() - cpu_start, control_plane_cpu(pids)
     others = None if others is None or others_after is None else others_after - others
     watch.close()
     ready_at = wait_available(kube, namespace, name, RUN_TIMEOUT_S) if finished else None
-    cpu_available = time.process_time() - cpu_start if ready_at is not None else None
-    peak = _status_kb("VmHWM")
+    cpu_available = probe.cpu() - cpu_start if ready_at is not None else None
+    peak = probe.status_kb("VmHWM")
     # The pass that created the Pods ends with a status write; let it finish so its metrics
     # (hook calls are counted as they happen, Pods and reconciles at the end) are this run's.
     time.sleep(1.0)
-    metrics = Snapshot.of(ctl).minus(before)
+    metrics = probe.snapshot().minus(before)
+    ready_last = last_ready(kube, namespace, name) if ready_at is not None else None
     if not finished:
         why = watch.error or f"{len(watch.names)} of {want} Pods after {RUN_TIMEOUT_S:.0f}s"
         print(f"  {namespace}/{name} did not finish: {why}")
@@ -573,10 +659,43 @@ def measure(
         cpu_available,
         peak / 1024 if peak is not None else None,
         idle / 1024 if idle is not None else None,
+        ready_last,
     )
 
 
-def one_run(binaries: dict[str, Path], variant: str, module: bytes, groups: int = GROUPS) -> Run:
+@contextmanager
+def kthena_controller(binary: Path, kubeconfig: Path, grace: float = 1.0) -> Iterator[ChildProbe]:
+    """Kthena's controller manager against the run's API server until the block ends (its log
+    beside the kubeconfig; its last lines are shown if it exits within ``grace`` seconds)."""
+    log_path = kubeconfig.parent / "kthena-controller-manager.log"
+    command = [str(binary), f"--kubeconfig={kubeconfig}", *KTHENA_FLAGS]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(grace)
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise RuntimeError(
+                f"{binary} exited with {process.returncode} at start: " + " | ".join(tail)
+            )
+        yield ChildProbe(process.pid)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def one_run(
+    binaries: dict[str, Path],
+    variant: str,
+    module: bytes,
+    groups: int = GROUPS,
+    kthena: Path | None = None,
+) -> Run:
     """A fresh control plane and controller, one measured ModelServing, both torn down."""
     config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
     with fresh_cluster(binaries) as (kubeconfig, pids):
@@ -585,8 +704,13 @@ def one_run(binaries: dict[str, Path], variant: str, module: bytes, groups: int 
         try:
             kube = Kube(ours)
             install_crd(kube)
+            if variant == KTHENA:
+                if kthena is None:
+                    raise RuntimeError("the kthena variant needs the controller's binary")
+                with kthena_controller(kthena, kubeconfig) as probe:
+                    return measure(kube, probe, pids, variant, module, groups)
             with running_controller(client, config) as ctl:
-                return measure(kube, ctl, pids, variant, module, groups)
+                return measure(kube, Probe(ctl), pids, variant, module, groups)
         finally:
             client.close()
             ours.close()
@@ -620,11 +744,13 @@ def run_from_json(text: str) -> Run:
     return Run(metrics=metrics, **fields)
 
 
-def run_in_child(variant: str, groups: int = GROUPS) -> Run:
+def run_in_child(variant: str, groups: int = GROUPS, kthena: Path | None = None) -> Run:
     """``one_run`` in a new Python process, so that its CPU and peak memory are the controller's
     alone, not those of the runs before it in this process."""
     command = [sys.executable, "-m", "modelserving.bench.controller", "--one", variant]
     command += ["--groups", str(groups)]
+    if kthena is not None:
+        command += ["--kthena", str(kthena)]
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S * 3, check=False
     )
@@ -654,9 +780,10 @@ def report_run(index: int, run: Run) -> None:
         per_pod = run.cpu_available / POD_COUNT * 1000
         rss = f"{run.peak_rss_mb:.0f} MB" if run.peak_rss_mb is not None else "n/a"
         idle = f"{run.idle_rss_mb:.0f} MB" if run.idle_rss_mb is not None else "n/a"
+        ready = f"last Pod Ready after {run.ready_last:.0f} s, " if run.ready_last else ""
         print(
-            f"           available after {run.available:6.2f} s; controller CPU to available "
-            f"{run.cpu_available:4.2f} s ({per_pod:.1f} ms per Pod); peak RSS {rss} "
+            f"           {ready}available after {run.available:6.2f} s; controller CPU to "
+            f"available {run.cpu_available:4.2f} s ({per_pod:.1f} ms per Pod); peak RSS {rss} "
             f"(idle before {idle})"
         )
 
@@ -700,10 +827,19 @@ def report_hooks(runs: list[Run]) -> None:
         )
 
 
+COMPARED = (("none", "native"), ("native", "wasm"), ("none", "wasm"), (KTHENA, "none"))
+"""(base, other) pairs the summary compares; ``kthena`` against ``none``: ours against Kthena's
+controller on the same ModelServing."""
+
+
+def variants_of(runs: list[Run]) -> list[str]:
+    return [v for v in (*VARIANTS, KTHENA) if any(r.variant == v for r in runs)]
+
+
 def summary(runs: list[Run]) -> None:
     def medians(figure: Callable[[Run], float | None], unit: str, what: str) -> None:
         found: dict[str, float] = {}
-        for variant in VARIANTS:
+        for variant in variants_of(runs):
             values = [v for r in runs if r.variant == variant and (v := figure(r)) is not None]
             if values:
                 found[variant] = statistics.median(values)
@@ -714,12 +850,12 @@ def summary(runs: list[Run]) -> None:
         )
         changes = [
             f"{b} vs {a} {(found[b] / found[a] - 1) * 100:+5.1f} %"
-            for a, b in (("none", "native"), ("native", "wasm"), ("none", "wasm"))
-            if a in found and b in found
+            for a, b in COMPARED
+            if a in found and b in found and found[a]
         ]
         print(line + ("; " + ", ".join(changes) if changes else ""))
 
-    for variant in VARIANTS:
+    for variant in variants_of(runs):
         times = [r.seconds for r in runs if r.variant == variant and r.seconds is not None]
         if times:
             print(
@@ -730,6 +866,7 @@ def summary(runs: list[Run]) -> None:
     medians(lambda r: r.seconds, "s", f"time to {POD_COUNT} Pods:")
     medians(lambda r: r.cpu, "s", "controller CPU in that time:")
     medians(lambda r: r.control_plane_cpu, "s", "control plane CPU:")
+    medians(lambda r: r.ready_last, "s", "time to all Pods Ready:")
     medians(lambda r: r.available, "s", "time to available:")
     medians(
         lambda r: r.cpu_available / POD_COUNT * 1000 if r.cpu_available is not None else None,
@@ -741,6 +878,11 @@ def summary(runs: list[Run]) -> None:
         "  targets (issue 21): controller CPU to available at most 5 ms per Pod, peak RSS at "
         "most 100 MB (this process: the controller and the benchmark's Pod watch)"
     )
+    if any(r.variant == KTHENA for r in runs):
+        print(
+            "  target (issue 21): time to available (none) at most Kthena's; Kthena's CPU and "
+            "memory are its process's alone, ours include the benchmark's Pod watch"
+        )
     paired(runs)
     print(
         "  target: the three WASM plugins add at most 5 % to the time to all Pods "
@@ -752,8 +894,9 @@ def summary(runs: list[Run]) -> None:
 def paired(runs: list[Run]) -> None:
     """Each round's variants ran back to back, so comparing them within a round cancels what
     drifts slowly (this machine's speed: a fixed CPU-bound loop varies by about 10 % here)."""
-    rounds = [runs[i : i + len(VARIANTS)] for i in range(0, len(runs), len(VARIANTS))]
-    for a, b in (("none", "native"), ("native", "wasm"), ("none", "wasm")):
+    size = len(variants_of(runs)) or 1
+    rounds = [runs[i : i + size] for i in range(0, len(runs), size)]
+    for a, b in COMPARED:
         ratios = []
         for group in rounds:
             by_variant = {r.variant: r.seconds for r in group}
@@ -767,16 +910,21 @@ def paired(runs: list[Run]) -> None:
             )
 
 
-def run_order(rounds: int) -> list[str]:
+def run_order(rounds: int, variants: tuple[str, ...] = VARIANTS) -> list[str]:
     """none, native, wasm; then wasm, none, native; ... (each variant in each place in turn)."""
     order: list[str] = []
     for i in range(rounds):
-        shift = i % len(VARIANTS)
-        order += VARIANTS[-shift:] + VARIANTS[:-shift] if shift else VARIANTS
+        shift = i % len(variants)
+        order += variants[-shift:] + variants[:-shift] if shift else variants
     return order
 
 
-def benchmark(binaries: dict[str, Path], rounds: int = ROUNDS) -> None:
+def benchmark(
+    binaries: dict[str, Path],
+    rounds: int = ROUNDS,
+    variants: tuple[str, ...] = VARIANTS,
+    kthena: Path | None = None,
+) -> None:
     """The runs, each on its own control plane."""
     try:
         builtin_wasm(MODULE_FILE)  # the runs load it
@@ -794,9 +942,11 @@ def benchmark(binaries: dict[str, Path], rounds: int = ROUNDS) -> None:
     )
     warm = run_in_child("wasm", groups=2)
     print(f"  warm-up (2 ServingGroups, wasm: the module compiled): {warm.seconds or 0:.2f} s")
+    if kthena is not None:
+        print(f"  kthena: {kthena} {' '.join(KTHENA_FLAGS)}")
     runs = []
-    for index, variant in enumerate(run_order(rounds), start=1):
-        runs.append(run_in_child(variant))
+    for index, variant in enumerate(run_order(rounds, variants), start=1):
+        runs.append(run_in_child(variant, kthena=kthena))
         report_run(index, runs[-1])
         sys.stdout.flush()
     summary(runs)
@@ -807,17 +957,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rounds", type=int, default=ROUNDS, help=f"runs per variant (default {ROUNDS})"
     )
-    parser.add_argument("--one", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help="comma-separated, in the order of the first round (default: none,native,wasm, and "
+        "kthena when its binary is given)",
+    )
+    parser.add_argument(
+        "--kthena",
+        type=Path,
+        default=os.environ.get("KTHENA_CONTROLLER") or None,
+        help="a kthena-controller-manager binary: also run the ModelServing (no plugins) with "
+        "Kthena's controller (default: $KTHENA_CONTROLLER)",
+    )
+    parser.add_argument("--one", choices=(*VARIANTS, KTHENA), help=argparse.SUPPRESS)
     parser.add_argument("--groups", type=int, default=GROUPS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rounds = max(1, args.rounds)
+    kthena: Path | None = args.kthena.resolve() if args.kthena else None
+    if args.variants:
+        variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+        unknown = [v for v in variants if v not in (*VARIANTS, KTHENA)]
+        if unknown or not variants:
+            known = ", ".join((*VARIANTS, KTHENA))
+            parser.error(f"unknown variants {unknown}: choose from {known}")
+    else:
+        variants = VARIANTS + ((KTHENA,) if kthena else ())
+    if KTHENA in variants and (kthena is None or not kthena.is_file()):
+        parser.error("the kthena variant needs --kthena (or $KTHENA_CONTROLLER): its binary")
     # kopf's notes (signals in a thread, retries while the API server starts) are not figures.
     logging.getLogger("kopf").setLevel(logging.ERROR)
     if args.one:  # one run, in a process of its own (run_in_child)
         found = devcluster.cached_binaries()
         if found is None:
             raise SystemExit("no local control plane binaries")
-        run = one_run(found, args.one, builtin_wasm(MODULE_FILE), groups=args.groups)
+        module = builtin_wasm(MODULE_FILE) if args.one == "wasm" else b""
+        run = one_run(found, args.one, module, groups=args.groups, kthena=kthena)
         print(RUN_PREFIX + run_as_json(run), flush=True)
         return
     print(
@@ -840,7 +1015,7 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     try:
-        benchmark(binaries, rounds)
+        benchmark(binaries, rounds, variants, kthena)
     except (devcluster.ClusterError, OSError) as exc:
         print(f"  stopped: the local control plane failed ({exc})")
 

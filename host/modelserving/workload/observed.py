@@ -91,6 +91,16 @@ def _index_after(prefix: str, text: str) -> int | None:
     return int(rest) if rest.isascii() and rest.isdigit() else None
 
 
+def _group_in_name(name: str, ms_name: str, rid: str) -> int | None:
+    """The ServingGroup index of a Pod named ``<ms_name>-<index>-<rid>-<n>``."""
+    if not name.startswith(f"{ms_name}-"):
+        return None
+    index, _, rest = name[len(ms_name) + 1 :].partition("-")
+    if not (index.isascii() and index.isdigit() and rest.startswith(f"{rid}-")):
+        return None
+    return int(index)
+
+
 _SEEN: dict[tuple[str, str], tuple[Mapping[str, Any], ObservedPod | None]] = {}
 """observe_pod's last answer by (ModelServing, Pod name), with the Pod object it read: a pass reads
 every Pod of its ModelServing from the controller's cache, whose objects are replaced, never
@@ -116,11 +126,14 @@ def observe_pod(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
 def _observe(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
     meta = pod.get("metadata") or {}
     lab = meta.get("labels") or {}
-    group = str(lab.get(labels.GROUP_NAME_LABEL, ""))
     role = str(lab.get(labels.ROLE_LABEL, ""))
     rid = str(lab.get(labels.ROLE_ID_LABEL, ""))
     name = str(meta.get("name", ""))
-    group_index = _index_after(f"{ms_name}-", group)
+    # The ServingGroup is the one the Pod's name gives, whatever its group-name label says: the
+    # template may set that label itself (Kthena's router examples give every Pod one, to pair
+    # prefill with decode), and it then wins over the controller's.
+    group_index = _group_in_name(name, ms_name, rid)
+    group = f"{ms_name}-{group_index}"
     role_index = _index_after(f"{role}-", rid)
     pod_index = _index_after(f"{group}-{rid}-", name)
     if group_index is None or role_index is None or pod_index is None:

@@ -205,13 +205,18 @@ def role_template_hashes(ms: ModelServing) -> dict[str, str]:
 
 
 def label_selector(ms: ModelServing) -> str:
-    """``status.labelSelector``: one Pod per ServingGroup (the first role's first entry Pod)."""
+    """``status.labelSelector``: one Pod per ServingGroup (the first role's first entry Pod).
+
+    The ``key=value`` terms are sorted as text, as Kthena writes a label set (so ``role-id``
+    comes before ``role``): the same string, so a takeover rewrites no status."""
     first = ms.spec.template.roles[0].name
     return ",".join(
-        [
-            f"{labels.NAME_LABEL}={ms.name}",
-            f"{labels.ENTRY_LABEL}=true",
-            f"{labels.ROLE_LABEL}={first}",
-            f"{labels.ROLE_ID_LABEL}={first}-0",
-        ]
+        sorted(
+            [
+                f"{labels.NAME_LABEL}={ms.name}",
+                f"{labels.ENTRY_LABEL}=true",
+                f"{labels.ROLE_LABEL}={first}",
+                f"{labels.ROLE_ID_LABEL}={first}-0",
+            ]
+        )
     )

@@ -203,6 +203,7 @@ class _Sync:
         self.partition = _scaled(
             config.partition if config else None, self.replicas, 0, round_up=True
         )
+        self.partition_given = config is not None and config.partition is not None
         self.previous = ms.status.current_revision if ms.status else None
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
         self._names: dict[tuple[int, str], GroupNames | None] = {}
@@ -714,7 +715,11 @@ class _Sync:
                 current = older.most_common(1)[0][0]
             else:
                 current = previous_current or self.update_revision
-        n_current = sum(1 for g in live if g.revision() == current)
+        # Kthena's count: the ServingGroups not at the update revision, or all of them once the
+        # whole ModelServing is updated and available (unless a partition is set).
+        n_current = len(live) - n_updated
+        if not self.partition_given and n_updated == available == len(live) == self.replicas:
+            n_current = n_updated
         is_available = not updating and available >= self.replicas and len(live) == self.replicas
         return SyncStatus(
             replicas=len(live),

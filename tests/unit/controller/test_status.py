@@ -11,7 +11,7 @@ import pytest
 from modelserving.api import ModelServing, parse_model_serving
 from modelserving.api.errors import FailureClass, FieldError, PluginConfigError, PluginFailure
 from modelserving.api.hook import Hook
-from modelserving.api.labels import ENTRY_LABEL, NAME_LABEL, ROLE_ID_LABEL, ROLE_LABEL
+from modelserving.api.labels import ROLE_ID_LABEL, ROLE_LABEL
 from modelserving.controller import status
 from modelserving.workload.sync import SyncStatus
 from tests.unit.conftest import manifest, role
@@ -79,8 +79,9 @@ def test_kthena_fields_come_from_the_counts(ms: ModelServing) -> None:
         "availableReplicas": 1,
         "currentRevision": "rev-old",
         "updateRevision": "rev-new",
-        "labelSelector": f"{NAME_LABEL}=sample,{ENTRY_LABEL}=true,{ROLE_LABEL}=server,"
-        f"{ROLE_ID_LABEL}=server-0",
+        # Kthena's string for this ModelServing (its terms sorted as text: role-id first)
+        "labelSelector": "modelserving.volcano.sh/entry=true,modelserving.volcano.sh/name=sample,"
+        "modelserving.volcano.sh/role-id=server-0,modelserving.volcano.sh/role=server",
         "observedGeneration": 1,
     }
 

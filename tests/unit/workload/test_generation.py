@@ -196,9 +196,10 @@ def test_missing_namespace_defaults(make_ms: MakeMs) -> None:
 
 def test_label_selector_picks_one_pod_per_group(make_ms: MakeMs) -> None:
     ms = make_ms(name="pd", roles=[role("prefill"), role("decode")])
+    # as Kthena's controller wrote it for such a ModelServing: the terms sorted as text
     assert label_selector(ms) == (
-        "modelserving.volcano.sh/name=pd,modelserving.volcano.sh/entry=true,"
-        "modelserving.volcano.sh/role=prefill,modelserving.volcano.sh/role-id=prefill-0"
+        "modelserving.volcano.sh/entry=true,modelserving.volcano.sh/name=pd,"
+        "modelserving.volcano.sh/role-id=prefill-0,modelserving.volcano.sh/role=prefill"
     )
 
 

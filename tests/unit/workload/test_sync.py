@@ -652,3 +652,62 @@ def test_a_complete_group_is_decided_as_if_it_were_planned(data: st.DataObject) 
 
 def _step_name(step: DesiredPod | dict[str, Any]) -> str:
     return step.name if isinstance(step, DesiredPod) else str(step["metadata"]["name"])
+
+
+def counts_of(w: World) -> tuple[int, int, int, int]:
+    status = w.plan().status
+    assert status is not None
+    return (
+        status.replicas,
+        status.current_replicas,
+        status.updated_replicas,
+        status.available_replicas,
+    )
+
+
+def test_current_replicas_count_as_kthena_counts_them() -> None:
+    """Kthena's currentReplicas: the ServingGroups not at the update revision, and all of them
+    once every one is updated and available (without a partition); so 0 while a new
+    ModelServing's groups are not ready yet."""
+    w = world(replicas=2)
+    w.ready = False
+    w.converge()
+    assert counts_of(w) == (2, 0, 2, 0)
+    w.ready = True
+    for pod in w.pods.values():
+        pod["status"]["conditions"][0]["status"] = "True"
+    assert counts_of(w) == (2, 2, 2, 2)
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    assert counts_of(w) == (2, 2, 0, 2)  # both at the old revision, both available
+
+
+def test_current_replicas_with_a_partition_stay_those_not_updated() -> None:
+    w = world(replicas=2, rolloutStrategy={"rollingUpdateConfiguration": {"partition": 0}})
+    w.converge()
+    assert counts_of(w) == (2, 0, 2, 2)
+
+
+def test_a_template_that_sets_the_group_label_keeps_its_groups_counted_and_updated() -> None:
+    """Kthena's router examples label every Pod ``group-name: group-0`` in the template (the
+    router pairs prefill and decode by it), and the template's labels win over the
+    controller's: the ServingGroup of such a Pod is the one its name gives."""
+    roles = pd_roles()
+    for r in roles:
+        for key in ("entryTemplate", "workerTemplate"):
+            if key in r:
+                meta = r[key].setdefault("metadata", {})
+                meta.setdefault("labels", {})["modelserving.volcano.sh/group-name"] = "group-0"
+    w = world(replicas=2, roles=roles)
+    w.converge()
+    assert w.groups() == ["group-0"]  # every Pod carries the template's label
+    assert len(w.pods) == 2 * 4
+    status = w.plan().status
+    assert status is not None and status.available
+    assert (status.replicas, status.available_replicas) == (2, 2)
+    before = w.revisions()
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.converge(limit=40)
+    assert len(w.pods) == 2 * 4
+    assert all(w.revisions()[n] != before[n] for n in w.pods if "prefill" in n)
+    status = w.plan().status
+    assert status is not None and status.available and status.updated_replicas == 2
