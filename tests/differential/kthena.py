@@ -167,7 +167,7 @@ def settled(kube: Kube, namespace: str, name: str) -> tuple[Snapshot, dict[str, 
         snap = snapshot(kube, namespace)
         ms = kube.get(MODEL_SERVINGS, namespace, name) or {}
         status = ms.get("status") or {}
-        shape = _shape(snap, namespace)
+        shape = _shape(snap, namespace) + json.dumps(status_normalized(status, namespace))
         now = time.monotonic()
         if shape != last:
             last, since = shape, now
@@ -311,11 +311,67 @@ def _dump(folder: Path | None, case: Case, who: str, snap: Snapshot, status: Any
     (folder / f"{case.index:02d}-{case.name}-{who}.json").write_text(text)
 
 
+def _scaled(body: dict[str, Any], replicas: int) -> dict[str, Any]:
+    return {"spec": {"replicas": replicas}}
+
+
+def _new_image(body: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch giving the first role's entry Pods another image: a rolling update."""
+    roles = json.loads(json.dumps(body["spec"]["template"]["roles"]))
+    container = roles[0]["entryTemplate"]["spec"]["containers"][0]
+    container["image"] = str(container.get("image", "nginx")).split("@")[0] + "-differential"
+    return {"spec": {"template": {"roles": roles}}}
+
+
+STEPS: tuple[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]], ...] = (
+    ("create", lambda body: None),
+    ("scale up", lambda body: _scaled(body, int(body["spec"].get("replicas", 1)) + 1)),
+    ("rolling update", _new_image),
+    ("scale down", lambda body: _scaled(body, 1)),
+)
+"""What each controller is taken through, and compared after: the ModelServing as written, one
+ServingGroup more, a new image in the first role's entry template, and one ServingGroup."""
+
+
+def _step(kube: Kube, case: Case, who: str, step: int) -> None:
+    """Carry out ``STEPS[step]`` on the case's ModelServing in ``who``'s namespace."""
+    patch = STEPS[step][1](case.body)
+    if patch is None:
+        _create(kube, case, who)
+    else:
+        kube.merge_patch(MODEL_SERVINGS, case.namespace(who), case.name, patch)
+
+
+def _through_steps(
+    kube: Kube, cases: list[Case], who: str, steps: int, dump: Path | None
+) -> dict[tuple[int, int], tuple[Snapshot, dict[str, Any]]]:
+    """Every case through ``steps`` steps (all cases take each step together, then settle)."""
+    seen: dict[tuple[int, int], tuple[Snapshot, dict[str, Any]]] = {}
+    for step in range(steps):
+        for case in cases:
+            if case.notes:
+                continue
+            try:
+                _step(kube, case, who, step)
+            except ApiError as exc:
+                case.notes.append(f"{STEPS[step][0]}: refused by the API server: {exc}")
+        for case in cases:
+            if case.notes:
+                continue
+            snap, status, done = settled(kube, case.namespace(who), case.name)
+            if not done:
+                case.notes.append(f"{STEPS[step][0]}: {who}'s objects did not settle")
+            seen[(case.index, step)] = (snap, status)
+            _dump(dump, case, f"{step}-{who}", snap, status)
+    return seen
+
+
 def run(
     kthena: Path,
     cases: list[Case],
     say: Callable[[str], None] = print,
     dump: Path | None = None,
+    steps: int = len(STEPS),
 ) -> bool:
     """Every case through both controllers on one fresh control plane; whether all matched."""
     binaries = devcluster.cached_binaries() or devcluster.build_all(quiet=True)
@@ -326,43 +382,31 @@ def run(
         try:
             kube = Kube(client)
             install_crd(kube)
-            theirs: dict[int, tuple[Snapshot, dict[str, Any]]] = {}
             with kthena_controller(kthena, state.kubeconfig):
-                for case in cases:
-                    try:
-                        _create(kube, case, "kthena")
-                    except ApiError as exc:
-                        case.notes.append(f"refused by the API server: {exc}")
-                        continue
-                for case in cases:
-                    if case.notes:
-                        continue
-                    snap, status, done = settled(kube, case.namespace("kthena"), case.name)
-                    if not done:
-                        case.notes.append("Kthena's objects did not settle")
-                    theirs[case.index] = (snap, status)
-                    _dump(dump, case, "kthena", snap, status)
-            say(f"Kthena's controller made {sum(len(s) for s, _ in theirs.values())} objects")
+                theirs = _through_steps(kube, cases, "kthena", steps, dump)
+            made = sum(len(theirs[(c.index, 0)][0]) for c in cases if (c.index, 0) in theirs)
+            say(f"Kthena's controller made {made} objects for {len(cases)} ModelServings")
             with our_controller(client):
+                ours = _through_steps(kube, cases, "ours", steps, dump)
                 for case in cases:
-                    if case.index in theirs:
-                        _create(kube, case, "ours")
-                for case in cases:
-                    if case.index not in theirs:
-                        continue
-                    their_snap, their_status = theirs[case.index]
-                    snap, status, done = settled(kube, case.namespace("ours"), case.name)
-                    if not done:
-                        case.notes.append("our objects did not settle")
-                    _dump(dump, case, "ours", snap, status)
-                    case.differences += compare(
-                        their_snap, case.namespace("kthena"), snap, case.namespace("ours")
-                    )
-                    case.differences += compare_status(
-                        their_status, case.namespace("kthena"), status, case.namespace("ours")
-                    )
-                    again, _status, _done = settled(kube, case.namespace("kthena"), case.name)
-                    case.differences += taken_over(their_snap, again, case.namespace("kthena"))
+                    for step in range(steps):
+                        if (case.index, step) not in theirs or (case.index, step) not in ours:
+                            continue
+                        (a, a_status), (b, b_status) = (
+                            theirs[case.index, step],
+                            ours[case.index, step],
+                        )
+                        k_ns, o_ns = case.namespace("kthena"), case.namespace("ours")
+                        found = compare(a, k_ns, b, o_ns) + compare_status(
+                            a_status, k_ns, b_status, o_ns
+                        )
+                        case.differences += [f"{STEPS[step][0]}: {line}" for line in found]
+                    last = (case.index, steps - 1)
+                    if last in theirs:
+                        again, _status, _done = settled(kube, case.namespace("kthena"), case.name)
+                        case.differences += taken_over(
+                            theirs[last][0], again, case.namespace("kthena")
+                        )
         finally:
             client.close()
             devcluster.down(directory)
@@ -388,6 +432,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kthena", type=Path, required=True, help="kthena-controller-manager")
     parser.add_argument("--examples", type=Path, help="a folder of manifests (searched deeply)")
     parser.add_argument("--dump", type=Path, help="write each side's objects here as JSON")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=len(STEPS),
+        choices=range(1, len(STEPS) + 1),
+        help=f"how many of: {', '.join(name for name, _ in STEPS)} (default all)",
+    )
     parser.add_argument("manifests", nargs="*", type=Path)
     args = parser.parse_args(argv)
     paths = list(args.manifests)
@@ -397,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cases:
         parser.error("no ModelServing in the manifests given")
     logging.getLogger("kopf").setLevel(logging.ERROR)
-    return 0 if run(args.kthena.resolve(), cases, dump=args.dump) else 1
+    return 0 if run(args.kthena.resolve(), cases, dump=args.dump, steps=args.steps) else 1
 
 
 if __name__ == "__main__":

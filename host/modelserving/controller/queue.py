@@ -13,8 +13,11 @@ Watch handlers ``add`` keys; reconcile workers ``get`` one, work on it and call 
   status) queues it ``window`` seconds after the first event of a burst, also respecting the
   backoff: while 800 Pods turn Ready, their thousands of events make one pass per window
   instead of one pass after another, each reading all 800. A pass that asks to look again
-  later (grace periods, waiting on terminating objects) is queued the same way, so the events
-  until then join that look.
+  later (grace periods, waiting on terminating objects, a rolling update waiting for Pods to
+  turn Ready) is queued the same way. A key waits for the earliest of its windows: an event
+  during a longer wait brings the pass forward to the end of the event's own window (a
+  rolling update goes on as soon as the Pods it waits for are Ready), and the later look is
+  then dropped (the pass asks again if it still needs one).
 """
 
 from __future__ import annotations
@@ -43,8 +46,13 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
-        self._batched: set[K] = set()
-        """Keys waiting for the end of their batching window."""
+        self._batched: dict[K, int] = {}
+        """Keys waiting for the end of their batching window: the seq of its entry in
+        ``_delayed``."""
+        self._replaced: set[int] = set()
+        """Seqs of batching windows an earlier window of the same key replaced."""
+        self._due: dict[int, float] = {}
+        """When each batching window in ``_batched`` ends, by seq."""
         self._backing_off: dict[K, float] = {}
         """Keys whose rate-limited retry is pending, and when it is due."""
         self._seq = 0
@@ -56,7 +64,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue) + len(self._delayed)
+            return len(self._queue) + len(self._delayed) - len(self._replaced)
 
     def add(self, key: K, respect_backoff: bool = False) -> None:
         """Queue ``key`` now; with ``respect_backoff``, not while its retry after a failure is
@@ -87,14 +95,21 @@ class WorkQueue(Generic[K]):
         """Queue ``key`` ``window`` seconds from now, unless it is queued or waiting already
         (or backing off: its retry comes when due); the events of the window make one pass."""
         with self._cond:
-            if self._shutdown or key in self._dirty or key in self._batched:
+            if self._shutdown or key in self._dirty:
                 return
             now = self._clock()
             due = self._backing_off.get(key)
             if due is not None and due > now:
                 return
-            self._batched.add(key)
+            waiting = self._batched.get(key)
+            if waiting is not None:
+                if self._due[waiting] <= now + window:
+                    return
+                self._replaced.add(waiting)
+                del self._due[waiting]
             self._seq += 1
+            self._batched[key] = self._seq
+            self._due[self._seq] = now + window
             heapq.heappush(self._delayed, (now + window, self._seq, key))
             self._cond.notify()
 
@@ -121,8 +136,13 @@ class WorkQueue(Generic[K]):
         """Move due delayed keys into the queue; seconds until the next one (None: none)."""
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            due, _, key = heapq.heappop(self._delayed)
-            self._batched.discard(key)
+            due, seq, key = heapq.heappop(self._delayed)
+            if seq in self._replaced:
+                self._replaced.discard(seq)
+                continue
+            if self._batched.get(key) == seq:
+                del self._batched[key]
+                del self._due[seq]
             if self._backing_off.get(key, due + 1) <= due:
                 del self._backing_off[key]
             if key not in self._dirty:

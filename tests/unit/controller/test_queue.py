@@ -309,6 +309,32 @@ def test_a_burst_of_batched_adds_makes_one_key_after_the_window(
     assert drain(queue) == ["a"]
 
 
+def test_an_event_brings_a_longer_wait_forward_and_the_later_look_goes(
+    queue: WorkQueue[str], clock: Clock
+) -> None:
+    """A rolling update waiting 5 s for a ServingGroup to turn Ready goes on at the end of the
+    Ready events' window, not 5 s later; the 5-s look is not made as well."""
+    queue.add_batched("a", 5.0)  # the pass asked to look again in 5 s
+    clock.advance(1.0)
+    queue.add_batched("a", 0.5)  # an event of its Pods
+    queue.add_batched("a", 10.0)  # a later, longer wait changes nothing
+    assert len(queue) == 1
+    clock.advance(0.5)
+    assert drain(queue) == ["a"]
+    clock.advance(10.0)
+    assert drain(queue) == []
+    assert len(queue) == 0
+
+
+def test_a_retry_is_not_lost_behind_a_batching_window(queue: WorkQueue[str], clock: Clock) -> None:
+    queue.add_batched("a", 5.0)
+    queue.add_after("a", 1.0)
+    clock.advance(1.0)
+    assert drain(queue) == ["a"]
+    clock.advance(4.0)
+    assert drain(queue) == ["a"]  # the window asked for before still comes
+
+
 def test_a_batched_add_of_a_queued_key_changes_nothing(queue: WorkQueue[str], clock: Clock) -> None:
     queue.add("a")
     queue.add_batched("a", 0.5)
