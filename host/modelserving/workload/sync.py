@@ -455,19 +455,22 @@ class _Sync:
         max_unavailable = max(
             1, _scaled(self.max_unavailable_raw, self.replicas, 1, round_up=False)
         )
-        ready = sum(1 for g in live if self.ready(g))
-        budget = max_unavailable - max(self.replicas - ready, 0)
-        outdated = [
-            g for g in live if g.index >= self.partition and g.revision() != self.update_revision
-        ]
+        # Kthena's budget (a Deployment's): every ServingGroup there is, less the ones that must
+        # stay available, less the new ones not ready yet; outdated ones that are not ready go
+        # first, then the highest ordinals.
+        after = [g for g in live if g.index >= self.partition]
+        new_unavailable = sum(
+            1 for g in after if g.revision() == self.update_revision and not self.ready(g)
+        )
+        budget = len(live) - (self.replicas - max_unavailable) - new_unavailable
+        outdated = [g for g in after if g.revision() != self.update_revision]
         outdated.sort(key=lambda g: (self.ready(g), -g.index))
         self.cause = "update"
         for group in outdated:
-            if self.ready(group):
-                if budget <= 0:
-                    self.out.requeue(BUSY_RETRY_SECONDS * 5)
-                    continue
-                budget -= 1
+            if budget <= 0:
+                self.out.requeue(BUSY_RETRY_SECONDS * 5)
+                break
+            budget -= 1
             self.delete_group(
                 group,
                 f"rolling update: recreating ServingGroup {group_name(self.ms.name, group.index)}"
@@ -491,9 +494,15 @@ class _Sync:
                 def ready(pods: list[ObservedPod], expected: int = expected) -> bool:
                     return len(pods) >= expected and all(p.ready for p in pods)
 
-                ready_units = sum(1 for pods in units.values() if ready(pods))
-                budget = limit - max(role.replicas - ready_units, 0)
                 current = self.hashes[role.name]
+                # Kthena's per-role budget: the role replicas there are, less the ones that must
+                # stay available, less the new ones not ready yet.
+                new_unavailable = sum(
+                    1
+                    for pods in units.values()
+                    if all(p.template_hash == current for p in pods) and not ready(pods)
+                )
+                budget = len(units) - max(role.replicas - limit, 0) - new_unavailable
                 protected = self.protected_ordinals(group, role)
                 outdated = [
                     (rid, pods)
@@ -502,12 +511,11 @@ class _Sync:
                     and any(p.template_hash != current for p in pods)
                 ]
                 outdated.sort(key=lambda c: (ready(c[1]), -c[1][0].role_index))
-                for rid, pods in outdated:
-                    if ready(pods):
-                        if budget <= 0:
-                            self.out.requeue(BUSY_RETRY_SECONDS * 5)
-                            continue
-                        budget -= 1
+                for rid, _pods in outdated:
+                    if budget <= 0:
+                        self.out.requeue(BUSY_RETRY_SECONDS * 5)
+                        break
+                    budget -= 1
                     self.cause = "update"
                     self.delete_role_replica(
                         group,
@@ -776,6 +784,10 @@ def sync(
     s.out.status = s.status(previous)
     s.recover()
     s.release_lost()
+    # Kthena's order: the ServingGroups' number first, then the rolling update over the rest
+    # (so a scale-down picks among the groups as they are, before any is replaced); then the
+    # ordinals to make, the rolled ones among them.
+    s.scale()
     if s.role_rolling:
         s.roll_roles()
     else:

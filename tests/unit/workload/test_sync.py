@@ -711,3 +711,60 @@ def test_a_template_that_sets_the_group_label_keeps_its_groups_counted_and_updat
     assert all(w.revisions()[n] != before[n] for n in w.pods if "prefill" in n)
     status = w.plan().status
     assert status is not None and status.available and status.updated_replicas == 2
+
+
+def test_outdated_groups_that_are_not_ready_count_against_max_unavailable() -> None:
+    """As Kthena (and a Deployment) counts: with two ServingGroups that are not ready and
+    ``maxUnavailable: 1``, one is replaced; the other waits while the new one is not ready."""
+    w = world(replicas=2)
+    w.ready = False
+    w.converge()
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    first = w.plan()
+    assert [r.name for r in first.delete_pods] == ["sample-1-server-0-0"]
+    w.apply(first)
+    w.apply(w.plan())  # sample-1 made again at the new revision, not ready either
+    waiting = w.plan()
+    assert waiting.delete_pods == [] and waiting.requeue_after is not None
+    w.ready = True
+    for pod in w.pods.values():
+        pod["status"]["conditions"][0]["status"] = "True"
+    assert [r.name for r in w.plan().delete_pods] == ["sample-0-server-0-0"]
+
+
+def test_outdated_role_replicas_that_are_not_ready_count_against_the_roles_budget() -> None:
+    w = world(
+        replicas=1,
+        roles=[role("decode", replicas=2, workers=0)],
+        rolloutStrategy={"type": "RoleRollingUpdate"},
+    )
+    w.ready = False
+    w.converge()
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    first = w.plan()
+    assert [r.name for r in first.delete_pods] == ["sample-0-decode-1-0"]
+    w.apply(first)
+    w.apply(w.plan())
+    assert w.plan().delete_pods == []
+
+
+def test_a_scale_down_during_a_rolling_update_picks_before_the_update_replaces() -> None:
+    """Kthena scales first, then rolls: scaled from 2 to 1 while neither ServingGroup is ready
+    (sample-1 already at the new revision), sample-1 goes (the highest ordinal of equals) and
+    sample-0 is the one kept and updated."""
+    w = world(replicas=2)
+    w.ready = False
+    w.converge()
+    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.apply(w.plan())  # sample-1 deleted for the update
+    w.apply(w.plan())  # and made again, not ready
+    w.ms.spec.replicas = 1
+    plan = w.plan()
+    assert {(r.name, r.cause) for r in plan.delete_pods} == {
+        ("sample-1-server-0-0", "scale"),
+        ("sample-0-server-0-0", "update"),
+    }
+    w.apply(plan)
+    w.converge()
+    assert sorted(w.pods) == ["sample-0-server-0-0"]
+    assert w.pods["sample-0-server-0-0"]["spec"]["containers"][0]["image"] == "nginx:2"
