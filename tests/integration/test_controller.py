@@ -116,7 +116,10 @@ def test_pods_carry_a_builtin_and_a_config_map_wasm_plugin(objs: Objects) -> Non
     objs.wait_condition("llm", "Available", "True", timeout=90)
     status = objs.get("llm")["status"]
     assert status["replicas"] == 2 and status["availableReplicas"] == 2
-    assert status["labelSelector"].startswith(f"{labels.NAME_LABEL}=llm,")
+    assert status["labelSelector"] == (  # Kthena's string: the terms sorted as text
+        f"{labels.ENTRY_LABEL}=true,{labels.NAME_LABEL}=llm,"
+        f"{labels.ROLE_ID_LABEL}=server-0,{labels.ROLE_LABEL}=server"
+    )
     loaded = wait_for(
         "PluginLoaded events",
         lambda: len(objs.events("PluginLoaded")) >= 2 and objs.events("PluginLoaded"),
