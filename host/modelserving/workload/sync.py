@@ -530,9 +530,16 @@ class _Sync:
         live = self.live_groups()
         surplus = len(live) - self.replicas
         if surplus > 0:
+            # As Kthena: those the partition protects last; then not ready first, the lowest
+            # summed deletion cost, the highest ordinal.
             ranked = sorted(
                 live,
-                key=lambda g: (self.ready(g), sum(p.deletion_cost for p in g.live), -g.index),
+                key=lambda g: (
+                    g.index < self.partition,
+                    self.ready(g),
+                    sum(p.deletion_cost for p in g.live),
+                    -g.index,
+                ),
             )
             for group in ranked[:surplus]:
                 self.delete_group(group, None)

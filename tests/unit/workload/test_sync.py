@@ -768,3 +768,19 @@ def test_a_scale_down_during_a_rolling_update_picks_before_the_update_replaces()
     w.converge()
     assert sorted(w.pods) == ["sample-0-server-0-0"]
     assert w.pods["sample-0-server-0-0"]["spec"]["containers"][0]["image"] == "nginx:2"
+
+
+def test_scale_down_spares_the_groups_the_partition_protects() -> None:
+    """Kthena deletes ServingGroups above the partition first, even a ready one before a
+    protected one that is not ready."""
+    w = world(replicas=4, rolloutStrategy={"rollingUpdateConfiguration": {"partition": 2}})
+    w.converge()
+    w.pods["sample-0-server-0-0"]["status"]["conditions"][0]["status"] = "False"
+    w.ms.spec.replicas = 3
+    assert [r.name for r in w.plan().delete_pods] == ["sample-3-server-0-0"]
+    w.ms.spec.replicas = 1  # past the partition: the protected ones go too, not ready first
+    assert sorted(r.name for r in w.plan().delete_pods) == [
+        "sample-0-server-0-0",
+        "sample-2-server-0-0",
+        "sample-3-server-0-0",
+    ]
