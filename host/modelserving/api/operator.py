@@ -112,7 +112,7 @@ class ConcurrencyConfig(ApiModel):
     slows the writes down (``controller/pacing.py``)."""
 
     reconciles: int = Field(default=4, ge=1, le=64)
-    api_writes: int = Field(default=16, ge=1, le=256)
+    api_writes: int = Field(default=4, ge=1, le=256)
     adaptive_writes: bool = True
     write_latency_factor: float = Field(default=3.0, ge=1.5, le=100.0)
     max_starting_pods: int = Field(default=1024, ge=0, le=100_000)

@@ -31,7 +31,7 @@ def test_defaults() -> None:
     assert config.patch_policy == PatchPolicy()
     assert config.plugin_namespaces == []
     assert config.watch_namespaces == []
-    assert (config.concurrency.reconciles, config.concurrency.api_writes) == (4, 16)
+    assert (config.concurrency.reconciles, config.concurrency.api_writes) == (4, 4)
     assert (config.metrics.port, config.metrics.bind_address) == (8080, "0.0.0.0")
     assert config.health.port == 8081
     le = config.leader_election
