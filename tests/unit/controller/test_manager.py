@@ -176,7 +176,7 @@ def test_writes_are_paced_and_the_pod_watch_feeds_the_start_backlog(tmp_path: Pa
         assert ctl.backlog.count() == 0
         ctl.pacer.throttled(0)
         rendered = ctl.metrics.render()
-        assert b"modelserving_api_writes_limit 8.0" in rendered
+        assert b"modelserving_api_writes_limit 2.0" in rendered  # a 429 halves the 4 writes
         assert b"modelserving_api_throttled_total 1.0" in rendered
 
 
