@@ -32,10 +32,8 @@ import logging
 import re
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,7 @@ from modelserving.bench.controller import (
     create_namespace,
     install_crd,
     kthena_controller,
+    running_controller,
 )
 from modelserving.controller.kube import (
     MODEL_SERVINGS,
@@ -61,7 +60,6 @@ from modelserving.controller.kube import (
     Resource,
     api_client,
 )
-from modelserving.controller.manager import Controller
 
 KINDS: tuple[tuple[str, Resource], ...] = (
     ("Pod", PODS),
@@ -197,6 +195,15 @@ class Case:
         return f"{who}-{self.index}"
 
 
+def _patch_lines(prefix: str, a: Any, b: Any) -> list[str]:
+    """``prefix: op {path, value...}`` for each JSON Patch operation from ``a`` to ``b``."""
+    return [
+        f"{prefix}: {op['op']} "
+        + json.dumps({k: v for k, v in op.items() if k != "op"}, sort_keys=True)
+        for op in jsonpatch.make_patch(a, b).patch
+    ]
+
+
 def compare(
     theirs: Snapshot,
     their_ns: str,
@@ -215,9 +222,7 @@ def compare(
             continue
         a = normalized(kind, theirs[key], their_ns)
         b = normalized(kind, ours[key], our_ns)
-        for op in jsonpatch.make_patch(a, b).patch:
-            shown = {k: v for k, v in op.items() if k != "op"}
-            lines.append(f"{kind} {name}: {op['op']} {json.dumps(shown, sort_keys=True)}")
+        lines += _patch_lines(f"{kind} {name}", a, b)
     return lines
 
 
@@ -229,11 +234,7 @@ def compare_status(
     (``UpdateInProgress``, ``PluginsReady``, ``Available`` False while Kthena has none yet)
     are allowed: docs/moving-from-kthena.md lists them."""
     a, b = status_normalized(theirs, their_ns), status_normalized(ours, our_ns)
-    lines = [
-        f"ModelServing status: {op['op']} "
-        + json.dumps({k: v for k, v in op.items() if k != "op"}, sort_keys=True)
-        for op in jsonpatch.make_patch(a, b).patch
-    ]
+    lines = _patch_lines("ModelServing status", a, b)
     mine = {c.get("type"): c.get("status") for c in ours.get("conditions") or []}
     for cond in theirs.get("conditions") or []:
         kind, value = cond.get("type"), cond.get("status")
@@ -261,9 +262,7 @@ def taken_over(before: Snapshot, after: Snapshot, namespace: str) -> list[str]:
             continue
         a = normalized(kind, before[key], namespace)
         b = normalized(kind, after[key], namespace)
-        for op in jsonpatch.make_patch(a, b).patch:
-            shown = {k: v for k, v in op.items() if k != "op"}
-            lines.append(f"takeover: {kind} {name}: {op['op']} {json.dumps(shown, sort_keys=True)}")
+        lines += _patch_lines(f"takeover: {kind} {name}", a, b)
     return lines
 
 
@@ -284,22 +283,6 @@ def _create(kube: Kube, case: Case, who: str) -> None:
     body = json.loads(json.dumps(case.body))
     body["metadata"] = {"name": case.name, "namespace": namespace}
     kube.create(MODEL_SERVINGS, namespace, body)
-
-
-@contextmanager
-def our_controller(client: Any) -> Iterator[Controller]:
-    config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
-    ctl = Controller(config, client, identity="differential", serve_http=False)
-    stop, ready = threading.Event(), threading.Event()
-    thread = threading.Thread(target=ctl.run, args=(stop, ready.set), daemon=True)
-    thread.start()
-    try:
-        if not ready.wait(60):
-            raise RuntimeError("our controller did not start within 60 s")
-        yield ctl
-    finally:
-        stop.set()
-        thread.join(60)
 
 
 def _dump(folder: Path | None, case: Case, who: str, snap: Snapshot, status: Any) -> None:
@@ -386,7 +369,8 @@ def run(
                 theirs = _through_steps(kube, cases, "kthena", steps, dump)
             made = sum(len(theirs[(c.index, 0)][0]) for c in cases if (c.index, 0) in theirs)
             say(f"Kthena's controller made {made} objects for {len(cases)} ModelServings")
-            with our_controller(client):
+            config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
+            with running_controller(client, config):
                 ours = _through_steps(kube, cases, "ours", steps, dump)
                 for case in cases:
                     for step in range(steps):
