@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from modelserving.bench import passes
-from modelserving.controller.manager import GC_THRESHOLDS
+from modelserving.collector import GC_THRESHOLDS
 
 
 def test_the_settled_pods_need_nothing_and_a_new_image_rolls_a_quarter() -> None:

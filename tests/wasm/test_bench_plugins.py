@@ -12,8 +12,10 @@ from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.bench import floor, plugins
 from modelserving.sandbox import Sandbox
 
+CREATE_BUILTINS = ["demo-pod-tweaks", "accelerator", "inference-engine", "rdma-network"]
 
-@pytest.mark.parametrize("name", ["demo-pod-tweaks", "accelerator", "rdma-network"])
+
+@pytest.mark.parametrize("name", CREATE_BUILTINS)
 def test_the_floor_patches_as_the_chain_does(sandbox: Sandbox, name: str) -> None:
     wasm, desired = plugins.chain_for(name, "Wasm", sandbox)
     expected = wasm.on_pod_create(desired).pod
@@ -26,12 +28,16 @@ def test_the_floor_patches_as_the_chain_does(sandbox: Sandbox, name: str) -> Non
     assert got == {**expected, "metadata": metadata}
 
 
+@pytest.mark.parametrize("name", CREATE_BUILTINS)
 def test_the_rows_print_the_floor_beside_the_call(
-    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
 ) -> None:
     monkeypatch.setattr(plugins, "ITERATIONS", 5)
     monkeypatch.setattr(plugins, "WARMUP", 1)
-    plugins.bench_builtin("demo-pod-tweaks", sandbox)
+    plugins.bench_builtin(name, sandbox)
     out = capsys.readouterr().out
     for row in ("native", "wasm", "wasm floor", "native hook"):
         assert re.search(rf"^    {row}\s+p50\s+[\d.]+ us", out, re.M), row

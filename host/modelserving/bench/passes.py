@@ -11,7 +11,7 @@ works only on that Pod's ServingGroup. No plugin has an OnPodReady hook. The tim
 fresh pass should stay flat as the ModelServing grows; the pass after one event should stay
 well below it. Each size runs
 with Python's default garbage-collector thresholds and with the controller's
-(``controller.manager.GC_THRESHOLDS``). Figures are printed, never asserted.
+(``collector.GC_THRESHOLDS``). Figures are printed, never asserted.
 
     python -m modelserving.bench.passes [--sizes 1000,5000,10000] [--runs 5]
 """
@@ -29,7 +29,7 @@ from typing import Any
 from modelserving.api import parse_model_serving
 from modelserving.api.modelserving import ModelServing, ModelServingStatus
 from modelserving.bench import controller as bench
-from modelserving.controller.manager import GC_THRESHOLDS
+from modelserving.collector import GC_THRESHOLDS
 from modelserving.workload.plan import plan
 from modelserving.workload.podset import PodSet
 from modelserving.workload.revision import revision

@@ -84,8 +84,39 @@ def may_change(op: PatchOperation) -> bool:
     if tokens[0] != "spec":
         return False
     if tokens[1] in pss.CONTAINER_KINDS:
-        return len(tokens) < 4 or tokens[3] in _READ_CONTAINER_FIELDS
+        if len(tokens) < 4:
+            return True
+        if tokens[3] == "env":
+            return _env_may_reference(op, tokens)
+        return tokens[3] in _READ_CONTAINER_FIELDS
     return tokens[1] in _READ_SPEC_FIELDS
+
+
+def reads_value(op: PatchOperation) -> bool:
+    """Whether ``may_change(op)`` depends on the operation's value, not only on its name and
+    path (an ``add`` or ``replace`` in a container's ``env``)."""
+    if op["op"] not in ("add", "replace"):
+        return False
+    tokens = split_tokens(op["path"])
+    return len(tokens) >= 4 and tokens[0] == "spec" and tokens[3] == "env"
+
+
+def _env_may_reference(op: PatchOperation, tokens: tuple[str, ...]) -> bool:
+    """Whether an operation in a container's ``env`` can make it reference a Secret: only by
+    putting a ``valueFrom`` there. Removing takes references away (facts are keyed by the Secret,
+    so no new one appears); a variable with a plain ``value`` references nothing."""
+    if op["op"] not in ("add", "replace"):
+        return False
+    value = op.get("value")
+    if len(tokens) == 4:  # the whole list
+        return not isinstance(value, list) or any(_may_hold_value_from(v) for v in value)
+    if len(tokens) == 5:  # one variable
+        return _may_hold_value_from(value)
+    return tokens[5] == "valueFrom"  # a field of one variable: its name or value reference nothing
+
+
+def _may_hold_value_from(var: Any) -> bool:
+    return isinstance(var, Mapping) and "valueFrom" in var
 
 
 def weakenings(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterator[pss.Weakening]:

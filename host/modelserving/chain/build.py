@@ -102,7 +102,14 @@ def _native(index: int, name: str, builtin: Builtin, raw: Any, config: Any) -> N
         if not callable(getattr(instance, NATIVE_METHODS[hook], None)):
             message = f"the built-in declares {NATIVE_METHODS[hook]} but does not implement it"
             raise PluginConfigError(name, index, [FieldError("name", message)])
-    return NativePlugin(name, instance, frozenset(hooks), builtin.config_model, raw)
+    return NativePlugin(
+        name,
+        instance,
+        frozenset(hooks),
+        builtin.config_model,
+        raw,
+        copies_pod=not builtin.reads_pod_only,
+    )
 
 
 def _fetch_module(index: int, spec: PluginSpec, build: _Build) -> bytes:

@@ -14,7 +14,7 @@ from typing import Any
 
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PATCH_OPS, PatchOperation
-from modelserving.api.jsondata import MAX_DEPTH, json_copy, json_problem
+from modelserving.api.jsondata import MAX_DEPTH, NotPlain, json_copy, json_problem, plain_copy
 
 _BAD_ESCAPE = re.compile(r"~(?![01])")
 
@@ -61,6 +61,11 @@ def _split_new(path: str) -> tuple[str, ...]:
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/"))
 
 
+_OP_KEYS = frozenset({"op", "path", "value"})
+_SMALL = 16
+"""A value with at most this many members (at its top) is checked and copied in one walk."""
+
+
 def check_shape(raw: Any, copy_values: bool = True) -> list[PatchOperation]:
     """A patch must be a list (or tuple) of ``{op, path[, value]}`` maps with known ops and no
     other keys. ``copy_values=False`` is for operations nobody else holds (freshly decoded)."""
@@ -68,34 +73,55 @@ def check_shape(raw: Any, copy_values: bool = True) -> list[PatchOperation]:
         raise PatchRejected("", f"a patch is a list of operations, not {type(raw).__name__}")
     ops: list[PatchOperation] = []
     for i, item in enumerate(raw):
-        where = f"operation {i}"
-        if not isinstance(item, dict | Mapping):
-            raise PatchRejected("", f"{where} is not a map")
+        if type(item) is not dict and not isinstance(item, Mapping):
+            raise PatchRejected("", f"operation {i} is not a map")
         op, path = item.get("op"), item.get("path")
-        if not isinstance(op, str) or op not in PATCH_OPS:
+        if type(op) is not str or op not in PATCH_OPS:
             raise PatchRejected(
                 path if isinstance(path, str) else "",
-                f"{where}: op {op!r} is not one of add, remove, replace, test",
+                f"operation {i}: op {op!r} is not one of add, remove, replace, test",
             )
-        if not isinstance(path, str):
-            raise PatchRejected("", f"{where}: path must be a string")
-        extra = set(item) - {"op", "path", "value"}
-        if extra:
-            raise PatchRejected(path, f"{where}: unknown keys {sorted(extra)}")
-        if op != "remove" and "value" not in item:
-            raise PatchRejected(path, f"{where}: '{op}' needs a value")
+        if type(path) is not str:
+            if not isinstance(path, str):
+                raise PatchRejected("", f"operation {i}: path must be a string")
+            path = str(path)
+        if not item.keys() <= _OP_KEYS:
+            extra = set(item) - _OP_KEYS
+            raise PatchRejected(path, f"operation {i}: unknown keys {sorted(extra)}")
+        has_value = "value" in item
+        if not has_value and op != "remove":
+            raise PatchRejected(path, f"operation {i}: '{op}' needs a value")
         # The value's depth counts from where it lands, so no sequence of operations can build a
         # Pod nested deeper than MAX_DEPTH (and no later walk of the Pod can exhaust the stack).
         room = MAX_DEPTH - len(split_tokens(path))
         if room < 0:
-            raise PatchRejected(path, f"{where}: the path is more than {MAX_DEPTH} levels deep")
-        problem = json_problem(item["value"], room) if "value" in item else None
-        if problem:
-            raise PatchRejected(path, f"{where}: the value {problem}")
-        # A copy: the value lands in the Pod by reference, and must not be shared with the
-        # plugin's own objects.
-        ops.append(json_copy(dict(item)) if copy_values else item)  # type: ignore[arg-type]
+            raise PatchRejected(
+                path, f"operation {i}: the path is more than {MAX_DEPTH} levels deep"
+            )
+        if not has_value:
+            ops.append({"op": op, "path": path})  # type: ignore[typeddict-item]
+            continue
+        value = item["value"]
+        kind = type(value)
+        if not (kind is str or kind is bool or value is None):  # a scalar is plain as it is
+            value = _checked_value(i, path, value, room, copy_values)
+        ops.append({"op": op, "path": path, "value": value})  # type: ignore[typeddict-item]
     return ops
+
+
+def _checked_value(i: int, path: str, value: Any, room: int, copy_values: bool) -> Any:
+    """The value of operation ``i``, plain JSON nested at most ``room`` deep; copied when
+    ``copy_values`` (it lands in the Pod by reference, and must not be shared with the plugin's
+    own objects)."""
+    if copy_values and len(value if type(value) in (dict, list) else ()) <= _SMALL:
+        try:
+            return plain_copy(value, room)
+        except NotPlain:
+            pass  # json_problem says why
+    problem = json_problem(value, room)
+    if problem:
+        raise PatchRejected(path, f"operation {i}: the value {problem}")
+    return json_copy(value) if copy_values else value
 
 
 def _shallow(value: Any) -> Any:
@@ -127,9 +153,15 @@ def apply_one(doc: Any, op: PatchOperation, owned: set[int] | None = None) -> An
     root = _owned_copy(doc, owned)
     parent = root
     for token in tokens[:-1]:
-        key = _member(parent, token, path)
-        child = _owned_copy(parent[key], owned)
-        parent[key] = child
+        if type(parent) is dict and token in parent:  # most steps: a map's member
+            key: str | int = token
+        else:
+            key = _member(parent, token, path)
+        child = parent[key]
+        if id(child) not in owned:
+            child = _shallow(child)
+            owned.add(id(child))
+            parent[key] = child
         parent = child
     _change(parent, tokens[-1], op)
     return root

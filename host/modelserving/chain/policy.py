@@ -44,6 +44,13 @@ _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
 _ALL_EFFECTS = (True, True, True, True, True)
+# What an operation can change, one bit each (``PatchValidator._effects``): container names,
+# volume names, privileges, access, what runs; two more say that privileges or access depend
+# on the operation's value.
+_CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER = (1 << i for i in range(5))
+_EFFECT_BITS = (_CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER)
+_GRANTS_BY_VALUE, _ACCESS_BY_VALUE = 1 << 5, 1 << 6
+_BY_VALUE = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE
 _ANNOTATIONS = ("metadata", "annotations")
 
 
@@ -110,7 +117,7 @@ class PatchValidator:
         self._known_lock = threading.Lock()
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
-        self._op_effects: dict[tuple[str, str], tuple[bool | None, ...]] = {}
+        self._op_effects: dict[tuple[str, str], int] = {}
         self._prefixes = tuple(self.policy.protected_prefixes)
         self._protections = Protections(self.policy.protected_fields)
         self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
@@ -138,9 +145,10 @@ class PatchValidator:
 
     def check_paths(self, ops: Iterable[PatchOperation]) -> None:
         for op in ops:
-            if op["op"] == "test" or adds_capabilities_only(op):
+            name = op["op"]
+            if name == "test" or self.allows(op["path"], name):
                 continue
-            if not self.allows(op["path"], op["op"]):
+            if not adds_capabilities_only(op):
                 raise PatchRejected(
                     op["path"],
                     f"'{op['op']}' is not allowed here (patchPolicy.allowedPaths)",
@@ -172,8 +180,8 @@ class PatchValidator:
         for op in ops:  # one by one, so that an 'add' is judged by what it does to this Pod
             if (
                 op["op"] == "add"
-                and replaces_member(after, op["path"])
                 and not self.allows(op["path"], "replace")
+                and replaces_member(after, op["path"])
             ):
                 raise PatchRejected(
                     op["path"],
@@ -235,28 +243,41 @@ class PatchValidator:
     def _effects(self, ops: Sequence[PatchOperation]) -> tuple[bool, ...]:
         """What the operations can change, each: container names, volume names, privileges
         (``may_grant``), access (``access.may_change``), what runs (``takeover.may_change``).
-        Each answer depends on the operation's name and path alone (but ``may_grant`` of a
-        whole annotations map, which reads the keys), so it is kept per validator."""
-        out = [False] * len(_ALL_EFFECTS)
+        Each answer depends on the operation's name and path alone, so it is kept per
+        validator, but two that read the value: ``may_grant`` of a whole annotations map (its
+        keys) and ``access.may_change`` of a variable put in a container's env (a
+        ``valueFrom``)."""
+        found = 0  # a bit per effect
+        cache = self._op_effects
         for op in ops:
             key = (op["op"], op["path"])
-            found = self._op_effects.get(key)
-            if found is None:
-                found = (
-                    _touches_names(op, _CONTAINER_KINDS),
-                    _touches_names(op, ("volumes",)),
-                    None if split_tokens(op["path"]) == _ANNOTATIONS else may_grant(op),
-                    access.may_change(op),
-                    takeover.may_change(op),
-                )
-                if len(self._op_effects) >= _ALLOWS_CACHE_SIZE:
-                    self._op_effects.clear()
-                self._op_effects[key] = found
-            for i, effect in enumerate(found):
-                if effect is None:
-                    effect = may_grant(op)
-                out[i] = out[i] or effect
-        return tuple(out)
+            bits = cache.get(key)
+            if bits is None:
+                if len(cache) >= _ALLOWS_CACHE_SIZE:
+                    cache.clear()
+                bits = cache[key] = self._op_bits(op)
+            if bits & _BY_VALUE:  # some depend on the value, not only on the path
+                if bits & _GRANTS_BY_VALUE and may_grant(op):
+                    bits |= _GRANTS
+                if bits & _ACCESS_BY_VALUE and access.may_change(op):
+                    bits |= _ACCESS
+            found |= bits
+        return tuple(bool(found & bit) for bit in _EFFECT_BITS)
+
+    @staticmethod
+    def _op_bits(op: PatchOperation) -> int:
+        """The effects of an operation with its name and path, as bits (``_BY_VALUE`` when
+        some depend on its value)."""
+        whole_annotations = split_tokens(op["path"]) == _ANNOTATIONS
+        grants = _GRANTS_BY_VALUE if whole_annotations else _GRANTS * may_grant(op)
+        reach = _ACCESS_BY_VALUE if access.reads_value(op) else _ACCESS * access.may_change(op)
+        return (
+            _CONTAINER_NAMES * _touches_names(op, _CONTAINER_KINDS)
+            | _VOLUME_NAMES * _touches_names(op, ("volumes",))
+            | grants
+            | reach
+            | _TAKEOVER * takeover.may_change(op)
+        )
 
     def _entry(self, pod: Mapping[str, Any]) -> _Known:
         """What the validator knows of ``pod`` (found by identity), the most recently used;

@@ -131,7 +131,7 @@ def invoke(
     elif reply.failure is None and SPEC[hook].patches:
         assert isinstance(request, HookRequest)
         reply = _apply(
-            outcome, reply, request.pod, validator or PatchValidator(), plugin.copies_pod
+            outcome, reply, request.pod, validator or PatchValidator(), plugin.copies_values
         )
     outcome.reply = reply
     if reply.failure is not None:

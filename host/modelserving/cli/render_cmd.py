@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from modelserving import collector
 from modelserving.api.errors import ModelServingError, PluginConfigError, PluginFailure
 from modelserving.api.labels import API_VERSION, KIND
 from modelserving.api.modelserving import ModelServing
@@ -61,6 +62,11 @@ def _render(ms: ModelServing, gang: bool, config_maps: ConfigMaps, policy: Patch
 
 
 def run(args: argparse.Namespace) -> int:
+    with collector.tuned():  # a render of thousands of Pods allocates as a controller pass does
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     policy = load_config(args.config).patch_policy if args.config else PatchPolicy()
     manifests: list[dict[str, Any]] = []
     for path in args.files:

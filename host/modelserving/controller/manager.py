@@ -11,21 +11,20 @@ container and it waits as standby.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-import gc
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from modelserving import collector
 from modelserving.api import labels
 from modelserving.api.operator import OperatorConfig
 from modelserving.chain import CallRecord, ChainCache
@@ -54,13 +53,6 @@ from modelserving.sandbox import Sandbox
 from modelserving.workload.gang import NO_VOLCANO, POD_GROUP_CRD, VolcanoApi, volcano_api
 
 log = logging.getLogger("modelserving.controller")
-GC_THRESHOLDS = (50_000, 20, 10)
-"""The cyclic garbage collector's thresholds while the controller runs (Python's default:
-700, 10, 10). A pass allocates many short-lived objects, nearly none in cycles (reference
-counting frees them), and every collection that reaches the older generations walks the whole
-heap, which grows with the Pods cached. ``python -m modelserving.bench.passes`` prints a pass
-with both: over a settled 10,000-Pod ModelServing, 33.0 us of CPU per Pod with the default and
-18.2 us with these (docs/performance.md)."""
 GANG_RECHECK_S = 60.0
 MALLOC_ARENAS = 2
 """How many malloc arenas the C library may use once a controller runs (glibc: ``M_ARENA_MAX``;
@@ -69,10 +61,6 @@ watches) each got an arena of their own, and the memory freed in one is not reus
 on the 800-Pod benchmark with three WebAssembly plugins, peak RSS was 106 MB with the default and
 102 MB with 2 (``MALLOC_ARENA_MAX=2``, docs/performance.md). Python's own objects do not come
 from these arenas, so the CPU does not change."""
-
-_tuned_lock = threading.Lock()
-_tuned: list[Any] = [0, None]
-"""Controllers running in this process, and the thresholds before the first of them."""
 
 
 def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
@@ -92,24 +80,6 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
 
 M_ARENA_MAX = -8
 """glibc's ``mallopt`` parameter number for the arena limit (malloc.h)."""
-
-
-@contextlib.contextmanager
-def _collector_tuned() -> Iterator[None]:
-    """``GC_THRESHOLDS`` while any controller of this process runs; the thresholds found before
-    the first one are back once the last one ends."""
-    with _tuned_lock:
-        if _tuned[0] == 0:
-            _tuned[1] = gc.get_threshold()
-            gc.set_threshold(*GC_THRESHOLDS)
-        _tuned[0] += 1
-    try:
-        yield
-    finally:
-        with _tuned_lock:
-            _tuned[0] -= 1
-            if _tuned[0] == 0:
-                gc.set_threshold(*_tuned[1])
 
 
 class _Reports(Recorder):
@@ -466,10 +436,10 @@ class Controller:
         """Run until ``stop`` is set or leadership is lost (then exit code 1).
 
         While it runs, the process's cyclic garbage collector runs less often
-        (``GC_THRESHOLDS``); from then on, its threads share at most ``MALLOC_ARENAS`` malloc
-        arenas."""
+        (``collector.GC_THRESHOLDS``); from then on, its threads share at most
+        ``MALLOC_ARENAS`` malloc arenas."""
         limit_malloc_arenas()
-        with _collector_tuned():
+        with collector.tuned():
             return self._run(stop, ready)
 
     def _run(self, stop: threading.Event, ready: Callable[[], None] | None) -> int:

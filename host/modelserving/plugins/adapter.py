@@ -75,8 +75,14 @@ class PluginAdapter(Protocol):
 
     @property
     def copies_pod(self) -> bool:
-        """Whether the plugin must be given its own copy of the Pod (and its patch values are
-        copied before they join the Pod)."""
+        """Whether the plugin must be given its own copy of the Pod (it could change the one it
+        is given)."""
+        ...
+
+    @property
+    def copies_values(self) -> bool:
+        """Whether its patch values are copied before they join the Pod (the plugin may hold
+        them: a native plugin's own objects; a WebAssembly reply is freshly decoded)."""
         ...
 
     @property
@@ -93,7 +99,7 @@ class NativePlugin:
     ValidateConfig. Exceptions propagate (the step turns them into PluginError)."""
 
     runtime = "Native"
-    copies_pod = True
+    copies_values = True
     digest = None
 
     def __init__(
@@ -103,8 +109,10 @@ class NativePlugin:
         hooks: frozenset[Hook],
         config_model: type[BaseModel],
         config: Any,
+        copies_pod: bool = True,
     ) -> None:
         self.name = name
+        self.copies_pod = copies_pod
         self.instance = instance
         self.hooks = hooks
         self._config_model = config_model

@@ -85,3 +85,8 @@ class Builtin:
     summary: str
     hooks: frozenset[str] = field(default_factory=frozenset)
     wasm_module: str | None = None
+    reads_pod_only: bool = False
+    """The plugin never changes ``request.pod`` (it reads it, and builds its patch with
+    ``PodPatch`` or ``PodEdit``, which never change the Pod they are given): the chain then hands
+    it the Pod itself instead of a copy. Every built-in shipped with modelserving sets it, and
+    ``tests/unit/plugins/test_read_only_pods.py`` checks it on Pods that refuse any change."""

@@ -53,6 +53,7 @@ class WasmPlugin:
 
     runtime = "Wasm"
     copies_pod = False
+    copies_values = False
 
     def __init__(
         self,

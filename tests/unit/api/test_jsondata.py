@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 from modelserving.api.jsondata import (
     INT_MAX,
     INT_MIN,
+    NotPlain,
     find_wide_int,
     json_copy,
     json_problem,
+    plain_copy,
     wide_int_reason,
 )
 
@@ -79,6 +81,43 @@ def _containers(value: Any) -> set[int]:
             found.add(id(item))
             stack.extend(item)
     return found
+
+
+# JSON values, and what is not JSON in them: tuples, bytes, NaN and infinity, non-string keys.
+odd_values = st.recursive(
+    json_values
+    | st.just(b"x")
+    | st.sampled_from([float("nan"), float("inf")])
+    | st.tuples(st.integers(0, 2)),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=2) | st.integers(0, 2), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@given(odd_values, st.integers(0, 6))
+def test_plain_copy_accepts_what_the_check_accepts_and_copies_it(value: Any, depth: int) -> None:
+    """One walk checks and copies: it refuses exactly what ``json_problem`` finds, and what it
+    returns equals the value and shares none of its containers."""
+    problem = json_problem(value, depth)
+    try:
+        copied = plain_copy(value, depth)
+    except NotPlain:
+        assert problem is not None
+        return
+    assert problem is None
+    assert copied == value
+    assert not _containers(value) & _containers(copied)
+
+
+@given(odd_values)
+def test_a_flat_map_or_list_is_copied_too(value: Any) -> None:
+    for flat in ({"a": value if not isinstance(value, dict | list) else 1}, [1, "x", None]):
+        copied = json_copy(flat)
+        assert copied == flat
+        assert copied is not flat
 
 
 @pytest.mark.parametrize("value", [None, 1, 1.5, "x", True, [], {}, {"a": [1, {"b": None}]}])

@@ -27,6 +27,7 @@ class Recorder:
     def __init__(self, copies_pod: bool) -> None:
         self.name = "recorder"
         self.copies_pod = copies_pod
+        self.copies_values = copies_pod
         self.pods: list[dict[str, Any]] = []
 
     def call(self, hook: Hook, request: Request) -> Reply:

@@ -15,6 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from modelserving.cli import manifests
 from modelserving.cli.manifests import ManifestError, dump_stream, dump_yaml, read_documents
 from modelserving.controller.yamltext import MAX_ALIAS_NODES, MAX_DEPTH
 
@@ -253,3 +254,70 @@ def test_dump_stream_with_comments() -> None:
     out = dump_stream([{"a": 1}, {"b": "x"}], {1: "first\n\nlast"})
     assert out == "---\na: 1\n---\n# first\n#\n# last\nb: x\n"
     assert dump_stream([]) == ""
+
+
+# Strings as Pods have them, and ones PyYAML quotes, escapes, folds or writes as complex keys.
+block_strings = st.sampled_from(TRICKY + GO_YAML_NON_STRINGS) | st.text(
+    st.sampled_from("ab -:#'\"\n\\/.é\x00\t"), max_size=12
+)
+block_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | block_strings
+    | st.text(st.sampled_from("abc "), min_size=60, max_size=140)
+    | st.text(st.sampled_from("ab:'\"{}é\\"), min_size=60, max_size=140)
+)
+block_docs = st.recursive(
+    block_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(block_strings | st.text(min_size=120, max_size=140), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(block_docs)
+def test_the_block_writer_writes_what_pyyaml_writes(value: Any) -> None:
+    """Where the block writer writes a document at all, its text is PyYAML's (``_Dumper``);
+    every other document is left to PyYAML."""
+    expected = manifests._pyyaml_dump(value)
+    fast = manifests._block_text(value)
+    if fast is not None:
+        assert fast == expected
+    assert dump_yaml(value) == expected
+
+
+APPLIED = '[{"name":"demo-pod-tweaks","runtime":"Native"},{"name":"inference-engine"}]'
+
+
+def test_the_block_writer_writes_a_rendered_pod() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "llm-0-leader-0-0",
+            "labels": {"modelserving.volcano.sh/name": "llm", "app": "x"},
+            "annotations": {"modelserving.dev/plugins-applied": APPLIED},
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "vllm/vllm-openai:v0.10.0",
+                    "args": ["--model", "meta-llama/Llama-3.1-70B", "--tensor-parallel-size", "8"],
+                    "env": [{"name": "VAR_0", "value": "x" * 20}, {"name": "Y", "value": "true"}],
+                    "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                    "ports": [{"containerPort": 8000}],
+                }
+            ],
+            "tolerations": [],
+            "securityContext": {},
+        },
+    }
+    fast = manifests._block_text(pod)
+    assert fast is not None
+    assert fast == manifests._pyyaml_dump(pod)

@@ -3,7 +3,6 @@ wait for a failed ModelServing's backoff."""
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -19,13 +18,11 @@ from modelserving.api.operator import OperatorConfig
 from modelserving.controller.manager import (
     DECIDE_SHARE,
     EVENT_BATCH_S,
-    GC_THRESHOLDS,
     M_ARENA_MAX,
     MALLOC_ARENAS,
     PASS_SHARE,
     Controller,
     Health,
-    _collector_tuned,
     limit_malloc_arenas,
 )
 from modelserving.controller.queue import WorkQueue
@@ -200,17 +197,6 @@ def test_a_pass_that_waits_for_the_api_server_does_not_widen_the_event_window(
         ctl.queue.shutdown()
         worker.join(5)
         assert ctl._pass_seconds[("ns", "big")] < EVENT_BATCH_S / PASS_SHARE
-
-
-def test_the_collector_is_tuned_while_any_controller_runs_and_restored_after_the_last() -> None:
-    before = gc.get_threshold()
-    first, second = _collector_tuned(), _collector_tuned()
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)  # the first controller stops, the second still runs
-    assert gc.get_threshold() == GC_THRESHOLDS
-    second.__exit__(None, None, None)
-    assert gc.get_threshold() == before != GC_THRESHOLDS
 
 
 def test_malloc_arenas_are_limited_unless_the_operator_chose(

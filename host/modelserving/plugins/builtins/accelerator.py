@@ -199,4 +199,5 @@ BUILTIN = Builtin(
     "env and shared memory.",
     hooks=frozenset({"on_pod_create"}),
     wasm_module="accelerator.wasm",
+    reads_pod_only=True,
 )

@@ -87,4 +87,5 @@ BUILTIN = Builtin(
     summary="Sets runtimeClassName, merges annotations and upserts env on every Pod.",
     hooks=frozenset({"on_pod_create"}),
     wasm_module="demo-pod-tweaks.wasm",
+    reads_pod_only=True,
 )

@@ -92,4 +92,5 @@ BUILTIN = Builtin(
     summary="Writes each role replica's entry address (DNS name and IP) to a file in its Pods.",
     hooks=frozenset({"on_pod_create", "on_serving_group_change"}),
     wasm_module="entry-address-file.wasm",
+    reads_pod_only=True,
 )

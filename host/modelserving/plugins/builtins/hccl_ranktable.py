@@ -235,4 +235,5 @@ BUILTIN = Builtin(
     summary="Writes each ServingGroup's HCCL rank table (Ascend NPUs) and mounts it in its Pods.",
     hooks=frozenset({"on_pod_create", "on_serving_group_change"}),
     wasm_module="hccl-ranktable.wasm",
+    reads_pod_only=True,
 )

@@ -184,4 +184,5 @@ BUILTIN = Builtin(
     summary="Ports, health probes, downward-API env and shared memory for vLLM, SGLang, TRT-LLM.",
     hooks=frozenset({"on_pod_create"}),
     wasm_module="inference-engine.wasm",
+    reads_pod_only=True,
 )

@@ -156,4 +156,5 @@ BUILTIN = Builtin(
     summary="Labels every Pod with LeaderWorkerSet's name, group-index, worker-index, group-key.",
     hooks=frozenset({"on_pod_create"}),
     wasm_module="lws-standard-labels.wasm",
+    reads_pod_only=True,
 )

@@ -180,4 +180,5 @@ BUILTIN = Builtin(
     summary="RDMA device, IPC_LOCK, hugepages and Multus networks for multi-node inference.",
     hooks=frozenset({"on_pod_create"}),
     wasm_module="rdma-network.wasm",
+    reads_pod_only=True,
 )

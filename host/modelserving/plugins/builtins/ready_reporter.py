@@ -193,4 +193,5 @@ BUILTIN = Builtin(
     summary="Reports how long each Pod took to become Ready (metric and log line).",
     hooks=frozenset({"on_pod_ready"}),
     wasm_module="ready-reporter.wasm",
+    reads_pod_only=True,
 )
