@@ -194,6 +194,9 @@ def _values_over(value: Any, budget: int) -> bool:
     return False
 
 
+_KEY_SETS = {version: frozenset(keys) for version, keys in RESPONSE_KEYS.items()}
+
+
 def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Response:
     """The response of ``hook`` from a module of ABI ``version``; ResponseError when it breaks
     the contract."""
@@ -227,7 +230,7 @@ def decode_response(data: bytes, hook: Hook, version: int = ABI_VERSION) -> Resp
     if problem is not None:
         raise ResponseError(f"the response {problem}")
     keys = RESPONSE_KEYS[version]
-    unknown = sorted(set(value) - set(keys))
+    unknown = [] if value.keys() <= _KEY_SETS[version] else sorted(set(value) - set(keys))
     if unknown:
         raise ResponseError(
             f"unknown response key(s) {', '.join(map(repr, unknown))} "
@@ -260,7 +263,7 @@ def _patch(raw: Any, hook: Hook) -> list[PatchOperation]:
     for i, op in enumerate(raw):
         if not isinstance(op, dict):
             raise ResponseError(f"patch[{i}] must be a map, not {kind_of(op)}")
-        unknown = sorted(set(op) - OP_KEYS)
+        unknown = [] if op.keys() <= OP_KEYS else sorted(set(op) - OP_KEYS)
         if unknown:
             raise ResponseError(f"patch[{i}] has unknown key(s) {', '.join(map(repr, unknown))}")
         name = op.get("op")

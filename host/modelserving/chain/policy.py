@@ -87,13 +87,16 @@ class _Known:
     """What the validator found in one Pod (each part found when first needed): its Pod
     Security facts, its access facts, and the containers its template grants a privilege."""
 
-    __slots__ = ("access", "granted", "pod", "pss")
+    __slots__ = ("access", "granted", "parent", "pod", "pss")
 
     def __init__(self, pod: Mapping[str, Any]) -> None:
         self.pod = pod  # held: the entry is found by the Pod's id
         self.pss: pss.PodFacts | None = None
         self.access: access.AccessFacts | None = None
         self.granted: dict[str, tuple[str, str]] | None = None
+        self.parent: _Known | None = None
+        """What is known of the Pod this one was patched from: the next plugin of a chain
+        patches this one, and its facts are found from the parent's where they are the same."""
 
 
 KNOWN_PODS = 32
@@ -230,12 +233,12 @@ class PatchValidator:
         if effects[1]:
             _check_unique_volume_names(before, after)
         template = self._entry(before)
-        patched: _Known | None = None
+        patched = self._entry(after)
+        if patched.parent is None and patched is not template:
+            patched.parent = template
         if effects[2]:
-            patched = self._entry(after)
             self.check_privileges(before, after, template, patched)
         if effects[3]:
-            patched = patched or self._entry(after)
             self.check_access(before, after, template, patched)
         if effects[4]:
             self.check_takeover(before, after, template, patched)
@@ -299,14 +302,16 @@ class PatchValidator:
         """The Pod Security facts of ``known``'s Pod (from ``template``'s where they are the
         same)."""
         if known.pss is None:
-            reuse = template.pss if template is not None and self.memo else None
+            source = template if template is not None else known.parent
+            reuse = source.pss if source is not None and self.memo else None
             known.pss = pss.pod_facts(known.pod, reuse)
         return known.pss
 
     def _access(self, known: _Known, template: _Known | None = None) -> access.AccessFacts:
         """The access facts of ``known``'s Pod (from ``template``'s where they are the same)."""
         if known.access is None:
-            reuse = template.access if template is not None and self.memo else None
+            source = template if template is not None else known.parent
+            reuse = source.access if source is not None and self.memo else None
             known.access = access.facts_of(known.pod, reuse)
         return known.access
 

@@ -172,8 +172,9 @@ class PodEdit:
         if current is None:
             self.put(path, [item])
             return True
-        if any(matches(existing) for existing in current):
-            return False
+        for existing in current:
+            if matches(existing):
+                return False
         self._record("add", pointer(path) + "/-", item)
         self._writable(path).append(self._own(json_copy(item)))
         return True
@@ -216,7 +217,7 @@ class PodEdit:
         self.append_unless(
             ["spec", "containers", container, "env"],
             var,
-            lambda e: str_field(e, "name") == name,
+            lambda e: isinstance(e, dict) and e.get("name") == name,  # str_field(e, "name")
         )
 
     def add_config_map_files(

@@ -332,3 +332,31 @@ def test_a_new_privilege_is_refused_on_a_known_template(memo: bool) -> None:
         validator.apply(pod, env)
         with pytest.raises(PatchRejected, match="runs privileged"):
             validator.apply(pod, grant)
+
+
+def test_the_next_plugin_finds_the_facts_of_its_pod_from_the_pod_it_was_patched_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Along a chain, each plugin's Pod is the previous plugin's patched Pod: its Pod Security
+    facts are found from those of the Pod it was patched from, so a container no patch touched
+    the fields of is read once for the whole chain (and the facts are those of the whole Pod)."""
+    read: list[str] = []
+    real = pss._container
+
+    def counting(view: Any, subject: str, *args: Any) -> None:
+        if subject:  # (not the container without settings that ``plain()`` compares with)
+            read.append(subject)
+        real(view, subject, *args)
+
+    monkeypatch.setattr(pss, "_container", counting)
+    validator = PatchValidator()
+    pod: dict[str, Any] = copy.deepcopy(TEMPLATES[1])
+    for name in ("A", "B", "C"):  # three plugins, each adding an env var (what runs: checked)
+        pod = validator.apply(pod, [_op("add", "/spec/containers/0/env/-", {"name": name})])
+    containers = len(pod["spec"]["containers"]) + len(pod["spec"].get("initContainers", []))
+    assert len(read) == containers  # each read once, for the first plugin's Pod
+    known = validator._entry(pod)
+    assert known.pss is None  # the last Pod's facts are found when the next plugin needs them
+    found = list(validator._pss(known).facts.items())
+    assert len(read) == containers
+    assert found == list(pss.pod_facts(pod).facts.items())
