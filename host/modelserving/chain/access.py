@@ -94,7 +94,7 @@ def may_change(op: PatchOperation) -> bool:
 
 def reads_value(op: PatchOperation) -> bool:
     """Whether ``may_change(op)`` depends on the operation's value, not only on its name and
-    path (an ``add`` or ``replace`` in a container's ``env``)."""
+    path (an ``add`` or ``replace`` in a container's ``env``; a removal's answer is its path's)."""
     if op["op"] not in ("add", "replace"):
         return False
     tokens = split_tokens(op["path"])
@@ -103,8 +103,12 @@ def reads_value(op: PatchOperation) -> bool:
 
 def _env_may_reference(op: PatchOperation, tokens: tuple[str, ...]) -> bool:
     """Whether an operation in a container's ``env`` can make it reference a Secret: only by
-    putting a ``valueFrom`` there. Removing takes references away (facts are keyed by the Secret,
-    so no new one appears); a variable with a plain ``value`` references nothing."""
+    putting a ``valueFrom`` there, or by changing one. Removing a variable or the whole list
+    takes references away (facts are keyed by the Secret, so no new one appears), but a removal
+    inside a ``valueFrom`` can change the Secret it names (its ``name`` gone: a reference to
+    None); a variable with a plain ``value`` references nothing."""
+    if op["op"] == "remove":
+        return len(tokens) >= 6 and tokens[5] == "valueFrom"
     if op["op"] not in ("add", "replace"):
         return False
     value = op.get("value")

@@ -310,8 +310,13 @@ def _scalar(value: Any, column: int) -> str:
         text = _value_texts.get(value, "")
         if text == "":
             text = _value_text(value)
-    elif value is True or value is False or value is None or type(value) in (int, float):
-        key = (type(value), value)  # True and 1 are equal keys: keep them apart
+    elif value is True or value is False or value is None or type(value) is int:
+        key: tuple[type, Any] = (type(value), value)  # True and 1 are equal: keep them apart
+        text = _value_texts.get(key, "")
+        if text == "":
+            text = _value_text(value, key)
+    elif type(value) is float:
+        key = (float, repr(value))  # 0.0 and -0.0 are equal: keep them apart
         text = _value_texts.get(key, "")
         if text == "":
             text = _value_text(value, key)
@@ -328,8 +333,9 @@ def _value_text(value: Any, key: Any = None) -> str | None:
     """How PyYAML writes ``value`` as a map's value (None: on more than one line)."""
     written = _pyyaml_dump({"k": value})
     text = written[3:-1] if written.startswith("k: ") and written.count("\n") == 1 else None
-    if len(_value_texts) < _SCALARS_MAX:
-        _value_texts[value if key is None else key] = text
+    if len(_value_texts) >= _SCALARS_MAX:
+        _value_texts.clear()
+    _value_texts[value if key is None else key] = text
     return text
 
 
@@ -338,8 +344,9 @@ def _key_text(key: str) -> str | None:
     written = _pyyaml_dump({key: 0})
     simple = written.endswith(": 0\n") and written.count("\n") == 1
     text = written[:-4] if simple and not written.startswith("? ") else None
-    if len(_key_texts) < _SCALARS_MAX:
-        _key_texts[key] = text
+    if len(_key_texts) >= _SCALARS_MAX:
+        _key_texts.clear()
+    _key_texts[key] = text
     return text
 
 

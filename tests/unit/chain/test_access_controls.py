@@ -426,6 +426,18 @@ def test_a_secret_name_that_is_no_name_is_refused() -> None:
     assert "references Secret 7, which is not a Secret name" in info.value.reason
 
 
+def test_a_removal_inside_a_value_from_is_judged() -> None:
+    """Removing a variable takes a reference away, but removing the name of its secretKeyRef
+    makes it reference a Secret the template does not: None, which names none."""
+    pod = engine_env({"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}})
+    ops = [op("remove", f"{ENGINE}/env/0/valueFrom/secretKeyRef/name")]
+    with pytest.raises(PatchRejected) as info:
+        PatchValidator(PatchPolicy(allowed_paths=OPEN, allowed_secrets=["s"])).apply(pod, ops)
+    assert info.value.path == f"{ENGINE}/env/0"
+    assert "references Secret None, which is not a Secret name" in info.value.reason
+    passes(pod, [op("remove", f"{ENGINE}/env/0")], allowed_paths=OPEN)
+
+
 def test_the_red_team_patches_are_refused_by_the_default_policy() -> None:
     """The default allow-list lets these paths change; the controls refuse them."""
     pod = template()
@@ -1173,3 +1185,60 @@ def test_a_container_added_to_a_pod_that_shares_its_processes_with_a_privileged_
     )
     # not shared: the new container sees only its own processes
     PatchValidator(PatchPolicy(allowed_paths=OPEN)).apply(template(agent(), volumes=[STATE]), ops)
+
+
+ENV_TAIL: st.SearchStrategy[list[str]] = st.just([]) | st.tuples(
+    st.sampled_from(["0", "1", "2", "-"]),
+    st.sampled_from(
+        [
+            [], ["name"], ["value"], ["valueFrom"], ["valueFrom", "fieldRef"],
+            ["valueFrom", "secretKeyRef"], ["valueFrom", "secretKeyRef", "name"],
+            ["valueFrom", "secretKeyRef", "key"], ["valueFrom", "secretKeyRef", "name", "0"],
+        ]
+    ),
+).map(lambda t: [t[0], *t[1]])  # fmt: skip
+ENV_VALUES = st.sampled_from(
+    [
+        None, "x", "admin", ["a"], {}, {"name": "y"}, {"secretKeyRef": {"name": "y"}},
+        {"fieldRef": {"fieldPath": "a"}}, {"name": "T", "value": "v"},
+        {"name": "T", "valueFrom": {"secretKeyRef": {"name": "y"}}},
+        [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "y"}}}], [{"name": "T"}],
+    ]
+)  # fmt: skip
+ENV_POD = template(
+    {
+        "name": "side",
+        "image": "s:1",
+        "env": [
+            {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+            {"name": "P", "value": "1"},
+            {"name": "L", "valueFrom": {"secretKeyRef": {"name": ["a", "b"]}}},
+        ],
+    }
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    name=st.sampled_from(["add", "remove", "replace"]),
+    container=st.sampled_from(["0", "1"]),
+    tail=ENV_TAIL,
+    value=ENV_VALUES,
+)
+def test_env_operations_judged_neutral_reference_no_new_secret(
+    name: str, container: str, tail: list[str], value: Any
+) -> None:
+    """Deep into a container's env (a variable's valueFrom and secretKeyRef): an operation
+    ``access.may_change`` calls neutral never gives the Pod a fact the template lacks."""
+    patch: dict[str, Any] = {
+        "op": name,
+        "path": f"/spec/containers/{container}/env" + "".join("/" + s for s in tail),
+    }
+    if name != "remove":
+        patch["value"] = value
+    try:
+        after = apply_one(ENV_POD, patch)  # type: ignore[arg-type]
+    except PatchRejected:
+        return
+    if access.access_facts(after).keys() - access.access_facts(ENV_POD).keys():
+        assert access.may_change(patch)  # type: ignore[arg-type]

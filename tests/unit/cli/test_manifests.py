@@ -294,6 +294,13 @@ def test_the_block_writer_writes_what_pyyaml_writes(value: Any) -> None:
 APPLIED = '[{"name":"demo-pod-tweaks","runtime":"Native"},{"name":"inference-engine"}]'
 
 
+def test_the_block_writer_keeps_equal_scalars_of_other_texts_apart() -> None:
+    """The scalars' texts are kept by value: 0.0 and -0.0, 1 and True and 1.0 are equal keys."""
+    for doc in ({"a": 0.0}, {"a": -0.0}, {"a": 1}, {"a": True}, {"a": 1.0}, {"a": 0}, {"a": False}):
+        assert dump_yaml(doc) == manifests._pyyaml_dump(doc)
+        assert manifests._block_text(doc) == manifests._pyyaml_dump(doc)
+
+
 def test_the_block_writer_writes_a_rendered_pod() -> None:
     pod = {
         "apiVersion": "v1",

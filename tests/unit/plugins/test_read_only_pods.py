@@ -112,6 +112,17 @@ container = st.fixed_dictionaries(
             },
         ),
         "args": st.lists(st.sampled_from(["--port", "8000", "--model"]), max_size=3),
+        "securityContext": st.sampled_from(
+            [{}, {"capabilities": {}}, {"capabilities": {"add": ["NET_ADMIN"]}}, {"runAsUser": 0}]
+        ),
+        "ports": st.lists(
+            st.fixed_dictionaries(
+                {"containerPort": st.sampled_from([8000, 8080])},
+                optional={"name": st.sampled_from(["http", "x"])},
+            ),
+            max_size=2,
+        ),
+        "readinessProbe": st.just({"httpGet": {"path": "/health", "port": 8000}}),
     },
 )
 pods = st.builds(
