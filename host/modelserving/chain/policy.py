@@ -96,7 +96,8 @@ class _Known:
         self.granted: dict[str, tuple[str, str]] | None = None
         self.parent: _Known | None = None
         """What is known of the Pod this one was patched from: the next plugin of a chain
-        patches this one, and its facts are found from the parent's where they are the same."""
+        patches this one, and its facts are found from those of the nearest Pod up the chain
+        that has them, where they are the same."""
 
 
 KNOWN_PODS = 32
@@ -303,6 +304,8 @@ class PatchValidator:
         same)."""
         if known.pss is None:
             source = template if template is not None else known.parent
+            while source is not None and source.pss is None:  # the nearest Pod with them
+                source = source.parent
             reuse = source.pss if source is not None and self.memo else None
             known.pss = pss.pod_facts(known.pod, reuse)
         return known.pss
@@ -311,6 +314,8 @@ class PatchValidator:
         """The access facts of ``known``'s Pod (from ``template``'s where they are the same)."""
         if known.access is None:
             source = template if template is not None else known.parent
+            while source is not None and source.access is None:
+                source = source.parent
             reuse = source.access if source is not None and self.memo else None
             known.access = access.facts_of(known.pod, reuse)
         return known.access

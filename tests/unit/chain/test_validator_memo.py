@@ -334,8 +334,20 @@ def test_a_new_privilege_is_refused_on_a_known_template(memo: bool) -> None:
             validator.apply(pod, grant)
 
 
+LABEL = _op("add", "/metadata/labels/team", "llm")  # judged by no check that reads facts
+
+
+@pytest.mark.parametrize(
+    "patches",
+    [
+        ["A", "B", "C"],
+        ["A", LABEL, "C"],  # the middle Pod's facts are never found: the last's come from the first
+        [LABEL, "B", "C"],
+    ],
+    ids=["env-env-env", "env-label-env", "label-env-env"],
+)
 def test_the_next_plugin_finds_the_facts_of_its_pod_from_the_pod_it_was_patched_from(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, patches: list[Any]
 ) -> None:
     """Along a chain, each plugin's Pod is the previous plugin's patched Pod: its Pod Security
     facts are found from those of the Pod it was patched from, so a container no patch touched
@@ -351,8 +363,10 @@ def test_the_next_plugin_finds_the_facts_of_its_pod_from_the_pod_it_was_patched_
     monkeypatch.setattr(pss, "_container", counting)
     validator = PatchValidator()
     pod: dict[str, Any] = copy.deepcopy(TEMPLATES[1])
-    for name in ("A", "B", "C"):  # three plugins, each adding an env var (what runs: checked)
-        pod = validator.apply(pod, [_op("add", "/spec/containers/0/env/-", {"name": name})])
+    for patch in patches:  # three plugins: an env var (what runs: checked) or a label
+        if isinstance(patch, str):
+            patch = _op("add", "/spec/containers/0/env/-", {"name": patch})
+        pod = validator.apply(pod, [patch])
     containers = len(pod["spec"]["containers"]) + len(pod["spec"].get("initContainers", []))
     assert len(read) == containers  # each read once, for the first plugin's Pod
     known = validator._entry(pod)
