@@ -278,6 +278,10 @@ def _write_map(value: dict[Any, Any], indent: int, first: str, out: list[str]) -
                 _write_list(child, indent, "", out)
             else:
                 out.append(head + " []\n")
+        elif (
+            kind is str and (scalar := _value_texts.get(child)) and len(head) + len(scalar) < _WIDTH
+        ):
+            out.append(f"{head} {scalar}\n")  # most values: a short string seen before
         else:
             out.append(head + " " + _scalar(child, indent + len(text) + 2) + "\n")
 
@@ -300,6 +304,12 @@ def _write_list(value: list[Any], indent: int, first: str, out: list[str]) -> No
                 _write_list(child, indent + 2, head, out)
             else:
                 out.append(head + "[]\n")
+        elif (
+            kind is str
+            and (scalar := _value_texts.get(child))
+            and len(head) + len(scalar) <= _WIDTH
+        ):
+            out.append(f"{head}{scalar}\n")  # a short string seen before
         else:
             out.append(head + _scalar(child, indent + 2) + "\n")
 
