@@ -1142,6 +1142,18 @@ RICH_POD = template(
 )
 
 
+def _applied(pod: dict[str, Any], name: str, path: str, value: Any) -> tuple[dict[str, Any], Any]:
+    """The operation ``name`` at ``path`` (with ``value`` unless a removal) and the Pod it
+    makes of ``pod``: None when it does not apply."""
+    patch: dict[str, Any] = {"op": name, "path": path}
+    if name != "remove":
+        patch["value"] = value
+    try:
+        return patch, apply_one(pod, patch)  # type: ignore[arg-type]
+    except PatchRejected:
+        return patch, None
+
+
 @settings(max_examples=1500, deadline=None)
 @given(
     name=st.sampled_from(["add", "remove", "replace"]),
@@ -1154,13 +1166,7 @@ def test_operations_the_checks_skip_change_nothing_they_read(
     """The validator skips the access check for operations ``access.may_change`` calls neutral,
     and the takeover check for those ``takeover.may_change`` does: for any operation, a change in
     what either reads implies it was not called neutral."""
-    patch: dict[str, Any] = {"op": name, "path": "".join("/" + s for s in segments)}
-    if name != "remove":
-        patch["value"] = value
-    try:
-        after = apply_one(RICH_POD, patch)  # type: ignore[arg-type]
-    except PatchRejected:
-        return
+    patch, after = _applied(RICH_POD, name, "".join("/" + s for s in segments), value)
     if not isinstance(after, dict):
         return
     # what the check refuses is a fact the template lacks (one per Secret, wherever it is)
@@ -1230,15 +1236,9 @@ def test_env_operations_judged_neutral_reference_no_new_secret(
 ) -> None:
     """Deep into a container's env (a variable's valueFrom and secretKeyRef): an operation
     ``access.may_change`` calls neutral never gives the Pod a fact the template lacks."""
-    patch: dict[str, Any] = {
-        "op": name,
-        "path": f"/spec/containers/{container}/env" + "".join("/" + s for s in tail),
-    }
-    if name != "remove":
-        patch["value"] = value
-    try:
-        after = apply_one(ENV_POD, patch)  # type: ignore[arg-type]
-    except PatchRejected:
+    path = f"/spec/containers/{container}/env" + "".join("/" + s for s in tail)
+    patch, after = _applied(ENV_POD, name, path, value)
+    if not isinstance(after, dict):
         return
     if access.access_facts(after).keys() - access.access_facts(ENV_POD).keys():
         assert access.may_change(patch)  # type: ignore[arg-type]

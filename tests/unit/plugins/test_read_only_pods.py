@@ -18,6 +18,7 @@ from modelserving.chain import build_chain
 from modelserving.chain.step import invoke
 from modelserving.plugins.adapter import NativePlugin
 from modelserving.plugins.registry import default_registry
+from tests.unit.conftest import manifest, role
 
 CONFIGS: dict[str, list[Any]] = {
     "accelerator": [
@@ -173,27 +174,7 @@ def _manifest(name: str, config: Any) -> dict[str, Any]:
     plugin: dict[str, Any] = {"name": name}
     if config is not None:
         plugin["config"] = config
-    template = {"spec": {"containers": [{"name": "engine", "image": "img:1"}]}}
-    return {
-        "apiVersion": "workload.serving.volcano.sh/v1alpha1",
-        "kind": "ModelServing",
-        "metadata": {"name": "llm", "namespace": "default", "uid": "u", "generation": 1},
-        "spec": {
-            "replicas": 1,
-            "plugins": [plugin],
-            "template": {
-                "roles": [
-                    {
-                        "name": "leader",
-                        "replicas": 1,
-                        "entryTemplate": template,
-                        "workerReplicas": 1,
-                        "workerTemplate": template,
-                    }
-                ]
-            },
-        },
-    }
+    return manifest("llm", [role("leader", workers=1)], replicas=1, plugins=[plugin])
 
 
 CHAINS = [(name, config) for name, configs in sorted(CONFIGS.items()) for config in configs]
