@@ -8,6 +8,7 @@ machine-checked half.
 from __future__ import annotations
 
 from modelserving.abi.versions import RESPONSE_KEYS
+from modelserving.api.hook import PATCH_OP_KEYS, PATCH_OPS
 
 __all__ = ["RESPONSE_KEYS"]
 
@@ -18,9 +19,9 @@ plugin's requests carry the version its module's marker selects."""
 OBSERVATION_KEYS = ("name", "seconds")
 MAX_OBSERVATIONS = 64
 """Most observations one response may carry (as many as a call may write log lines)."""
-OP_KEYS = frozenset({"op", "path", "value"})
+OP_KEYS = PATCH_OP_KEYS
 OPS_WITH_VALUE = frozenset({"add", "replace", "test"})
-OPS = frozenset({"add", "remove", "replace", "test"})
+OPS = PATCH_OPS
 
 MAX_PATCH_OPS = 1024
 """Most operations one response may carry."""

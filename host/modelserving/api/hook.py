@@ -93,6 +93,8 @@ ValidateConfig."""
 
 PatchOpName = Literal["add", "remove", "replace", "test"]
 PATCH_OPS: frozenset[str] = frozenset({"add", "remove", "replace", "test"})
+PATCH_OP_KEYS: frozenset[str] = frozenset({"op", "path", "value"})
+"""The keys a patch operation may have."""
 
 
 class PatchOperation(TypedDict):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from modelserving.api.errors import PatchRejected
-from modelserving.api.hook import PATCH_OPS, PatchOperation
+from modelserving.api.hook import PATCH_OP_KEYS, PATCH_OPS, PatchOperation
 from modelserving.api.jsondata import MAX_DEPTH, NotPlain, json_copy, json_problem, plain_copy
 
 _BAD_ESCAPE = re.compile(r"~(?![01])")
@@ -61,7 +61,6 @@ def _split_new(path: str) -> tuple[str, ...]:
     return tuple(t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/"))
 
 
-_OP_KEYS = frozenset({"op", "path", "value"})
 _SMALL = 16
 """A value with at most this many members (at its top) is checked and copied in one walk."""
 
@@ -85,8 +84,8 @@ def check_shape(raw: Any, copy_values: bool = True) -> list[PatchOperation]:
             if not isinstance(path, str):
                 raise PatchRejected("", f"operation {i}: path must be a string")
             path = str(path)
-        if not item.keys() <= _OP_KEYS:
-            extra = set(item) - _OP_KEYS
+        if not item.keys() <= PATCH_OP_KEYS:
+            extra = set(item) - PATCH_OP_KEYS
             raise PatchRejected(path, f"operation {i}: unknown keys {sorted(extra)}")
         has_value = "value" in item
         if not has_value and op != "remove":
@@ -113,7 +112,8 @@ def _checked_value(i: int, path: str, value: Any, room: int, copy_values: bool) 
     """The value of operation ``i``, plain JSON nested at most ``room`` deep; copied when
     ``copy_values`` (it lands in the Pod by reference, and must not be shared with the plugin's
     own objects)."""
-    if copy_values and len(value if type(value) in (dict, list) else ()) <= _SMALL:
+    small = type(value) not in (dict, list) or len(value) <= _SMALL
+    if copy_values and small:
         try:
             return plain_copy(value, room)
         except NotPlain:

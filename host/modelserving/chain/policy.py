@@ -43,12 +43,11 @@ from modelserving.plugins.patch import escape
 _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
-_ALL_EFFECTS = (True, True, True, True, True)
 # What an operation can change, one bit each (``PatchValidator._effects``): container names,
 # volume names, privileges, access, what runs; two more say that privileges or access depend
 # on the operation's value.
 _CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER = (1 << i for i in range(5))
-_EFFECT_BITS = (_CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER)
+_ALL_EFFECTS = _CONTAINER_NAMES | _VOLUME_NAMES | _GRANTS | _ACCESS | _TAKEOVER
 _GRANTS_BY_VALUE, _ACCESS_BY_VALUE = 1 << 5, 1 << 6
 _BY_VALUE = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE
 _ANNOTATIONS = ("metadata", "annotations")
@@ -229,23 +228,23 @@ class PatchValidator:
             raise PatchRejected("", "plugins may never change apiVersion or kind")
         self._protections.check(before, after)
         effects = _ALL_EFFECTS if ops is None else self._effects(ops)
-        if effects[0]:
+        if effects & _CONTAINER_NAMES:
             _check_unique_container_names(after)
-        if effects[1]:
+        if effects & _VOLUME_NAMES:
             _check_unique_volume_names(before, after)
         template = self._entry(before)
         patched = self._entry(after)
         if patched.parent is None and patched is not template:
             patched.parent = template
-        if effects[2]:
+        if effects & _GRANTS:
             self.check_privileges(before, after, template, patched)
-        if effects[3]:
+        if effects & _ACCESS:
             self.check_access(before, after, template, patched)
-        if effects[4]:
+        if effects & _TAKEOVER:
             self.check_takeover(before, after, template, patched)
 
-    def _effects(self, ops: Sequence[PatchOperation]) -> tuple[bool, ...]:
-        """What the operations can change, each: container names, volume names, privileges
+    def _effects(self, ops: Sequence[PatchOperation]) -> int:
+        """What the operations can change, a bit each: container names, volume names, privileges
         (``may_grant``), access (``access.may_change``), what runs (``takeover.may_change``).
         Each answer depends on the operation's name and path alone, so it is kept per
         validator, but two that read the value: ``may_grant`` of a whole annotations map (its
@@ -266,7 +265,7 @@ class PatchValidator:
                 if bits & _ACCESS_BY_VALUE and access.may_change(op):
                     bits |= _ACCESS
             found |= bits
-        return tuple(bool(found & bit) for bit in _EFFECT_BITS)
+        return found & _ALL_EFFECTS
 
     @staticmethod
     def _op_bits(op: PatchOperation) -> int:
@@ -303,22 +302,24 @@ class PatchValidator:
         """The Pod Security facts of ``known``'s Pod (from ``template``'s where they are the
         same)."""
         if known.pss is None:
-            source = template if template is not None else known.parent
-            while source is not None and source.pss is None:  # the nearest Pod with them
-                source = source.parent
-            reuse = source.pss if source is not None and self.memo else None
-            known.pss = pss.pod_facts(known.pod, reuse)
+            source = self._source(known, template, "pss")
+            known.pss = pss.pod_facts(known.pod, source.pss if source is not None else None)
         return known.pss
 
     def _access(self, known: _Known, template: _Known | None = None) -> access.AccessFacts:
         """The access facts of ``known``'s Pod (from ``template``'s where they are the same)."""
         if known.access is None:
-            source = template if template is not None else known.parent
-            while source is not None and source.access is None:
-                source = source.parent
-            reuse = source.access if source is not None and self.memo else None
-            known.access = access.facts_of(known.pod, reuse)
+            source = self._source(known, template, "access")
+            known.access = access.facts_of(known.pod, source.access if source is not None else None)
         return known.access
+
+    def _source(self, known: _Known, template: _Known | None, facts: str) -> _Known | None:
+        """The Pod whose ``facts`` (``pss`` or ``access``) ``known``'s are found from: the
+        template, else the nearest Pod up the chain that has them; none with ``memo`` off."""
+        source = template if template is not None else known.parent
+        while source is not None and getattr(source, facts) is None:
+            source = source.parent
+        return source if self.memo else None
 
     def check_privileges(
         self,

@@ -217,7 +217,7 @@ class PodEdit:
         self.append_unless(
             ["spec", "containers", container, "env"],
             var,
-            lambda e: isinstance(e, dict) and e.get("name") == name,  # str_field(e, "name")
+            lambda e: str_field(e, "name") == name,
         )
 
     def add_config_map_files(

@@ -99,6 +99,10 @@ class World:
             self.apply(plan)
         raise AssertionError("did not converge")
 
+    def new_image(self, image: str = "nginx:2") -> None:
+        """A new image for the first role's entry template: a new revision to roll out."""
+        self.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = image
+
     def groups(self) -> list[str]:
         return sorted(
             {
@@ -218,7 +222,7 @@ def test_rolling_update_respects_max_unavailable_and_partition() -> None:
     )
     w.converge()
     old = set(w.revisions().values())
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.new_image()
     new = sync(w.ms, [], now=0).revision
     assert old != {new}
     w.ready = False  # new Pods start not ready: only one group may be down at once
@@ -247,7 +251,7 @@ def test_partition_percent_rounds_up() -> None:
         },
     )
     w.converge()
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.new_image()
     plan = w.plan()
     assert sorted(r.name for r in plan.delete_pods) == [
         "sample-2-server-0-0",
@@ -384,7 +388,7 @@ def test_outdated_group_kept_by_partition_is_repaired_from_history(lost: list[st
     w.converge()
     old_rev = w.revisions()["sample-0-server-0-0"]
     w.history[old_rev] = [r.to_api() for r in w.ms.spec.template.roles]
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.new_image()
     w.converge(limit=20)
     for name in lost:
         del w.pods[name]
@@ -677,7 +681,7 @@ def test_current_replicas_count_as_kthena_counts_them() -> None:
     for pod in w.pods.values():
         pod["status"]["conditions"][0]["status"] = "True"
     assert counts_of(w) == (2, 2, 2, 2)
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.new_image()
     assert counts_of(w) == (2, 2, 0, 2)  # both at the old revision, both available
 
 
@@ -705,7 +709,7 @@ def test_a_template_that_sets_the_group_label_keeps_its_groups_counted_and_updat
     assert status is not None and status.available
     assert (status.replicas, status.available_replicas) == (2, 2)
     before = w.revisions()
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.new_image()
     w.converge(limit=40)
     assert len(w.pods) == 2 * 4
     assert all(w.revisions()[n] != before[n] for n in w.pods if "prefill" in n)
@@ -713,39 +717,42 @@ def test_a_template_that_sets_the_group_label_keeps_its_groups_counted_and_updat
     assert status is not None and status.available and status.updated_replicas == 2
 
 
-def test_outdated_groups_that_are_not_ready_count_against_max_unavailable() -> None:
-    """As Kthena (and a Deployment) counts: with two ServingGroups that are not ready and
-    ``maxUnavailable: 1``, one is replaced; the other waits while the new one is not ready."""
-    w = world(replicas=2)
+@pytest.mark.parametrize(
+    ("kwargs", "first", "second"),
+    [
+        ({"replicas": 2}, "sample-1-server-0-0", "sample-0-server-0-0"),
+        (
+            {
+                "replicas": 1,
+                "roles": [role("decode", replicas=2, workers=0)],
+                "rolloutStrategy": {"type": "RoleRollingUpdate"},
+            },
+            "sample-0-decode-1-0",
+            "sample-0-decode-0-0",
+        ),
+    ],
+    ids=["serving-groups", "role-replicas"],
+)
+def test_outdated_replicas_that_are_not_ready_count_against_max_unavailable(
+    kwargs: dict[str, Any], first: str, second: str
+) -> None:
+    """As Kthena (and a Deployment) counts: with two ServingGroups (or role replicas) that are
+    not ready and ``maxUnavailable: 1``, one is replaced; the other waits while the new one is
+    not ready, and goes once it is."""
+    w = world(**kwargs)
     w.ready = False
     w.converge()
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
-    first = w.plan()
-    assert [r.name for r in first.delete_pods] == ["sample-1-server-0-0"]
-    w.apply(first)
-    w.apply(w.plan())  # sample-1 made again at the new revision, not ready either
+    w.new_image()
+    plan = w.plan()
+    assert [r.name for r in plan.delete_pods] == [first]
+    w.apply(plan)
+    w.apply(w.plan())  # made again at the new revision, not ready either
     waiting = w.plan()
     assert waiting.delete_pods == [] and waiting.requeue_after is not None
     w.ready = True
     for pod in w.pods.values():
         pod["status"]["conditions"][0]["status"] = "True"
-    assert [r.name for r in w.plan().delete_pods] == ["sample-0-server-0-0"]
-
-
-def test_outdated_role_replicas_that_are_not_ready_count_against_the_roles_budget() -> None:
-    w = world(
-        replicas=1,
-        roles=[role("decode", replicas=2, workers=0)],
-        rolloutStrategy={"type": "RoleRollingUpdate"},
-    )
-    w.ready = False
-    w.converge()
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
-    first = w.plan()
-    assert [r.name for r in first.delete_pods] == ["sample-0-decode-1-0"]
-    w.apply(first)
-    w.apply(w.plan())
-    assert w.plan().delete_pods == []
+    assert [r.name for r in w.plan().delete_pods] == [second]
 
 
 def test_a_scale_down_during_a_rolling_update_picks_before_the_update_replaces() -> None:
@@ -755,7 +762,7 @@ def test_a_scale_down_during_a_rolling_update_picks_before_the_update_replaces()
     w = world(replicas=2)
     w.ready = False
     w.converge()
-    w.ms.spec.template.roles[0].entry_template.spec["containers"][0]["image"] = "nginx:2"
+    w.new_image()
     w.apply(w.plan())  # sample-1 deleted for the update
     w.apply(w.plan())  # and made again, not ready
     w.ms.spec.replicas = 1
