@@ -89,16 +89,40 @@ def may_change(op: PatchOperation) -> bool:
         if tokens[3] == "env":
             return _env_may_reference(op, tokens)
         return tokens[3] in _READ_CONTAINER_FIELDS
+    if tokens[1] == "volumes" and len(tokens) <= 3 and op["op"] in ("add", "replace"):
+        return _volumes_may_reach(op.get("value"), len(tokens) == 2)
     return tokens[1] in _READ_SPEC_FIELDS
+
+
+def _volumes_may_reach(value: Any, whole: bool) -> bool:
+    """Whether volumes put into a Pod (the whole list when ``whole``, else one) reference what
+    ``access_facts`` reads: a Secret, a credential, a CSI driver, a claim. Anything but a list
+    of maps is judged as if it did."""
+    volumes = value if whole else [value]
+    if not isinstance(volumes, list):
+        return True
+    for volume in volumes:
+        if not isinstance(volume, dict):
+            return True
+        found: dict[pss.Key, pss.Fact] = {}
+        _volume(volume, "", found)
+        if found:
+            return True
+    return False
 
 
 def reads_value(op: PatchOperation) -> bool:
     """Whether ``may_change(op)`` depends on the operation's value, not only on its name and
-    path (an ``add`` or ``replace`` in a container's ``env``; a removal's answer is its path's)."""
+    path (an ``add`` or ``replace`` in a container's ``env``, of the Pod's volumes or one
+    volume; a removal's answer is its path's)."""
     if op["op"] not in ("add", "replace"):
         return False
     tokens = split_tokens(op["path"])
-    return len(tokens) >= 4 and tokens[0] == "spec" and tokens[3] == "env"
+    if len(tokens) < 2 or tokens[0] != "spec":
+        return False
+    if tokens[1] == "volumes":
+        return len(tokens) <= 3
+    return len(tokens) >= 4 and tokens[1] in pss.CONTAINER_KINDS and tokens[3] == "env"
 
 
 def _env_may_reference(op: PatchOperation, tokens: tuple[str, ...]) -> bool:
@@ -106,7 +130,8 @@ def _env_may_reference(op: PatchOperation, tokens: tuple[str, ...]) -> bool:
     putting a ``valueFrom`` there, or by changing one. Removing a variable or the whole list
     takes references away (facts are keyed by the Secret, so no new one appears), but a removal
     inside a ``valueFrom`` can change the Secret it names (its ``name`` gone: a reference to
-    None); a variable with a plain ``value`` references nothing."""
+    None); a variable with a plain ``value``, or one whose ``valueFrom`` is a map without a
+    ``secretKeyRef`` (a field, a resource, a ConfigMap key), references nothing."""
     if op["op"] == "remove":
         return len(tokens) >= 6 and tokens[5] == "valueFrom"
     if op["op"] not in ("add", "replace"):
@@ -120,7 +145,10 @@ def _env_may_reference(op: PatchOperation, tokens: tuple[str, ...]) -> bool:
 
 
 def _may_hold_value_from(var: Any) -> bool:
-    return isinstance(var, Mapping) and "valueFrom" in var
+    if not isinstance(var, Mapping) or "valueFrom" not in var:
+        return False
+    value_from = var["valueFrom"]
+    return not isinstance(value_from, Mapping) or "secretKeyRef" in value_from
 
 
 def weakenings(before: Mapping[str, Any], after: Mapping[str, Any]) -> Iterator[pss.Weakening]:

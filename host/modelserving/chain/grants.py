@@ -8,6 +8,7 @@ operation that only adds privileged capabilities (``allowedCapabilities`` alone 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from modelserving.api.hook import PatchOperation
@@ -17,6 +18,7 @@ from modelserving.chain.jsonpatch import split_tokens
 
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
 _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+_PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 
 _NEUTRAL_SPEC_FIELDS = frozenset(
     {
@@ -53,9 +55,10 @@ _NEUTRAL_CONTAINER_FIELDS = frozenset(
 
 
 def may_grant(op: PatchOperation) -> bool:
-    """Whether ``op`` can change what ``privileges`` finds. False only for paths that no
-    privilege is read from (labels, plain annotations, scheduling fields, a container's env,
-    args, image or resources); a property test checks this."""
+    """Whether ``op`` can change what ``privileges`` finds. False for paths that no privilege is
+    read from (labels, plain annotations, scheduling fields, a container's env, args, image or
+    resources), and for a few values that hold none where one could be (``reads_value``); a
+    property test checks this."""
     if op["op"] == "test":
         return False
     tokens = split_tokens(op["path"])
@@ -75,8 +78,68 @@ def may_grant(op: PatchOperation) -> bool:
     if field in _NEUTRAL_SPEC_FIELDS:
         return False
     if field in _CONTAINER_KINDS and len(tokens) >= 4:
+        if _reads_container_value(op, tokens):
+            return _REACHES[tokens[3]](op.get("value"), tokens[4:])
         return tokens[3] not in _NEUTRAL_CONTAINER_FIELDS
     return True
+
+
+def reads_value(op: PatchOperation) -> bool:
+    """Whether ``may_grant(op)`` depends on the operation's value, not only on its name and path:
+    an ``add`` or ``replace`` of the whole annotations map, of a container's ports (or one port),
+    of a whole probe, of its lifecycle (or one handler)."""
+    if op["op"] not in ("add", "replace"):
+        return False
+    tokens = split_tokens(op["path"])
+    if tokens == ("metadata", "annotations"):
+        return True
+    return len(tokens) >= 4 and tokens[0] == "spec" and _reads_container_value(op, tokens)
+
+
+def _reads_container_value(op: PatchOperation, tokens: tuple[str, ...]) -> bool:
+    """An ``add`` or ``replace`` of a container field (``tokens[3]``) whose value alone tells
+    whether it reaches a host: a port list or one port, a probe, the lifecycle or one of its
+    handlers."""
+    if op["op"] not in ("add", "replace") or tokens[1] not in _CONTAINER_KINDS:
+        return False
+    depth = _VALUE_DEPTHS.get(tokens[3])
+    return depth is not None and len(tokens) <= depth
+
+
+def _ports_reach(value: Any, below: tuple[str, ...]) -> bool:
+    """Whether ports (the list, or one port when ``below`` names it) open a host port."""
+    ports = [value] if below else value
+    return isinstance(ports, list) and any(
+        isinstance(p, Mapping) and bool(p.get("hostPort")) for p in ports
+    )
+
+
+def _handler_reaches(handler: Any) -> bool:
+    """Whether a probe or lifecycle handler sends the kubelet to a host (a value that is not
+    a map reaches nothing: ``pss`` reads no facts from it)."""
+    if not isinstance(handler, Mapping):
+        return False
+    for action in ("httpGet", "tcpSocket"):
+        target = handler.get(action)
+        if isinstance(target, Mapping) and target.get("host"):
+            return True
+    return False
+
+
+def _lifecycle_reaches(value: Any, below: tuple[str, ...]) -> bool:
+    if below:  # one handler: postStart, preStop (any other name is not read)
+        return below[0] in _HANDLERS and _handler_reaches(value)
+    return isinstance(value, Mapping) and any(_handler_reaches(value.get(h)) for h in _HANDLERS)
+
+
+_HANDLERS = ("postStart", "preStop")
+_REACHES: dict[str, Callable[[Any, tuple[str, ...]], bool]] = {
+    "ports": _ports_reach,
+    "lifecycle": _lifecycle_reaches,
+    **{probe: (lambda value, _below: _handler_reaches(value)) for probe in _PROBES},
+}
+_VALUE_DEPTHS = {"ports": 5, "lifecycle": 5, **dict.fromkeys(_PROBES, 4)}
+"""How deep into each such field an operation's value is judged (a port, a handler)."""
 
 
 _CAPABILITY_PATH = ("securityContext", "capabilities", "add")

@@ -28,7 +28,7 @@ from typing import Any
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PatchOperation
 from modelserving.api.policy import PatchPolicy, capability_name, sysctl_name
-from modelserving.chain import access, pss, takeover
+from modelserving.chain import access, grants, pss, takeover
 from modelserving.chain.grants import adds_capabilities_only, may_grant
 from modelserving.chain.jsonpatch import (
     apply_one,
@@ -45,11 +45,12 @@ _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
 # What an operation can change, one bit each (``PatchValidator._effects``): container names,
 # volume names, privileges, access, what runs; two more say that privileges or access depend
-# on the operation's value.
+# on the operation's value, and one that privileges depend on the Pod having hostPath volumes
+# (a volume mount reaches the host only through one).
 _CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER = (1 << i for i in range(5))
 _ALL_EFFECTS = _CONTAINER_NAMES | _VOLUME_NAMES | _GRANTS | _ACCESS | _TAKEOVER
-_GRANTS_BY_VALUE, _ACCESS_BY_VALUE = 1 << 5, 1 << 6
-_BY_VALUE = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE
+_GRANTS_BY_VALUE, _ACCESS_BY_VALUE, _GRANTS_IF_HOST_VOLUMES = 1 << 5, 1 << 6, 1 << 7
+_DEPENDS = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE | _GRANTS_IF_HOST_VOLUMES
 _ANNOTATIONS = ("metadata", "annotations")
 
 
@@ -227,7 +228,7 @@ class PatchValidator:
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
         self._protections.check(before, after)
-        effects = _ALL_EFFECTS if ops is None else self._effects(ops)
+        effects = _ALL_EFFECTS if ops is None else self._effects(ops, before)
         if effects & _CONTAINER_NAMES:
             _check_unique_container_names(after)
         if effects & _VOLUME_NAMES:
@@ -243,15 +244,17 @@ class PatchValidator:
         if effects & _TAKEOVER:
             self.check_takeover(before, after, template, patched)
 
-    def _effects(self, ops: Sequence[PatchOperation]) -> int:
-        """What the operations can change, a bit each: container names, volume names, privileges
-        (``may_grant``), access (``access.may_change``), what runs (``takeover.may_change``).
-        Each answer depends on the operation's name and path alone, so it is kept per
-        validator, but two that read the value: ``may_grant`` of a whole annotations map (its
-        keys) and ``access.may_change`` of a variable put in a container's env (a
-        ``valueFrom``)."""
+    def _effects(self, ops: Sequence[PatchOperation], before: Mapping[str, Any]) -> int:
+        """What the operations can change in ``before``, a bit each: container names, volume
+        names, privileges (``may_grant``), access (``access.may_change``), what runs
+        (``takeover.may_change``). Most answers depend on the operation's name and path alone,
+        so they are kept per validator; the others read its value (``grants.reads_value``,
+        ``access.reads_value``, a whole volume: ``_volumes_may_weaken``) or, for a volume
+        mount, whether ``before`` has a hostPath volume (an operation that adds one is judged
+        by its own bits)."""
         found = 0  # a bit per effect
         cache = self._op_effects
+        host_volumes: bool | None = None
         for op in ops:
             key = (op["op"], op["path"])
             bits = cache.get(key)
@@ -259,28 +262,64 @@ class PatchValidator:
                 if len(cache) >= _ALLOWS_CACHE_SIZE:
                     cache.clear()
                 bits = cache[key] = self._op_bits(op)
-            if bits & _BY_VALUE:  # some depend on the value, not only on the path
-                if bits & _GRANTS_BY_VALUE and may_grant(op):
+            if bits & _DEPENDS:  # some depend on the value or the Pod, not only on the path
+                if bits & _GRANTS_BY_VALUE and self._may_grant(op):
                     bits |= _GRANTS
                 if bits & _ACCESS_BY_VALUE and access.may_change(op):
                     bits |= _ACCESS
+                if bits & _GRANTS_IF_HOST_VOLUMES:
+                    if host_volumes is None:
+                        host_volumes = _has_host_volumes(before)
+                    if host_volumes:
+                        bits |= _GRANTS
             found |= bits
         return found & _ALL_EFFECTS
 
     @staticmethod
     def _op_bits(op: PatchOperation) -> int:
-        """The effects of an operation with its name and path, as bits (``_BY_VALUE`` when
-        some depend on its value)."""
-        whole_annotations = split_tokens(op["path"]) == _ANNOTATIONS
-        grants = _GRANTS_BY_VALUE if whole_annotations else _GRANTS * may_grant(op)
+        """The effects of an operation with its name and path, as bits (with ``_DEPENDS`` ones
+        when some depend on its value or on the Pod)."""
+        if grants.reads_value(op) or _whole_volumes(op) is not None:
+            grant = _GRANTS_BY_VALUE
+        elif _mounts(op):
+            grant = _GRANTS_IF_HOST_VOLUMES
+        else:
+            grant = _GRANTS * may_grant(op)
         reach = _ACCESS_BY_VALUE if access.reads_value(op) else _ACCESS * access.may_change(op)
         return (
             _CONTAINER_NAMES * _touches_names(op, _CONTAINER_KINDS)
             | _VOLUME_NAMES * _touches_names(op, ("volumes",))
-            | grants
+            | grant
             | reach
             | _TAKEOVER * takeover.may_change(op)
         )
+
+    def _may_grant(self, op: PatchOperation) -> bool:
+        """``may_grant`` of an operation whose answer reads its value; for whole volumes, with
+        this policy: whether they may weaken a control it does not let a plugin weaken."""
+        whole = _whole_volumes(op)
+        if whole is None:
+            return may_grant(op)
+        return self._volumes_may_weaken(op.get("value"), whole)
+
+    def _volumes_may_weaken(self, value: Any, whole: bool) -> bool:
+        """Whether volumes put into a Pod (the whole list when ``whole``, else one) may weaken a
+        Pod Security control this policy does not let a plugin weaken: a hostPath volume may
+        (what it reaches depends on the containers that mount it), a volume of another type
+        only when the policy does not allow that type (``allowedVolumeTypes``). Anything but a
+        list of maps is judged as a weakening, whatever it is."""
+        volumes = value if whole else [value]
+        if not isinstance(volumes, list):
+            return True
+        judged = pss.VOLUME_TYPES not in self._open
+        allowed = self._listed[pss.VOLUME_TYPES]
+        for volume in volumes:
+            if not isinstance(volume, dict):
+                return True
+            for (control, _, _), (_, kind) in pss.volume_facts(volume).items():
+                if control != pss.VOLUME_TYPES or (judged and kind not in allowed):
+                    return True
+        return False
 
     def _entry(self, pod: Mapping[str, Any]) -> _Known:
         """What the validator knows of ``pod`` (found by identity), the most recently used;
@@ -511,6 +550,37 @@ class PatchValidator:
         )
         setting = _camel(_FLAGS[w.control])
         return f"{w.subject} {w.what}{unlike}, which {weakens} (patchPolicy.{setting} is false)"
+
+
+def _whole_volumes(op: PatchOperation) -> bool | None:
+    """For an ``add`` or ``replace`` of the Pod's volumes: True for the whole list, False for one
+    volume; None for any other operation."""
+    if op["op"] not in ("add", "replace"):
+        return None
+    tokens = split_tokens(op["path"])
+    if len(tokens) not in (2, 3) or tokens[0] != "spec" or tokens[1] != "volumes":
+        return None
+    return len(tokens) == 2
+
+
+def _mounts(op: PatchOperation) -> bool:
+    """Whether ``op`` is in a container's ``volumeMounts`` (privileges read from them only where
+    they mount a hostPath volume)."""
+    tokens = split_tokens(op["path"])
+    return (
+        len(tokens) >= 4
+        and tokens[0] == "spec"
+        and tokens[1] in _CONTAINER_KINDS
+        and tokens[3] == "volumeMounts"
+    )
+
+
+def _has_host_volumes(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
+    return isinstance(volumes, list) and any(
+        not isinstance(v, Mapping) or "hostPath" in v for v in volumes
+    )
 
 
 def _takeover(path: str, what: str, grant: tuple[str, str], writes: bool = False) -> PatchRejected:

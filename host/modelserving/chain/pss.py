@@ -224,18 +224,28 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
         if part.extra is not None:
             host_volumes[part.extra[0]] = part.extra[1]
     containers: set[str] = set()
-    for kind in CONTAINER_KINDS:
+    for kind, reach_kind in _PART_KINDS:
         for i, container in enumerate(_as_list(spec.get(kind))):
             container = _as_map(container)
-            inputs = (raw_sc, *(container.get(f) for f in _CONTAINER_FIELDS))
             subject = container_subject(kind, container)
             containers.add(subject)
+            base = f"/spec/{kind}/{i}"
+            # two parts: its own security settings, and what it reaches (probe hosts, hostPath
+            # mounts, host ports), so a patch of one does not read the other again
+            name, security = container.get("name"), container.get("securityContext")
             part = old.get((kind, i))
+            if part is None or not part.same((raw_sc, name, security)):
+                part = Part((raw_sc, name, security), {})
+                _security(_as_map(security), subject, base, pod_sc, part.facts)
+            parts[kind, i] = part
+            out.update(part.facts)
+            inputs = (name, *(container.get(f) for f in _REACH_FIELDS))
+            part = old.get((reach_kind, i))
             if part is None or part.extra != host_volumes or not part.same(inputs):
                 part = Part(inputs, {}, host_volumes)
-                view = dict(zip(_CONTAINER_FIELDS, inputs[1:], strict=True))
-                _container(view, subject, f"/spec/{kind}/{i}", pod_sc, host_volumes, part.facts)
-            parts[kind, i] = part
+                view = dict(zip(_REACH_FIELDS, inputs[1:], strict=True))
+                _reach(view, subject, base, host_volumes, part.facts)
+            parts[reach_kind, i] = part
             out.update(part.facts)
     return PodFacts(out, containers, pod_sc, parts=parts)
 
@@ -243,9 +253,7 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
 _POD_PART = ("pod", 0)
 _POD_FIELDS = ("hostNetwork", "hostPID", "hostIPC", "hostUsers")
 """The fields of the Pod's spec its own facts are read from (besides its securityContext)."""
-_CONTAINER_FIELDS = (
-    "name",
-    "securityContext",
+_REACH_FIELDS = (
     "livenessProbe",
     "readinessProbe",
     "startupProbe",
@@ -253,7 +261,9 @@ _CONTAINER_FIELDS = (
     "volumeMounts",
     "ports",
 )
-"""The fields of a container its facts are read from: ``_container`` is given these alone."""
+"""The fields of a container ``_reach`` reads (its security facts: its securityContext alone)."""
+_PART_KINDS = tuple((kind, f"{kind}/reach") for kind in CONTAINER_KINDS)
+"""Each container kind, and the key of its containers' reach parts (``PodFacts.parts``)."""
 
 
 def container_subject(kind: str, container: Mapping[str, Any]) -> str:
@@ -302,6 +312,14 @@ def _pod_level(
             )
 
 
+def volume_facts(volume: Mapping[str, Any]) -> dict[Key, Fact]:
+    """The facts one volume adds to a Pod (its place aside), whatever containers mount it: a
+    hostPath volume's reach through its mounts is the containers' facts."""
+    out: dict[Key, Fact] = {}
+    _volume(volume, 0, out)
+    return out
+
+
 def _volume(volume: Mapping[str, Any], i: int, out: dict[Key, Fact]) -> tuple[str, str] | None:
     """The facts of the volume at index ``i``; its name and its fact's text when it is a
     hostPath volume with a name."""
@@ -335,7 +353,19 @@ def _container(
     host_volumes: Mapping[str, str],
     out: dict[Key, Fact],
 ) -> None:
-    sc = _as_map(container.get("securityContext"))
+    """Every fact of one container, in order: its security settings', then its reach's."""
+    _security(_as_map(container.get("securityContext")), subject, base, pod_sc, out)
+    _reach(container, subject, base, host_volumes, out)
+
+
+def _security(
+    sc: Mapping[str, Any],
+    subject: str,
+    base: str,
+    pod_sc: Mapping[str, Any],
+    out: dict[Key, Fact],
+) -> None:
+    """The facts of a container's securityContext ``sc`` (and what it inherits from the Pod's)."""
     scp = f"{base}/securityContext"
     if _set(sc.get("privileged")):
         out[PRIVILEGED, subject, "runs privileged"] = (f"{scp}/privileged", None)
@@ -366,6 +396,17 @@ def _container(
             f"{where}/windowsOptions/hostProcess",
             None,
         )
+
+
+def _reach(
+    container: Mapping[str, Any],
+    subject: str,
+    base: str,
+    host_volumes: Mapping[str, str],
+    out: dict[Key, Fact],
+) -> None:
+    """What a container reaches outside the Pod: hosts its probes and handlers send the kubelet
+    to, hostPath volumes it mounts, host ports it opens."""
     _probe_hosts(container, subject, base, out)
     if host_volumes:
         _host_mounts(container, subject, base, host_volumes, out)

@@ -353,14 +353,18 @@ def test_the_next_plugin_finds_the_facts_of_its_pod_from_the_pod_it_was_patched_
     facts are found from those of the Pod it was patched from, so a container no patch touched
     the fields of is read once for the whole chain (and the facts are those of the whole Pod)."""
     read: list[str] = []
-    real = pss._container
+    real = {"_security": pss._security, "_reach": pss._reach}
 
-    def counting(view: Any, subject: str, *args: Any) -> None:
-        if subject:  # (not the container without settings that ``plain()`` compares with)
-            read.append(subject)
-        real(view, subject, *args)
+    def counting(part: str) -> Any:
+        def read_part(view: Any, subject: str, *args: Any) -> None:
+            if subject:  # (not the container without settings that ``plain()`` compares with)
+                read.append(f"{part} of {subject}")
+            real[part](view, subject, *args)
 
-    monkeypatch.setattr(pss, "_container", counting)
+        return read_part
+
+    for part in real:  # a container's facts are read in two parts
+        monkeypatch.setattr(pss, part, counting(part))
     validator = PatchValidator()
     pod: dict[str, Any] = copy.deepcopy(TEMPLATES[1])
     for patch in patches:  # three plugins: an env var (what runs: checked) or a label
@@ -368,9 +372,42 @@ def test_the_next_plugin_finds_the_facts_of_its_pod_from_the_pod_it_was_patched_
             patch = _op("add", "/spec/containers/0/env/-", {"name": patch})
         pod = validator.apply(pod, [patch])
     containers = len(pod["spec"]["containers"]) + len(pod["spec"].get("initContainers", []))
-    assert len(read) == containers  # each read once, for the first plugin's Pod
+    assert len(read) == 2 * containers  # each part read once, for the first plugin's Pod
     known = validator._entry(pod)
     assert known.pss is None  # the last Pod's facts are found when the next plugin needs them
     found = list(validator._pss(known).facts.items())
-    assert len(read) == containers
+    assert len(read) == 2 * containers
     assert found == list(pss.pod_facts(pod).facts.items())
+
+
+@pytest.mark.parametrize(
+    ("operation", "security", "reach"),
+    [
+        (_op("add", "/spec/containers/0/ports", [{"containerPort": 1, "hostPort": 1}]), 0, 1),
+        (_op("add", "/spec/containers/1/volumeMounts/-", {"name": "h", "mountPath": "/h"}), 0, 1),
+        (_op("add", "/spec/containers/0/securityContext", {"privileged": True}), 1, 0),
+        (_op("add", "/spec/containers/0/env/-", {"name": "E", "value": "1"}), 0, 0),
+    ],
+)
+def test_a_container_is_read_again_only_in_the_part_a_patch_changed(
+    monkeypatch: pytest.MonkeyPatch, operation: dict[str, Any], security: int, reach: int
+) -> None:
+    """A container's facts come in two parts: its security settings, and what it reaches (probe
+    hosts, hostPath mounts, host ports). A patch of one part reads that part again, not the
+    other; the facts are those of the patched Pod read whole."""
+    pod = copy.deepcopy(TEMPLATES[1])
+    before = pss.pod_facts(pod)
+    after = apply_one(pod, operation)  # type: ignore[arg-type]
+    read: list[str] = []
+    for part in ("_security", "_reach"):
+        real = getattr(pss, part)
+
+        def read_part(*args: Any, _part: str = part, _real: Any = real) -> None:
+            read.append(_part)
+            _real(*args)
+
+        monkeypatch.setattr(pss, part, read_part)
+    found = pss.pod_facts(after, before)
+    assert read.count("_security") == security and read.count("_reach") == reach
+    monkeypatch.undo()
+    assert list(found.facts.items()) == list(pss.pod_facts(after).facts.items())
