@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from modelserving.bench import fleet
 from modelserving.bench.controller import (
     Run,
     Snapshot,
@@ -100,6 +105,25 @@ def test_a_fleet_rollout_out_of_time_reports_the_cpu_of_what_it_updated(
     report(run)
     out = capsys.readouterr().out
     assert "rolling update n/a s, 10.00 ms CPU/updated Pod (10 passes, 1.0 s CPU in them)" in out
+
+
+def test_a_fleet_child_gets_the_timeout_and_its_run_comes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each size runs in a child process with the timeout it was given (and three times that to
+    finish); its one line of JSON is the run."""
+    seen: dict[str, Any] = {}
+
+    def child(command: list[str], **kwargs: Any) -> Any:
+        seen["command"], seen["timeout"] = command, kwargs["timeout"]
+        line = fleet.PREFIX + json.dumps(dataclasses.asdict(FleetRun(5000, created=70.0)))
+        return subprocess.CompletedProcess(command, 0, f"noise\n{line}\n", "")
+
+    monkeypatch.setattr(subprocess, "run", child)
+    got = fleet.in_child(5000, 1800.0)
+    assert got == FleetRun(5000, created=70.0)
+    assert seen["command"][-4:] == ["--one", "5000", "--timeout", "1800.0"]
+    assert seen["timeout"] == 5400.0
 
 
 def test_run_order_rotates_any_variants() -> None:

@@ -74,7 +74,7 @@ def _wait(kube: Kube, name: str, generation: int, groups: int, timeout: float) -
     return None
 
 
-def one_size(binaries: dict[str, Path], pods: int) -> FleetRun:
+def one_size(binaries: dict[str, Path], pods: int, timeout: float = TIMEOUT_S) -> FleetRun:
     """One fleet on its own control plane (in this process: run it in a child, see main)."""
     groups = pods // PODS_PER_GROUP
     run = FleetRun(groups * PODS_PER_GROUP)
@@ -87,14 +87,21 @@ def one_size(binaries: dict[str, Path], pods: int) -> FleetRun:
             kube = Kube(ours)
             bench.install_crd(kube)
             with bench.running_controller(client, config) as ctl:
-                measure(kube, ctl, pids, groups, run)
+                measure(kube, ctl, pids, groups, run, timeout)
         finally:
             client.close()
             ours.close()
     return run
 
 
-def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: FleetRun) -> None:
+def measure(
+    kube: Kube,
+    ctl: Any,
+    pids: tuple[int, ...],
+    groups: int,
+    run: FleetRun,
+    timeout: float = TIMEOUT_S,
+) -> None:
     bench.create_namespace(kube, NAMESPACE)
     body = bench.model_serving("fleet", [], groups)
     body["metadata"]["namespace"] = NAMESPACE
@@ -109,12 +116,12 @@ def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: Fleet
     cpu = time.process_time()
     started = time.perf_counter()
     kube.create(MODEL_SERVINGS, NAMESPACE, body)
-    if watch.wait(TIMEOUT_S) and watch.last is not None:
+    if watch.wait(timeout) and watch.last is not None:
         run.created = watch.last - started
     watch.close()
-    ready = _wait(kube, "fleet", 1, groups, TIMEOUT_S)
+    ready = _wait(kube, "fleet", 1, groups, timeout)
     if ready is None:
-        run.error = f"not available within {TIMEOUT_S:.0f} s"
+        run.error = f"not available within {timeout:.0f} s"
         return
     run.available = ready - started
     run.cpu_available = time.process_time() - cpu
@@ -128,7 +135,7 @@ def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: Fleet
         for kind in ("entryTemplate", "workerTemplate"):
             role[kind]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.10.1"
     kube.merge_patch(MODEL_SERVINGS, NAMESPACE, "fleet", patch)
-    done = _wait(kube, "fleet", 2, groups, TIMEOUT_S)
+    done = _wait(kube, "fleet", 2, groups, timeout)
     # the CPU is reported also when the rollout ran out of time: the CPU of the part it did
     run.cpu_rollout = time.process_time() - cpu
     run.passes_rollout = sum(ctl.passes.values()) - passes
@@ -137,7 +144,7 @@ def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: Fleet
         status = (kube.get(MODEL_SERVINGS, NAMESPACE, "fleet") or {}).get("status") or {}
         run.updated_at_timeout = f"{status.get('updatedReplicas') or 0}/{groups}"
         run.error = (
-            f"the rolling update did not finish within {TIMEOUT_S:.0f} s "
+            f"the rolling update did not finish within {timeout:.0f} s "
             f"({run.updated_at_timeout} ServingGroups updated by then; its CPU is of that part)"
         )
     else:
@@ -146,11 +153,10 @@ def measure(kube: Kube, ctl: Any, pids: tuple[int, ...], groups: int, run: Fleet
     run.peak_rss_mb = peak / 1024 if peak is not None else None
 
 
-def in_child(pods: int) -> FleetRun:
+def in_child(pods: int, timeout: float = TIMEOUT_S) -> FleetRun:
     command = [sys.executable, "-m", "modelserving.bench.fleet", "--one", str(pods)]
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=TIMEOUT_S * 3, check=False
-    )
+    command += ["--timeout", str(timeout)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * 3, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(PREFIX):
             return FleetRun(**json.loads(line[len(PREFIX) :]))
@@ -187,13 +193,19 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(map(str, SIZES)),
         help="Pods per fleet, comma-separated (default 1000,5000,10000)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=TIMEOUT_S,
+        help=f"seconds coming up, and the rolling update, may each take (default {TIMEOUT_S:.0f})",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     binaries = devcluster.cached_binaries()
     if args.one:
         if binaries is None:
             raise SystemExit("no local control plane binaries")
-        print(PREFIX + json.dumps(asdict(one_size(binaries, args.one))), flush=True)
+        print(PREFIX + json.dumps(asdict(one_size(binaries, args.one, args.timeout))), flush=True)
         return
     print(
         "fleet benchmark: one ModelServing of N Pods (ServingGroups of 2 roles x 4 Pods, no "
@@ -204,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         print("  skipped: the local control plane is not built (make cluster-build)")
         return
     for pods in (int(p) for p in args.sizes.split(",") if p.strip()):
-        run = in_child(pods)
+        run = in_child(pods, args.timeout)
         report(run)
         if run.error:
             break

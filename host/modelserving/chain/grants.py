@@ -171,6 +171,17 @@ def adds_capabilities_only(op: PatchOperation) -> bool:
     return isinstance(value, list) and bool(value) and all(map(_privileged_capability, value))
 
 
+def added_capabilities(op: PatchOperation) -> list[Any]:
+    """The capabilities an operation that ``adds_capabilities_only`` adds, as written."""
+    tail = split_tokens(op["path"])[3:]
+    value: Any = op["value"]
+    if len(tail) == len(_CAPABILITY_PATH) + 1:
+        return [value]
+    for key in _CAPABILITY_PATH[len(tail) :]:
+        value = value[key]
+    return list(value)
+
+
 _BASELINE = frozenset(BASELINE_CAPABILITIES)
 
 

@@ -29,7 +29,7 @@ from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PatchOperation
 from modelserving.api.policy import PatchPolicy, capability_name, sysctl_name
 from modelserving.chain import access, grants, pss, takeover
-from modelserving.chain.grants import adds_capabilities_only, may_grant
+from modelserving.chain.grants import added_capabilities, adds_capabilities_only, may_grant
 from modelserving.chain.jsonpatch import (
     apply_one,
     check_shape,
@@ -45,12 +45,13 @@ _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
 # What an operation can change, one bit each (``PatchValidator._effects``): container names,
 # volume names, privileges, access, what runs; two more say that privileges or access depend
-# on the operation's value, and one that privileges depend on the Pod having hostPath volumes
-# (a volume mount reaches the host only through one).
+# on the operation's value, and one that privileges depend on the Pod too (a volume mount
+# reaches the host only through a hostPath volume; a capability added where there was no
+# setting adds only itself).
 _CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER = (1 << i for i in range(5))
 _ALL_EFFECTS = _CONTAINER_NAMES | _VOLUME_NAMES | _GRANTS | _ACCESS | _TAKEOVER
-_GRANTS_BY_VALUE, _ACCESS_BY_VALUE, _GRANTS_IF_HOST_VOLUMES = 1 << 5, 1 << 6, 1 << 7
-_DEPENDS = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE | _GRANTS_IF_HOST_VOLUMES
+_GRANTS_BY_VALUE, _ACCESS_BY_VALUE, _GRANTS_BY_POD = 1 << 5, 1 << 6, 1 << 7
+_DEPENDS = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE | _GRANTS_BY_POD
 _ANNOTATIONS = ("metadata", "annotations")
 
 
@@ -249,12 +250,10 @@ class PatchValidator:
         names, privileges (``may_grant``), access (``access.may_change``), what runs
         (``takeover.may_change``). Most answers depend on the operation's name and path alone,
         so they are kept per validator; the others read its value (``grants.reads_value``,
-        ``access.reads_value``, a whole volume: ``_volumes_may_weaken``) or, for a volume
-        mount, whether ``before`` has a hostPath volume (an operation that adds one is judged
-        by its own bits)."""
+        ``access.reads_value``, a whole volume: ``_volumes_may_weaken``) or ``before`` too
+        (``_may_grant_in``)."""
         found = 0  # a bit per effect
         cache = self._op_effects
-        host_volumes: bool | None = None
         for op in ops:
             key = (op["op"], op["path"])
             bits = cache.get(key)
@@ -267,11 +266,8 @@ class PatchValidator:
                     bits |= _GRANTS
                 if bits & _ACCESS_BY_VALUE and access.may_change(op):
                     bits |= _ACCESS
-                if bits & _GRANTS_IF_HOST_VOLUMES:
-                    if host_volumes is None:
-                        host_volumes = _has_host_volumes(before)
-                    if host_volumes:
-                        bits |= _GRANTS
+                if bits & _GRANTS_BY_POD and self._may_grant_in(op, before):
+                    bits |= _GRANTS
             found |= bits
         return found & _ALL_EFFECTS
 
@@ -281,8 +277,8 @@ class PatchValidator:
         when some depend on its value or on the Pod)."""
         if grants.reads_value(op) or _whole_volumes(op) is not None:
             grant = _GRANTS_BY_VALUE
-        elif _mounts(op):
-            grant = _GRANTS_IF_HOST_VOLUMES
+        elif _mounts(op) or _toward_capabilities(op):
+            grant = _GRANTS_BY_POD
         else:
             grant = _GRANTS * may_grant(op)
         reach = _ACCESS_BY_VALUE if access.reads_value(op) else _ACCESS * access.may_change(op)
@@ -301,6 +297,28 @@ class PatchValidator:
         if whole is None:
             return may_grant(op)
         return self._volumes_may_weaken(op.get("value"), whole)
+
+    def _may_grant_in(self, op: PatchOperation, before: Mapping[str, Any]) -> bool:
+        """``may_grant`` of a volume mount or of an operation that only adds capabilities, in
+        ``before`` (the Pod the patch starts from) and with this policy. A mount may grant only
+        where the Pod has a hostPath volume: an operation of the same patch that adds one is
+        judged by its own bits. Adding capabilities where the container had none of the
+        settings on the way (the operation creates them, it replaces nothing) adds one fact
+        per capability and nothing else, unless one is a capability every container has by
+        default (adding it back after dropping ALL keeps it): it may grant only when the
+        policy does not allow one of them."""
+        if _mounts(op):
+            return _has_host_volumes(before)
+        if not adds_capabilities_only(op) or replaces_member(before, op["path"]):
+            return may_grant(op)
+        if pss.CAPABILITIES in self._open:
+            return False
+        allowed = self._listed[pss.CAPABILITIES]
+        for raw in added_capabilities(op):
+            name = capability_name(raw)
+            if name is None or name in pss.DEFAULT_CAPABILITIES or name not in allowed:
+                return True
+        return False
 
     def _volumes_may_weaken(self, value: Any, whole: bool) -> bool:
         """Whether volumes put into a Pod (the whole list when ``whole``, else one) may weaken a
@@ -572,6 +590,25 @@ def _mounts(op: PatchOperation) -> bool:
         and tokens[0] == "spec"
         and tokens[1] in _CONTAINER_KINDS
         and tokens[3] == "volumeMounts"
+    )
+
+
+_CAPABILITIES_ADD = ("securityContext", "capabilities", "add")
+
+
+def _toward_capabilities(op: PatchOperation) -> bool:
+    """Whether ``op`` is an ``add`` whose path could be that of an operation that only adds
+    capabilities (``adds_capabilities_only``, which reads the value too)."""
+    if op["op"] != "add":
+        return False
+    tokens = split_tokens(op["path"])
+    tail = tokens[3:]
+    return (
+        len(tokens) >= 4
+        and tokens[0] == "spec"
+        and tokens[1] in _CONTAINER_KINDS
+        and len(tail) <= len(_CAPABILITIES_ADD) + 1
+        and tail[:3] == _CAPABILITIES_ADD[: len(tail)]
     )
 
 

@@ -106,6 +106,7 @@ _SELINUX_TYPES = frozenset(
 # What a container gets from the runtime unless it drops it: the baseline set and NET_RAW, less
 # NET_BIND_SERVICE, which "restricted" lets a container add back after dropping ALL.
 _DEFAULT_CAPABILITIES = tuple(sorted({*BASELINE_CAPABILITIES, "NET_RAW"} - {"NET_BIND_SERVICE"}))
+DEFAULT_CAPABILITIES = frozenset(_DEFAULT_CAPABILITIES)
 _KEEPS = {cap: f"keeps default capability {cap}" for cap in _DEFAULT_CAPABILITIES}
 _RESTRICTED_VOLUMES = frozenset(RESTRICTED_VOLUME_TYPES)
 _NOUNS = {"containers": "container", "initContainers": "initContainer"}

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelserving.api import PatchPolicy, PatchRejected, PathRule
+from modelserving.api.policy import BASELINE_CAPABILITIES
 from modelserving.chain import PatchValidator, policy
-from modelserving.plugins.builtins.accelerator import BUILTIN as ACCELERATOR
+from modelserving.plugins.registry import default_registry
 from tests.unit.chain.test_access_controls import RESTRICTED, agent, template
 from tests.unit.plugins.conftest import hook_request
 
@@ -32,7 +33,7 @@ class EveryCheck(PatchValidator):
 HOST = {"name": "host", "hostPath": {"path": "/var/log"}}
 PODS = [
     template(),  # no volumes
-    template(volumes=[{"name": "cache", "emptyDir": {}}]),
+    template({"name": "bare", "image": "b:1"}, volumes=[{"name": "cache", "emptyDir": {}}]),
     template(
         {**agent(), "volumeMounts": [{"name": "host", "mountPath": "/h", "readOnly": True}]},
         volumes=[HOST, {"name": "state", "emptyDir": {}}],
@@ -85,6 +86,14 @@ FIELDS: dict[str, tuple[list[str], list[Any]]] = {
          [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "new"}}}],
          {"fieldRef": {"fieldPath": "a"}}, {"secretKeyRef": {"name": "db"}}, {"name": "new"}],
     ),
+    "securityContext": (
+        ["", "/capabilities", "/capabilities/add", "/capabilities/add/-", "/capabilities/add/0"],
+        [{"capabilities": {"add": ["IPC_LOCK"]}}, {"add": ["IPC_LOCK"]}, ["IPC_LOCK"],
+         "IPC_LOCK", "CAP_IPC_LOCK", "ipc_lock", "NET_RAW", "SYS_ADMIN", "CHOWN", "not a name",
+         {"capabilities": {"add": ["SYS_ADMIN"]}}, {"add": ["NET_RAW"]}, ["IPC_LOCK", "CHOWN"],
+         ["NET_RAW"], ["CAP_IPC_LOCK", "IPC_LOCK"],
+         {"capabilities": {"add": ["IPC_LOCK"]}, "privileged": True}, {"add": [], "drop": []}],
+    ),
     "volumes": (
         ["", "/0", "/-", "/1", "/0/hostPath", "/0/emptyDir"],
         [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, [{"name": "dshm", "emptyDir": {}}],
@@ -98,6 +107,8 @@ POLICIES = [
     PatchPolicy(allowed_paths=OPEN),
     PatchPolicy(allowed_paths=OPEN, allowed_volume_types=["configMap", "secret"]),
     PatchPolicy(allowed_paths=OPEN, allow_host_ports=True, allowed_secrets=["db"]),
+    PatchPolicy(allowed_capabilities=[*BASELINE_CAPABILITIES, "IPC_LOCK", "NET_RAW"]),
+    PatchPolicy(allowed_paths=OPEN, allowed_capabilities=[*BASELINE_CAPABILITIES, "IPC_LOCK"]),
 ]
 
 
@@ -207,12 +218,28 @@ def test_a_volume_type_the_policy_does_not_allow_is_checked() -> None:
         PatchValidator(POLICIES[1]).apply(PODS[1], [emptydir])
 
 
-def test_the_accelerator_patch_runs_neither_the_privilege_nor_the_access_check() -> None:
-    """What the built-in accelerator adds (a GPU limit, tolerations, an env variable, a shared
-    memory emptyDir and its mount) reads neither privileges nor access again."""
-    pod = template()
-    config = ACCELERATOR.config_model.model_validate({"vendor": "nvidia", "shmSize": "1Gi"})
-    plugin: Any = ACCELERATOR.factory("accelerator", config)
+@pytest.mark.parametrize(
+    ("builtin", "config"),
+    [
+        ("accelerator", {"vendor": "nvidia", "shmSize": "1Gi"}),
+        ("inference-engine", {"engine": "vllm"}),
+        (
+            "rdma-network",
+            {"networks": ["rdma-net"], "hugepages": {"pageSize": "2Mi", "amount": "1Gi"}},
+        ),
+    ],
+)
+def test_the_builtins_patches_run_neither_the_privilege_nor_the_access_check(
+    builtin: str, config: dict[str, Any]
+) -> None:
+    """What the built-ins add (device limits, env variables from the Pod's fields, a shared
+    memory or hugepages emptyDir and its mount, ports, probes, IPC_LOCK where the policy allows
+    it) reads neither privileges nor access again."""
+    pod = template({"name": "bare", "image": "b:1"})
+    found = next(b for b in default_registry() if b.name == builtin)
+    plugin: Any = found.factory(builtin, found.config_model.model_validate(config))
     ops = plugin.on_pod_create(hook_request(pod))
-    assert {o["path"] for o in ops} >= {"/spec/volumes", "/spec/containers/0/volumeMounts"}
-    assert not _effects(POLICIES[0], pod, *ops) & (policy._GRANTS | policy._ACCESS)
+    assert len(ops) >= 3
+    rules = PatchPolicy(allowed_capabilities=[*BASELINE_CAPABILITIES, "IPC_LOCK"])
+    assert not _effects(rules, pod, *ops) & (policy._GRANTS | policy._ACCESS)
+    assert PatchValidator(rules).apply(pod, ops) == EveryCheck(rules).apply(pod, ops)
