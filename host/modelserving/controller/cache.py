@@ -14,6 +14,11 @@ Consistency:
   echo of an earlier state may come after them).
 - A list merges with what events brought meanwhile: the newer copy of each object wins, and an
   object the list lacks is dropped only when it is older than the list.
+- An object the watch saw deleted never comes back (its UID is kept for ``TOMBSTONE_S``): the
+  API's answer to the controller's own create can reach the cache after the watch reported
+  the new object deleted (a node agent deletes it at once), and a list read before a deletion
+  can be merged after it. Either would leave the cache holding an object the API no longer
+  has, and no event would ever correct it: the ServingGroup would wait for it forever.
 Every write from outside goes through the API with preconditions (UIDs on deletes, the
 resourceVersion on the OnPodReady claim), so a decision made on a copy that was stale by a
 moment fails safely and is made again.
@@ -33,6 +38,10 @@ GONE_S = 1.0
 """How long a Pod's name rests after the watch saw it deleted, before a pass makes it again. A
 node agent may still act on the old Pod by name (kwok deletes it again, and then deletes the
 new one: the ServingGroup never settles); a pass seconds later never saw that."""
+
+TOMBSTONE_S = 120.0
+"""How long the UID of an object the watch saw deleted is remembered (longer than any API call
+and list the controller makes takes)."""
 
 Bucket = tuple[str, str, str]
 """(plural, namespace, ModelServing name)."""
@@ -156,6 +165,8 @@ class ObjectCache:
         self._where: dict[tuple[str, str, str], Bucket] = {}
         """The bucket holding each object, by (plural, namespace, name): an object whose name
         label changes, or goes, leaves the bucket it was in."""
+        self._deleted: dict[str, float] = {}
+        """When the watch saw each deleted object go, by UID, oldest first (``TOMBSTONE_S``)."""
 
     @staticmethod
     def bucket(plural: str, obj: Mapping[str, Any]) -> Bucket | None:
@@ -173,7 +184,12 @@ class ObjectCache:
         name = str(meta.get("name", ""))
         where = (plural, str(meta.get("namespace", "")), name)
         key = self.bucket(plural, obj)
+        uid = meta.get("uid")
         with self._lock:
+            if event_type == "DELETED":
+                self._tombstone(uid)
+            elif uid in self._deleted:
+                return None  # a late copy of an object already gone
             stale, left = self._leave_others(where, key, obj, gone=event_type == "DELETED")
             if stale or key is None:
                 return left
@@ -187,6 +203,20 @@ class ObjectCache:
                 found[name] = slim(plural, obj)
                 self._where[where] = key
             return left
+
+    def _tombstone(self, uid: Any) -> None:
+        """Remember that the object ``uid`` is gone (the lock held); forget old ones."""
+        if not uid:
+            return
+        now = self._clock()
+        deleted = self._deleted
+        deleted.pop(uid, None)
+        deleted[uid] = now
+        cutoff = now - TOMBSTONE_S
+        for old in list(deleted):
+            if deleted[old] >= cutoff:
+                break
+            del deleted[old]
 
     def _leave_others(
         self, where: tuple[str, str, str], key: Bucket | None, obj: Mapping[str, Any], *, gone: bool
@@ -267,6 +297,8 @@ class ObjectCache:
                     if newest is None or have is None or have <= newest:
                         self._remove(key, (plural, namespace, name), gone=False)
             for name, obj in listed.items():
+                if (obj.get("metadata") or {}).get("uid") in self._deleted:
+                    continue  # deleted since this list was read
                 where = (plural, namespace, name)
                 if self._leave_others(where, key, obj, gone=False)[0]:
                     continue  # moved away since this list was read

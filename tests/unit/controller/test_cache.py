@@ -12,7 +12,7 @@ from modelserving.api import labels
 from modelserving.api.group import group_pod
 from modelserving.api.place import PodPlace
 from modelserving.chain import Chain
-from modelserving.controller.cache import GONE_S, ObjectCache
+from modelserving.controller.cache import GONE_S, TOMBSTONE_S, ObjectCache
 from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, PODS
 from modelserving.controller.reconciler import Reconciler
 from modelserving.workload.observed import observe_pod
@@ -261,6 +261,73 @@ def test_a_deleted_name_rests_before_it_is_made_again() -> None:
     assert cache.recently_gone("pods", "ns", "llm") == {"a"}
     now[0] += GONE_S
     assert cache.recently_gone("pods", "ns", "llm") == set()
+
+
+def test_an_answer_that_comes_after_the_watch_saw_the_object_deleted_is_not_kept() -> None:
+    """The API's answer to the controller's create can reach the cache after the watch has
+    reported that object deleted (a node agent deleted it at once): it never comes back."""
+    now = [100.0]
+    cache = ObjectCache(clock=lambda: now[0])
+    cache.event("pods", "ADDED", pod("a", 5))
+    cache.event("pods", "DELETED", pod("a", 7))
+    cache.written("pods", pod("a", 5))  # the create's answer, late
+    assert names(cache) == {}
+    cache.event("pods", "MODIFIED", pod("a", 6))  # nor does any other copy of it
+    assert names(cache) == {}
+    cache.written("pods", pod("a", 9, uid="uid-a-2"))  # the name made again: a new object
+    assert names(cache) == {"a": "9"}
+
+
+def test_a_list_read_before_a_deletion_does_not_bring_the_object_back() -> None:
+    cache = ObjectCache()
+    cache.event("pods", "ADDED", pod("a", 3))
+    cache.event("pods", "ADDED", pod("b", 4))
+    cache.event("pods", "DELETED", pod("a", 8))  # after the list below was read
+    got = cache.prime("pods", "ns", "llm", [pod("a", 3), pod("b", 4)], "5")
+    assert [o["metadata"]["name"] for o in got] == ["b"]
+    assert names(cache) == {"b": "4"}
+
+
+def test_deleted_objects_are_remembered_for_a_while_only() -> None:
+    now = [100.0]
+    cache = ObjectCache(clock=lambda: now[0])
+    for i in range(50):
+        cache.event("pods", "DELETED", pod(f"p{i}", i + 1))
+    assert len(cache._deleted) == 50
+    now[0] += TOMBSTONE_S + 1
+    cache.event("pods", "DELETED", pod("last", 99))
+    assert list(cache._deleted) == ["uid-last"]
+    cache.written("pods", pod("p0", 1))  # long gone: taken as it is
+    assert "p0" in names(cache)
+
+
+def test_a_pod_deleted_before_its_create_was_answered_is_made_again(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    """A node agent deletes a Pod the moment it is created, and the watch reports that before
+    the create's answer is written to the cache: the next pass sees the Pod missing and makes
+    it again (it used to stay in the cache, and its ServingGroup waited for it forever)."""
+    rec.cache = ObjectCache()
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1, workers=1))
+    create = kube.create
+    victim = "sample-0-server-0-1"
+
+    def create_then_lose(res: Any, namespace: str, body: Obj, field_manager: Any = None) -> Any:
+        made = create(res, namespace, body, field_manager)
+        if made is not None and res is PODS and made["metadata"]["name"] == victim:
+            kube.remove(PODS, victim)
+            assert rec.cache is not None
+            rec.cache.event("pods", "DELETED", {**made, "metadata": {**made["metadata"]}})
+        return made
+
+    kube.create = create_then_lose  # type: ignore[method-assign]
+    rec.reconcile(KEY)
+    assert victim not in kube.all(PODS)
+    kube.create = create  # type: ignore[method-assign]
+    assert victim not in names(rec.cache, "sample")
+    rec.cache._gone.clear()  # (its name has rested)
+    rec.reconcile(KEY)
+    assert victim in kube.all(PODS)
 
 
 def test_a_pass_works_only_on_the_pods_that_changed(kube: FakeKube, rec: Reconciler) -> None:
