@@ -120,10 +120,45 @@ def test_a_fleet_child_gets_the_timeout_and_its_run_comes_back(
         return subprocess.CompletedProcess(command, 0, f"noise\n{line}\n", "")
 
     monkeypatch.setattr(subprocess, "run", child)
-    got = fleet.in_child(5000, 1800.0)
+    got = fleet.in_child(5000, 1800.0, 100)
     assert got == FleetRun(5000, created=70.0)
-    assert seen["command"][-4:] == ["--one", "5000", "--timeout", "1800.0"]
+    assert seen["command"][-6:] == ["--one", "5000", "--timeout", "1800.0", "--models", "100"]
     assert seen["timeout"] == 5400.0
+
+
+def test_a_fleet_of_many_model_servings_splits_its_groups_and_waits_for_all() -> None:
+    assert fleet.model_names(1) == ["fleet"]
+    assert fleet.model_names(3) == ["fleet-000", "fleet-001", "fleet-002"]
+    assert fleet.split(10000, 1) == 1250 and fleet.split(10000, 100) == 12
+    assert fleet.split(8, 100) == 1  # never none
+    ready: dict[str, Any] = {"observedGeneration": 2, "updatedReplicas": 12}
+    ready |= {"availableReplicas": 12, "conditions": [{"type": "Available", "status": "True"}]}
+    late = {**ready, "availableReplicas": 11}
+
+    class Listed:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def list(self, res: Any, namespace: str) -> list[dict[str, Any]]:
+            self.calls += 1
+            second = ready if self.calls > 1 else late
+            return [
+                {"metadata": {"name": "fleet-000"}, "status": ready},
+                {"metadata": {"name": "fleet-001"}, "status": second},
+            ]
+
+    kube = Listed()
+    names = fleet.model_names(2)
+    assert fleet._wait(kube, names, 2, 12, 5.0) is not None  # type: ignore[arg-type]
+    assert kube.calls == 2  # (the second list found the last one settled)
+    assert fleet._wait(kube, [*names, "fleet-002"], 2, 12, 0.6) is None  # type: ignore[arg-type]
+
+
+def test_a_fleet_report_names_how_many_model_servings_share_the_pods(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report(FleetRun(9600, 7.0, 14.0, 4.0, 3500, 97.0, 30.0, 2.0, models=100))
+    assert "9600 Pods in 100 ModelServings: created" in capsys.readouterr().out
 
 
 def test_run_order_rotates_any_variants() -> None:

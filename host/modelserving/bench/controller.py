@@ -299,10 +299,12 @@ class PodWatch:
     from the last resourceVersion seen, or re-listed when that is too old (``restarts``).
     """
 
-    def __init__(self, kube: Kube, namespace: str, name: str, want: int) -> None:
+    def __init__(
+        self, kube: Kube, namespace: str, name: str, want: int, selector: str | None = None
+    ) -> None:
         self.kube = kube
         self.namespace = namespace
-        self.selector = f"{labels.NAME_LABEL}={name}"
+        self.selector = selector or f"{labels.NAME_LABEL}={name}"
         self.want = want
         self.names: set[str] = set()
         self.first: float | None = None

@@ -2,13 +2,14 @@
 
 For each size, a fresh local control plane with enough kwok Nodes (110 Pods each) and a fresh
 controller in a Python process of its own get one ModelServing of the controller benchmark's
-shape (ServingGroups of 2 roles x an entry and 3 workers, no plugins). Printed per size: the time
-until every Pod is created and until the ModelServing is available, the controller's CPU to
-available per Pod, its API requests per Pod, the process's peak resident memory, and a rolling
-update of the whole fleet (a new image; ``maxUnavailable: 25%``) until every ServingGroup is
-updated and available again, with its CPU per Pod. The cost per Pod should stay flat as the
-fleet grows. Figures are printed, never asserted; the sizes run in order, smallest first, and a
-size that does not finish in time is reported and ends the benchmark.
+shape (ServingGroups of 2 roles x an entry and 3 workers, no plugins), or with ``--models M``
+the same Pods in M ModelServings (each with an M-th of the ServingGroups). Printed per size: the
+time until every Pod is created and until every ModelServing is available, the controller's CPU
+to available per Pod, its API requests per Pod, the process's peak resident memory, and a
+rolling update of the whole fleet (a new image; ``maxUnavailable: 25%``) until every
+ServingGroup is updated and available again, with its CPU per Pod. The cost per Pod should stay
+flat as the fleet grows. Figures are printed, never asserted; the sizes run in order, smallest
+first, and a size that does not finish in time is reported and ends the benchmark.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class FleetRun:
     updated_at_timeout: str | None = None
     """When the rolling update ran out of time: how far it got ("updated/groups")."""
     error: str | None = None
+    models: int = 1
+    """How many ModelServings share the Pods."""
 
 
 def settled(ms: dict[str, Any], generation: int, groups: int) -> bool:
@@ -64,20 +67,43 @@ def settled(ms: dict[str, Any], generation: int, groups: int) -> bool:
     )
 
 
-def _wait(kube: Kube, name: str, generation: int, groups: int, timeout: float) -> float | None:
+def _wait(
+    kube: Kube, names: list[str], generation: int, groups: int, timeout: float
+) -> float | None:
+    """When every ModelServing of ``names`` (``groups`` ServingGroups each) settled at
+    ``generation``; None when not within ``timeout``."""
     deadline = time.perf_counter() + timeout
+    left = set(names)
     while time.perf_counter() < deadline:
-        got = kube.get(MODEL_SERVINGS, NAMESPACE, name) or {}
-        if settled(got, generation, groups):
+        if len(names) == 1:
+            found = [kube.get(MODEL_SERVINGS, NAMESPACE, names[0]) or {}]
+        else:
+            found = kube.list(MODEL_SERVINGS, NAMESPACE)
+        for ms in found:
+            if settled(ms, generation, groups):
+                left.discard((ms.get("metadata") or {}).get("name"))
+        if not left:
             return time.perf_counter()
         time.sleep(0.5)
     return None
 
 
-def one_size(binaries: dict[str, Path], pods: int, timeout: float = TIMEOUT_S) -> FleetRun:
+def model_names(models: int) -> list[str]:
+    """The ModelServings' names: ``fleet`` alone, else ``fleet-000``, ``fleet-001``..."""
+    return ["fleet"] if models == 1 else [f"fleet-{i:03d}" for i in range(models)]
+
+
+def split(pods: int, models: int) -> int:
+    """ServingGroups per ModelServing for about ``pods`` Pods in ``models`` of them (at least 1)."""
+    return max(1, pods // PODS_PER_GROUP // models)
+
+
+def one_size(
+    binaries: dict[str, Path], pods: int, timeout: float = TIMEOUT_S, models: int = 1
+) -> FleetRun:
     """One fleet on its own control plane (in this process: run it in a child, see main)."""
-    groups = pods // PODS_PER_GROUP
-    run = FleetRun(groups * PODS_PER_GROUP)
+    groups = split(pods, models)
+    run = FleetRun(groups * PODS_PER_GROUP * models, models=models)
     config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
     nodes = run.pods // PODS_PER_NODE + 2
     with bench.fresh_cluster(binaries, nodes=nodes) as (kubeconfig, pids):
@@ -103,6 +129,7 @@ def measure(
     timeout: float = TIMEOUT_S,
 ) -> None:
     bench.create_namespace(kube, NAMESPACE)
+    names = model_names(run.models)
     body = bench.model_serving("fleet", [], groups)
     body["metadata"]["namespace"] = NAMESPACE
     body["spec"]["rolloutStrategy"] = {
@@ -110,16 +137,20 @@ def measure(
         "rollingUpdateConfiguration": {"maxUnavailable": "25%"},
     }
     bench.settle(pids)
-    watch = bench.PodWatch(kube, NAMESPACE, "fleet", run.pods)
+    # every Pod of the benchmark's template has the label app=bench
+    watch = bench.PodWatch(kube, NAMESPACE, "fleet", run.pods, selector="app=bench")
     bench.reset_peak_rss()
     requests = ctl.kube.requests
     cpu = time.process_time()
     started = time.perf_counter()
-    kube.create(MODEL_SERVINGS, NAMESPACE, body)
+    for name in names:
+        kube.create(
+            MODEL_SERVINGS, NAMESPACE, {**body, "metadata": {**body["metadata"], "name": name}}
+        )
     if watch.wait(timeout) and watch.last is not None:
         run.created = watch.last - started
     watch.close()
-    ready = _wait(kube, "fleet", 1, groups, timeout)
+    ready = _wait(kube, names, 1, groups, timeout)
     if ready is None:
         run.error = f"not available within {timeout:.0f} s"
         return
@@ -134,15 +165,19 @@ def measure(
     for role in patch["spec"]["template"]["roles"]:
         for kind in ("entryTemplate", "workerTemplate"):
             role[kind]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.10.1"
-    kube.merge_patch(MODEL_SERVINGS, NAMESPACE, "fleet", patch)
-    done = _wait(kube, "fleet", 2, groups, timeout)
+    for name in names:
+        kube.merge_patch(MODEL_SERVINGS, NAMESPACE, name, patch)
+    done = _wait(kube, names, 2, groups, timeout)
     # the CPU is reported also when the rollout ran out of time: the CPU of the part it did
     run.cpu_rollout = time.process_time() - cpu
     run.passes_rollout = sum(ctl.passes.values()) - passes
     run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
     if done is None:
-        status = (kube.get(MODEL_SERVINGS, NAMESPACE, "fleet") or {}).get("status") or {}
-        run.updated_at_timeout = f"{status.get('updatedReplicas') or 0}/{groups}"
+        updated = sum(
+            ((ms.get("status") or {}).get("updatedReplicas") or 0)
+            for ms in kube.list(MODEL_SERVINGS, NAMESPACE)
+        )
+        run.updated_at_timeout = f"{updated}/{groups * run.models}"
         run.error = (
             f"the rolling update did not finish within {timeout:.0f} s "
             f"({run.updated_at_timeout} ServingGroups updated by then; its CPU is of that part)"
@@ -153,9 +188,9 @@ def measure(
     run.peak_rss_mb = peak / 1024 if peak is not None else None
 
 
-def in_child(pods: int, timeout: float = TIMEOUT_S) -> FleetRun:
+def in_child(pods: int, timeout: float = TIMEOUT_S, models: int = 1) -> FleetRun:
     command = [sys.executable, "-m", "modelserving.bench.fleet", "--one", str(pods)]
-    command += ["--timeout", str(timeout)]
+    command += ["--timeout", str(timeout), "--models", str(models)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * 3, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(PREFIX):
@@ -175,8 +210,9 @@ def report(run: FleetRun) -> None:
     roll = run.cpu_rollout / rolled * 1000 if run.cpu_rollout is not None and rolled else None
     per = "Pod" if run.updated_at_timeout is None else "updated Pod"
     asks = run.requests / run.pods if run.requests is not None else None
+    where = "" if run.models == 1 else f" in {run.models} ModelServings"
     print(
-        f"  {run.pods:>6} Pods: created {fig(run.created, '6.1f')} s, available "
+        f"  {run.pods:>6} Pods{where}: created {fig(run.created, '6.1f')} s, available "
         f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod, "
         f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB; "
         f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/{per} "
@@ -199,16 +235,25 @@ def main(argv: list[str] | None = None) -> None:
         default=TIMEOUT_S,
         help=f"seconds coming up, and the rolling update, may each take (default {TIMEOUT_S:.0f})",
     )
+    parser.add_argument(
+        "--models",
+        type=int,
+        default=1,
+        help="split each fleet's Pods over this many ModelServings (default 1)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     binaries = devcluster.cached_binaries()
     if args.one:
         if binaries is None:
             raise SystemExit("no local control plane binaries")
-        print(PREFIX + json.dumps(asdict(one_size(binaries, args.one, args.timeout))), flush=True)
+        run = one_size(binaries, args.one, args.timeout, max(1, args.models))
+        print(PREFIX + json.dumps(asdict(run)), flush=True)
         return
+    models = max(1, args.models)
+    shared = "one ModelServing" if models == 1 else f"{models} ModelServings"
     print(
-        "fleet benchmark: one ModelServing of N Pods (ServingGroups of 2 roles x 4 Pods, no "
+        f"fleet benchmark: {shared} of N Pods in all (ServingGroups of 2 roles x 4 Pods, no "
         f"plugins) on N/{PODS_PER_NODE}+2 kwok Nodes, a fresh control plane and controller "
         "process per size; then a rolling update of the whole fleet (maxUnavailable 25%)"
     )
@@ -216,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
         print("  skipped: the local control plane is not built (make cluster-build)")
         return
     for pods in (int(p) for p in args.sizes.split(",") if p.strip()):
-        run = in_child(pods, args.timeout)
+        run = in_child(pods, args.timeout, models)
         report(run)
         if run.error:
             break
