@@ -89,21 +89,37 @@ def may_change(op: PatchOperation) -> bool:
         if tokens[3] == "env":
             return _env_may_reference(op, tokens)
         return tokens[3] in _READ_CONTAINER_FIELDS
-    if tokens[1] == "volumes" and len(tokens) <= 3 and op["op"] in ("add", "replace"):
-        return _volumes_may_reach(op.get("value"), len(tokens) == 2)
+    volumes = volumes_put(op)
+    if volumes is not None:
+        return _volumes_may_reach(volumes)
     return tokens[1] in _READ_SPEC_FIELDS
 
 
-def _volumes_may_reach(value: Any, whole: bool) -> bool:
-    """Whether volumes put into a Pod (the whole list when ``whole``, else one) reference what
-    ``access_facts`` reads: a Secret, a credential, a CSI driver, a claim. Anything but a list
-    of maps is judged as if it did."""
-    volumes = value if whole else [value]
-    if not isinstance(volumes, list):
+def volumes_put(op: PatchOperation) -> Any:
+    """For an ``add`` or ``replace`` of the Pod's volumes or of one volume, what it puts there:
+    the list as given, or a list of the one volume; None for any other operation (whatever
+    its value, so the answer's being None depends on the name and path alone)."""
+    if op["op"] not in ("add", "replace"):
+        return None
+    tokens = split_tokens(op["path"])
+    if len(tokens) not in (2, 3) or tokens[0] != "spec" or tokens[1] != "volumes":
+        return None
+    value = op.get("value")
+    return value if len(tokens) == 2 else [value]
+
+
+def plain_volumes(volumes: Any) -> bool:
+    """Whether ``volumes_put`` gave a list of maps (anything else is judged the worst way)."""
+    return isinstance(volumes, list) and all(isinstance(v, dict) for v in volumes)
+
+
+def _volumes_may_reach(volumes: Any) -> bool:
+    """Whether volumes put into a Pod (``volumes_put``) reference what ``access_facts`` reads:
+    a Secret, a credential, a CSI driver, a claim. Anything but a list of maps is judged as if
+    it did."""
+    if not plain_volumes(volumes):
         return True
     for volume in volumes:
-        if not isinstance(volume, dict):
-            return True
         found: dict[pss.Key, pss.Fact] = {}
         _volume(volume, "", found)
         if found:
@@ -120,8 +136,8 @@ def reads_value(op: PatchOperation) -> bool:
     tokens = split_tokens(op["path"])
     if len(tokens) < 2 or tokens[0] != "spec":
         return False
-    if tokens[1] == "volumes":
-        return len(tokens) <= 3
+    if volumes_put(op) is not None:
+        return True
     return len(tokens) >= 4 and tokens[1] in pss.CONTAINER_KINDS and tokens[3] == "env"
 
 

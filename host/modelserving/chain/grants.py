@@ -145,6 +145,19 @@ _VALUE_DEPTHS = {"ports": 5, "lifecycle": 5, **dict.fromkeys(_PROBES, 4)}
 _CAPABILITY_PATH = ("securityContext", "capabilities", "add")
 
 
+def toward_capabilities(op: PatchOperation) -> bool:
+    """Whether ``op`` is an ``add`` at a path an operation that only adds capabilities can have
+    (``adds_capabilities_only`` reads its value too): a container's ``securityContext``, its
+    ``capabilities``, their ``add`` list or an item of it."""
+    if op["op"] != "add":
+        return False
+    tokens = split_tokens(op["path"])
+    if len(tokens) < 4 or tokens[0] != "spec" or tokens[1] not in _CONTAINER_KINDS:
+        return False
+    tail = tokens[3:]
+    return len(tail) <= len(_CAPABILITY_PATH) + 1 and tail[:3] == _CAPABILITY_PATH[: len(tail)]
+
+
 def adds_capabilities_only(op: PatchOperation) -> bool:
     """Whether ``op`` only adds privileged capabilities to a container: an ``add`` of
     ``securityContext.capabilities.add`` items, or of the maps and list on the way holding
@@ -153,14 +166,9 @@ def adds_capabilities_only(op: PatchOperation) -> bool:
     an existing map still counts as a replace. Baseline capabilities are not privileges, so the
     privilege check would let them through: adding one (say back into a container that drops
     ALL) still needs a path rule."""
-    if op["op"] != "add":
+    if not toward_capabilities(op):
         return False
-    tokens = split_tokens(op["path"])
-    if len(tokens) < 4 or tokens[0] != "spec" or tokens[1] not in _CONTAINER_KINDS:
-        return False
-    tail = tokens[3:]
-    if len(tail) > len(_CAPABILITY_PATH) + 1 or tuple(tail[:3]) != _CAPABILITY_PATH[: len(tail)]:
-        return False
+    tail = split_tokens(op["path"])[3:]
     value: Any = op["value"]
     if len(tail) == len(_CAPABILITY_PATH) + 1:  # one item: .../add/- or .../add/<index>
         return _privileged_capability(value)

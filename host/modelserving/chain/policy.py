@@ -29,7 +29,12 @@ from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PatchOperation
 from modelserving.api.policy import PatchPolicy, capability_name, sysctl_name
 from modelserving.chain import access, grants, pss, takeover
-from modelserving.chain.grants import added_capabilities, adds_capabilities_only, may_grant
+from modelserving.chain.grants import (
+    added_capabilities,
+    adds_capabilities_only,
+    may_grant,
+    toward_capabilities,
+)
 from modelserving.chain.jsonpatch import (
     apply_one,
     check_shape,
@@ -250,7 +255,7 @@ class PatchValidator:
         names, privileges (``may_grant``), access (``access.may_change``), what runs
         (``takeover.may_change``). Most answers depend on the operation's name and path alone,
         so they are kept per validator; the others read its value (``grants.reads_value``,
-        ``access.reads_value``, a whole volume: ``_volumes_may_weaken``) or ``before`` too
+        ``access.reads_value``, volumes: ``_volumes_may_weaken``) or ``before`` too
         (``_may_grant_in``)."""
         found = 0  # a bit per effect
         cache = self._op_effects
@@ -275,9 +280,9 @@ class PatchValidator:
     def _op_bits(op: PatchOperation) -> int:
         """The effects of an operation with its name and path, as bits (with ``_DEPENDS`` ones
         when some depend on its value or on the Pod)."""
-        if grants.reads_value(op) or _whole_volumes(op) is not None:
+        if grants.reads_value(op) or access.volumes_put(op) is not None:
             grant = _GRANTS_BY_VALUE
-        elif _mounts(op) or _toward_capabilities(op):
+        elif _mounts(op) or toward_capabilities(op):
             grant = _GRANTS_BY_POD
         else:
             grant = _GRANTS * may_grant(op)
@@ -293,10 +298,10 @@ class PatchValidator:
     def _may_grant(self, op: PatchOperation) -> bool:
         """``may_grant`` of an operation whose answer reads its value; for whole volumes, with
         this policy: whether they may weaken a control it does not let a plugin weaken."""
-        whole = _whole_volumes(op)
-        if whole is None:
+        volumes = access.volumes_put(op)
+        if volumes is None:
             return may_grant(op)
-        return self._volumes_may_weaken(op.get("value"), whole)
+        return self._volumes_may_weaken(volumes)
 
     def _may_grant_in(self, op: PatchOperation, before: Mapping[str, Any]) -> bool:
         """``may_grant`` of a volume mount or of an operation that only adds capabilities, in
@@ -320,20 +325,17 @@ class PatchValidator:
                 return True
         return False
 
-    def _volumes_may_weaken(self, value: Any, whole: bool) -> bool:
-        """Whether volumes put into a Pod (the whole list when ``whole``, else one) may weaken a
-        Pod Security control this policy does not let a plugin weaken: a hostPath volume may
-        (what it reaches depends on the containers that mount it), a volume of another type
-        only when the policy does not allow that type (``allowedVolumeTypes``). Anything but a
-        list of maps is judged as a weakening, whatever it is."""
-        volumes = value if whole else [value]
-        if not isinstance(volumes, list):
+    def _volumes_may_weaken(self, volumes: Any) -> bool:
+        """Whether volumes put into a Pod (``access.volumes_put``) may weaken a Pod Security
+        control this policy does not let a plugin weaken: a hostPath volume may (what it
+        reaches depends on the containers that mount it), a volume of another type only when
+        the policy does not allow that type (``allowedVolumeTypes``). Anything but a list of
+        maps is judged as a weakening, whatever it is."""
+        if not access.plain_volumes(volumes):
             return True
         judged = pss.VOLUME_TYPES not in self._open
         allowed = self._listed[pss.VOLUME_TYPES]
         for volume in volumes:
-            if not isinstance(volume, dict):
-                return True
             for (control, _, _), (_, kind) in pss.volume_facts(volume).items():
                 if control != pss.VOLUME_TYPES or (judged and kind not in allowed):
                     return True
@@ -570,17 +572,6 @@ class PatchValidator:
         return f"{w.subject} {w.what}{unlike}, which {weakens} (patchPolicy.{setting} is false)"
 
 
-def _whole_volumes(op: PatchOperation) -> bool | None:
-    """For an ``add`` or ``replace`` of the Pod's volumes: True for the whole list, False for one
-    volume; None for any other operation."""
-    if op["op"] not in ("add", "replace"):
-        return None
-    tokens = split_tokens(op["path"])
-    if len(tokens) not in (2, 3) or tokens[0] != "spec" or tokens[1] != "volumes":
-        return None
-    return len(tokens) == 2
-
-
 def _mounts(op: PatchOperation) -> bool:
     """Whether ``op`` is in a container's ``volumeMounts`` (privileges read from them only where
     they mount a hostPath volume)."""
@@ -590,25 +581,6 @@ def _mounts(op: PatchOperation) -> bool:
         and tokens[0] == "spec"
         and tokens[1] in _CONTAINER_KINDS
         and tokens[3] == "volumeMounts"
-    )
-
-
-_CAPABILITIES_ADD = ("securityContext", "capabilities", "add")
-
-
-def _toward_capabilities(op: PatchOperation) -> bool:
-    """Whether ``op`` is an ``add`` whose path could be that of an operation that only adds
-    capabilities (``adds_capabilities_only``, which reads the value too)."""
-    if op["op"] != "add":
-        return False
-    tokens = split_tokens(op["path"])
-    tail = tokens[3:]
-    return (
-        len(tokens) >= 4
-        and tokens[0] == "spec"
-        and tokens[1] in _CONTAINER_KINDS
-        and len(tail) <= len(_CAPABILITIES_ADD) + 1
-        and tail[:3] == _CAPABILITIES_ADD[: len(tail)]
     )
 
 

@@ -213,10 +213,11 @@ class ObjectCache:
         deleted.pop(uid, None)
         deleted[uid] = now
         cutoff = now - TOMBSTONE_S
-        for old in list(deleted):
-            if deleted[old] >= cutoff:
+        while True:  # oldest first: stop at the first one kept
+            oldest = next(iter(deleted))
+            if deleted[oldest] >= cutoff:
                 break
-            del deleted[old]
+            del deleted[oldest]
 
     def _leave_others(
         self, where: tuple[str, str, str], key: Bucket | None, obj: Mapping[str, Any], *, gone: bool
