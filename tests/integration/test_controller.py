@@ -131,6 +131,8 @@ def test_pods_carry_a_builtin_and_a_config_map_wasm_plugin(objs: Objects) -> Non
 def test_scale_down_then_up(objs: Objects) -> None:
     objs.create(model_serving("scaled", replicas=3, workers=0))
     objs.wait_pods("scaled", 3)
+    # all Ready first: a scale-down takes the not-ready ServingGroups before the highest ordinals
+    objs.wait_condition("scaled", "Available", "True", timeout=90)
     objs.patch("scaled", {"spec": {"replicas": 1}})
     pods = objs.wait_pods("scaled", 1)
     assert pods[0]["metadata"]["name"] == "scaled-0-server-0-0"
