@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from modelserving.bench import controller as bench
 from modelserving.bench import fleet
 from modelserving.bench.controller import (
     Run,
@@ -159,6 +160,93 @@ def test_a_fleet_report_names_how_many_model_servings_share_the_pods(
 ) -> None:
     report(FleetRun(9600, 7.0, 14.0, 4.0, 3500, 97.0, 30.0, 2.0, models=100))
     assert "9600 Pods in 100 ModelServings: created" in capsys.readouterr().out
+
+
+def test_a_fleet_child_for_kthena_gets_its_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def child(command: list[str], **kwargs: Any) -> Any:
+        seen["command"] = command
+        return subprocess.CompletedProcess(command, 3, "", "one\ntwo\nboom")
+
+    monkeypatch.setattr(subprocess, "run", child)
+    got = fleet.in_child(1000, 60.0, 1, Path("/opt/kthena-controller-manager"))
+    assert seen["command"][-2:] == ["--kthena", "/opt/kthena-controller-manager"]
+    # a child that failed is still reported as Kthena's run, with the cause
+    assert got.controller == "kthena" and got.error == "exit 3: one | two | boom"
+
+
+def test_a_kthena_fleet_is_reported_without_our_own_metrics(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report(FleetRun(1000, 7.0, 14.0, 2.0, None, 60.0, 30.0, 1.0, controller="kthena"))
+    out = capsys.readouterr().out
+    assert "1000 Pods (kthena): created" in out
+    assert "CPU to available 2.00 ms/Pod, n/a API requests/Pod, peak RSS 60 MB" in out
+    assert "rolling update 30.0 s, 1.00 ms CPU/Pod (n/a passes" in out
+
+
+def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> None:
+    """Kthena's controller is another process: the fleet's CPU and peak memory come from the
+    probe, and there are no API request or pass counts to read."""
+
+    class Probe(bench.Probe):
+        pids = (4242,)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.cpu_now, self.reset = 10.0, 0
+
+        def cpu(self) -> float:
+            self.cpu_now += 2.5
+            return self.cpu_now
+
+        def reset_peak(self) -> None:
+            self.reset += 1
+
+        def status_kb(self, field: str) -> float | None:
+            return 51200.0 if field == "VmHWM" else None
+
+    ready: dict[str, Any] = {"updatedReplicas": 1, "availableReplicas": 1}
+    ready |= {"conditions": [{"type": "Available", "status": "True"}]}
+
+    class Kube:
+        generation = 1
+
+        def create(self, res: Any, namespace: str, body: Any) -> Any:
+            return body
+
+        def get(self, res: Any, namespace: str, name: str) -> Any:
+            status = {**ready, "observedGeneration": self.generation}
+            return {"metadata": {"name": name}, "status": status}
+
+        def merge_patch(self, res: Any, namespace: str, name: str, patch: Any) -> Any:
+            self.generation = 2
+
+    class Watch:
+        last: float | None = None
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.last = time.perf_counter()
+
+        def wait(self, timeout: float) -> bool:
+            return True
+
+        def close(self) -> None:
+            pass
+
+    probe = Probe()
+    run = FleetRun(8, controller="kthena")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bench, "PodWatch", Watch)
+        mp.setattr(bench, "settle", lambda pids: seen.append(pids))
+        mp.setattr(bench, "create_namespace", lambda kube, name: None)
+        seen: list[tuple[int, ...]] = []
+        fleet.measure(Kube(), probe, None, (1, 2), 1, run, 5.0)  # type: ignore[arg-type]
+    assert seen == [(1, 2, 4242)] and probe.reset == 1
+    assert run.cpu_available == 2.5 and run.cpu_rollout == 2.5
+    assert run.peak_rss_mb == 50.0 and run.rollout is not None and run.error is None
+    assert run.requests is None and run.passes_rollout is None
 
 
 def test_run_order_rotates_any_variants() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ PODS_PER_NODE = 100
 """kwok Nodes take 110 Pods; a little room is left."""
 TIMEOUT_S = 900.0
 PREFIX = "fleet-run: "
+OURS = "ours"
 NAMESPACE = "fleet"
 
 
@@ -54,6 +56,8 @@ class FleetRun:
     error: str | None = None
     models: int = 1
     """How many ModelServings share the Pods."""
+    controller: str = OURS
+    """Whose controller made them: ours, or Kthena's (``--kthena``)."""
 
 
 def settled(ms: dict[str, Any], generation: int, groups: int) -> bool:
@@ -99,11 +103,17 @@ def split(pods: int, models: int) -> int:
 
 
 def one_size(
-    binaries: dict[str, Path], pods: int, timeout: float = TIMEOUT_S, models: int = 1
+    binaries: dict[str, Path],
+    pods: int,
+    timeout: float = TIMEOUT_S,
+    models: int = 1,
+    kthena: Path | None = None,
 ) -> FleetRun:
-    """One fleet on its own control plane (in this process: run it in a child, see main)."""
+    """One fleet on its own control plane (in this process: run it in a child, see main), made
+    by our controller or, given its binary, by Kthena's."""
     groups = split(pods, models)
-    run = FleetRun(groups * PODS_PER_GROUP * models, models=models)
+    who = OURS if kthena is None else bench.KTHENA
+    run = FleetRun(groups * PODS_PER_GROUP * models, models=models, controller=who)
     config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
     nodes = run.pods // PODS_PER_NODE + 2
     with bench.fresh_cluster(binaries, nodes=nodes) as (kubeconfig, pids):
@@ -112,8 +122,12 @@ def one_size(
         try:
             kube = Kube(ours)
             bench.install_crd(kube)
-            with bench.running_controller(client, config) as ctl:
-                measure(kube, ctl, pids, groups, run, timeout)
+            if kthena is not None:
+                with bench.kthena_controller(kthena, kubeconfig) as probe:
+                    measure(kube, probe, None, pids, groups, run, timeout)
+            else:
+                with bench.running_controller(client, config) as ctl:
+                    measure(kube, bench.Probe(ctl), ctl, pids, groups, run, timeout)
         finally:
             client.close()
             ours.close()
@@ -122,12 +136,15 @@ def one_size(
 
 def measure(
     kube: Kube,
+    probe: bench.Probe,
     ctl: Any,
     pids: tuple[int, ...],
     groups: int,
     run: FleetRun,
     timeout: float = TIMEOUT_S,
 ) -> None:
+    """The fleet's figures into ``run``; ``probe`` reads the controller's CPU and memory,
+    ``ctl`` (ours only, None for Kthena's) its API requests and passes."""
     bench.create_namespace(kube, NAMESPACE)
     names = model_names(run.models)
     body = bench.model_serving("fleet", [], groups)
@@ -136,12 +153,12 @@ def measure(
         "type": "ServingGroupRollingUpdate",
         "rollingUpdateConfiguration": {"maxUnavailable": "25%"},
     }
-    bench.settle(pids)
+    bench.settle(pids + probe.pids)
     # every Pod of the benchmark's template has the label app=bench
     watch = bench.PodWatch(kube, NAMESPACE, "fleet", run.pods, selector="app=bench")
-    bench.reset_peak_rss()
-    requests = ctl.kube.requests
-    cpu = time.process_time()
+    probe.reset_peak()
+    requests = ctl.kube.requests if ctl is not None else None
+    cpu = probe.cpu()
     started = time.perf_counter()
     for name in names:
         kube.create(
@@ -155,11 +172,12 @@ def measure(
         run.error = f"not available within {timeout:.0f} s"
         return
     run.available = ready - started
-    run.cpu_available = time.process_time() - cpu
-    run.requests = ctl.kube.requests - requests
+    run.cpu_available = probe.cpu() - cpu
+    if ctl is not None and requests is not None:
+        run.requests = ctl.kube.requests - requests
     # the whole fleet rolls to a new image
-    cpu = time.process_time()
-    passes, pass_cpu = sum(ctl.passes.values()), ctl.pass_cpu_seconds
+    cpu = probe.cpu()
+    passes, pass_cpu = (sum(ctl.passes.values()), ctl.pass_cpu_seconds) if ctl else (0, 0.0)
     started = time.perf_counter()
     patch = {"spec": {"template": {"roles": body["spec"]["template"]["roles"]}}}
     for role in patch["spec"]["template"]["roles"]:
@@ -169,9 +187,10 @@ def measure(
         kube.merge_patch(MODEL_SERVINGS, NAMESPACE, name, patch)
     done = _wait(kube, names, 2, groups, timeout)
     # the CPU is reported also when the rollout ran out of time: the CPU of the part it did
-    run.cpu_rollout = time.process_time() - cpu
-    run.passes_rollout = sum(ctl.passes.values()) - passes
-    run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
+    run.cpu_rollout = probe.cpu() - cpu
+    if ctl is not None:
+        run.passes_rollout = sum(ctl.passes.values()) - passes
+        run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
     if done is None:
         updated = sum(
             ((ms.get("status") or {}).get("updatedReplicas") or 0)
@@ -184,19 +203,24 @@ def measure(
         )
     else:
         run.rollout = done - started
-    peak = bench._status_kb("VmHWM")
+    peak = probe.status_kb("VmHWM")
     run.peak_rss_mb = peak / 1024 if peak is not None else None
 
 
-def in_child(pods: int, timeout: float = TIMEOUT_S, models: int = 1) -> FleetRun:
+def in_child(
+    pods: int, timeout: float = TIMEOUT_S, models: int = 1, kthena: Path | None = None
+) -> FleetRun:
     command = [sys.executable, "-m", "modelserving.bench.fleet", "--one", str(pods)]
     command += ["--timeout", str(timeout), "--models", str(models)]
+    if kthena is not None:
+        command += ["--kthena", str(kthena)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * 3, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(PREFIX):
             return FleetRun(**json.loads(line[len(PREFIX) :]))
     tail = " | ".join((done.stderr or "").strip().splitlines()[-3:])
-    return FleetRun(pods, error=f"exit {done.returncode}: {tail}")
+    who = OURS if kthena is None else bench.KTHENA
+    return FleetRun(pods, error=f"exit {done.returncode}: {tail}", models=models, controller=who)
 
 
 def report(run: FleetRun) -> None:
@@ -211,8 +235,9 @@ def report(run: FleetRun) -> None:
     per = "Pod" if run.updated_at_timeout is None else "updated Pod"
     asks = run.requests / run.pods if run.requests is not None else None
     where = "" if run.models == 1 else f" in {run.models} ModelServings"
+    who = "" if run.controller == OURS else f" ({run.controller})"
     print(
-        f"  {run.pods:>6} Pods{where}: created {fig(run.created, '6.1f')} s, available "
+        f"  {run.pods:>6} Pods{where}{who}: created {fig(run.created, '6.1f')} s, available "
         f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod, "
         f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB; "
         f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/{per} "
@@ -241,13 +266,20 @@ def main(argv: list[str] | None = None) -> None:
         default=1,
         help="split each fleet's Pods over this many ModelServings (default 1)",
     )
+    parser.add_argument(
+        "--kthena",
+        type=Path,
+        default=os.environ.get("KTHENA_CONTROLLER") or None,
+        help="also run each size with this kthena-controller-manager binary (Kthena's Go "
+        "controller) on a fresh control plane of its own (default $KTHENA_CONTROLLER)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     binaries = devcluster.cached_binaries()
     if args.one:
         if binaries is None:
             raise SystemExit("no local control plane binaries")
-        run = one_size(binaries, args.one, args.timeout, max(1, args.models))
+        run = one_size(binaries, args.one, args.timeout, max(1, args.models), args.kthena)
         print(PREFIX + json.dumps(asdict(run)), flush=True)
         return
     models = max(1, args.models)
@@ -260,10 +292,14 @@ def main(argv: list[str] | None = None) -> None:
     if binaries is None:
         print("  skipped: the local control plane is not built (make cluster-build)")
         return
+    if args.kthena is not None:
+        print(f"  kthena: {args.kthena} {' '.join(bench.KTHENA_FLAGS)}")
+    controllers: list[Path | None] = [None] if args.kthena is None else [None, args.kthena]
     for pods in (int(p) for p in args.sizes.split(",") if p.strip()):
-        run = in_child(pods, args.timeout, models)
-        report(run)
-        if run.error:
+        runs = [in_child(pods, args.timeout, models, kthena) for kthena in controllers]
+        for run in runs:
+            report(run)
+        if any(run.error for run in runs):
             break
     print("  target (issues 19 and 21): the controller's CPU per Pod does not grow with the fleet")
 

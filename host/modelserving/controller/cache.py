@@ -8,7 +8,9 @@ pass reads them from here.
 
 Consistency:
 - A ModelServing's objects are listed once (``prime``) before its first pass reads the cache, and
-  again on every resync (``forget``), which also bounds how long a missed event can mislead.
+  again after the watch itself listed again (``forget_all``: its resourceVersion was too old, so
+  events may have been missed). A resync reads the cache as it is: a list of every Pod on each
+  one cost O(Pods) per resync, O(Pods^2) over a long rolling update.
 - Events are applied in resourceVersion order per object: an older one never replaces a newer
   (the controller writes its own creates, deletes and patches through at once, and the watch's
   echo of an earlier state may come after them).
@@ -319,11 +321,6 @@ class ObjectCache:
         replaced, never changed in place)."""
         with self._lock:
             return dict(self._objects.get((plural, namespace, owner)) or {})
-
-    def forget(self, namespace: str, owner: str) -> None:
-        """List again before the next read (a resync; the ModelServing was deleted)."""
-        with self._lock:
-            self._primed = {k for k in self._primed if k[1:] != (namespace, owner)}
 
     def forget_all(self) -> None:
         """Every ModelServing lists again before its next read (the watch had to list again:

@@ -409,8 +409,10 @@ class Controller:
 
     def _resync(self, stop: threading.Event) -> None:
         while not stop.wait(self.config.resync_seconds):
+            # from the cache, as an informer's resync: the watch keeps it (and lists again when
+            # its resourceVersion is too old); a list of every Pod here cost O(Pods) per resync,
+            # so O(Pods^2) over a rolling update of a big ModelServing, and its peak memory
             for key in list(self.known):
-                self.cache.forget(*key)  # the pass lists again: bounds what a missed event costs
                 self.queue.add(key, respect_backoff=True)
 
     # --- lifecycle ---------------------------------------------------------------------------

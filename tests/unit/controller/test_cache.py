@@ -89,7 +89,7 @@ def test_a_list_merges_with_what_events_brought_meanwhile() -> None:
         "other": "19",
     }
     assert cache.primed("pods", "ns", "llm")
-    cache.forget("ns", "llm")  # a resync lists again
+    cache.forget_all()  # the watch listed again
     assert not cache.primed("pods", "ns", "llm")
 
 

@@ -292,3 +292,29 @@ def test_a_pod_relabelled_away_queues_the_model_serving_it_left(tmp_path: Path) 
         clock.now += EVENT_BATCH_S
         assert sorted(_pending(ctl.queue)) == [("ns", "a"), ("ns", "b")]
         assert ctl.cache.by_name("pods", "ns", "a") == {}
+
+
+def test_a_resync_queues_every_model_serving_and_keeps_the_cache(tmp_path: Path) -> None:
+    """A resync looks again from the cache, as an informer's does: no list of every Pod (that
+    was O(Pods) per resync, so O(Pods^2) over a long rolling update of a big ModelServing)."""
+    with controller(tmp_path, resyncSeconds=1) as ctl:
+        clock = _Clock()
+        ctl.queue = WorkQueue(clock=clock)
+        ctl.model_serving_event("ADDED", {"metadata": {"namespace": "ns", "name": "llm"}})
+        meta = {"namespace": "ns", "name": "p", "uid": "u1", "resourceVersion": "5"}
+        pod = {"metadata": {**meta, "labels": {NAME_LABEL: "llm"}}}
+        ctl.cache.prime("pods", "ns", "llm", [pod], "5")
+        assert _pending(ctl.queue) == [("ns", "llm")]
+        stop = threading.Event()
+        resync = threading.Thread(target=ctl._resync, args=(stop,), daemon=True)
+        resync.start()
+        deadline = time.monotonic() + 10
+        queued: list[tuple[str, str]] = []
+        while not queued and time.monotonic() < deadline:
+            time.sleep(0.05)
+            queued = _pending(ctl.queue)
+        stop.set()
+        resync.join(5)
+        assert queued == [("ns", "llm")]
+        assert ctl.cache.primed("pods", "ns", "llm")
+        assert set(ctl.cache.by_name("pods", "ns", "llm")) == {"p"}
