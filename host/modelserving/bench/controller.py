@@ -954,6 +954,17 @@ def benchmark(
     summary(runs)
 
 
+def add_kthena_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--kthena BIN`` (default ``$KTHENA_CONTROLLER``): Kthena's controller binary, and
+    ``what`` the benchmark does with it."""
+    parser.add_argument(
+        "--kthena",
+        type=Path,
+        default=os.environ.get("KTHENA_CONTROLLER") or None,
+        help=f"a kthena-controller-manager binary: {what} (default: $KTHENA_CONTROLLER)",
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m modelserving.bench.controller")
     parser.add_argument(
@@ -965,13 +976,7 @@ def main(argv: list[str] | None = None) -> None:
         help="comma-separated, in the order of the first round (default: none,native,wasm, and "
         "kthena when its binary is given)",
     )
-    parser.add_argument(
-        "--kthena",
-        type=Path,
-        default=os.environ.get("KTHENA_CONTROLLER") or None,
-        help="a kthena-controller-manager binary: also run the ModelServing (no plugins) with "
-        "Kthena's controller (default: $KTHENA_CONTROLLER)",
-    )
+    add_kthena_argument(parser, "also run the ModelServing (no plugins) with Kthena's controller")
     parser.add_argument("--one", choices=(*VARIANTS, KTHENA), help=argparse.SUPPRESS)
     parser.add_argument("--groups", type=int, default=GROUPS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

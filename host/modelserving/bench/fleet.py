@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -102,6 +101,10 @@ def split(pods: int, models: int) -> int:
     return max(1, pods // PODS_PER_GROUP // models)
 
 
+def _whose(kthena: Path | None) -> str:
+    return OURS if kthena is None else bench.KTHENA
+
+
 def one_size(
     binaries: dict[str, Path],
     pods: int,
@@ -112,8 +115,7 @@ def one_size(
     """One fleet on its own control plane (in this process: run it in a child, see main), made
     by our controller or, given its binary, by Kthena's."""
     groups = split(pods, models)
-    who = OURS if kthena is None else bench.KTHENA
-    run = FleetRun(groups * PODS_PER_GROUP * models, models=models, controller=who)
+    run = FleetRun(groups * PODS_PER_GROUP * models, models=models, controller=_whose(kthena))
     config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
     nodes = run.pods // PODS_PER_NODE + 2
     with bench.fresh_cluster(binaries, nodes=nodes) as (kubeconfig, pids):
@@ -157,7 +159,7 @@ def measure(
     # every Pod of the benchmark's template has the label app=bench
     watch = bench.PodWatch(kube, NAMESPACE, "fleet", run.pods, selector="app=bench")
     probe.reset_peak()
-    requests = ctl.kube.requests if ctl is not None else None
+    requests = ctl.kube.requests if ctl is not None else 0
     cpu = probe.cpu()
     started = time.perf_counter()
     for name in names:
@@ -173,7 +175,7 @@ def measure(
         return
     run.available = ready - started
     run.cpu_available = probe.cpu() - cpu
-    if ctl is not None and requests is not None:
+    if ctl is not None:
         run.requests = ctl.kube.requests - requests
     # the whole fleet rolls to a new image
     cpu = probe.cpu()
@@ -219,8 +221,8 @@ def in_child(
         if line.startswith(PREFIX):
             return FleetRun(**json.loads(line[len(PREFIX) :]))
     tail = " | ".join((done.stderr or "").strip().splitlines()[-3:])
-    who = OURS if kthena is None else bench.KTHENA
-    return FleetRun(pods, error=f"exit {done.returncode}: {tail}", models=models, controller=who)
+    error = f"exit {done.returncode}: {tail}"
+    return FleetRun(pods, error=error, models=models, controller=_whose(kthena))
 
 
 def report(run: FleetRun) -> None:
@@ -266,12 +268,8 @@ def main(argv: list[str] | None = None) -> None:
         default=1,
         help="split each fleet's Pods over this many ModelServings (default 1)",
     )
-    parser.add_argument(
-        "--kthena",
-        type=Path,
-        default=os.environ.get("KTHENA_CONTROLLER") or None,
-        help="also run each size with this kthena-controller-manager binary (Kthena's Go "
-        "controller) on a fresh control plane of its own (default $KTHENA_CONTROLLER)",
+    bench.add_kthena_argument(
+        parser, "also run each size with Kthena's controller, on a fresh control plane of its own"
     )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
