@@ -565,8 +565,9 @@ class Reconciler:
             if obj.get("kind") == "Service":
                 self._written(SERVICES, self.kube.create(SERVICES, ns, obj))
             else:
-                made = self.kube.create(PODS, ns, obj)
+                made = self.kube.create(PODS, ns, obj, as_sent=True)
                 if made is not None:
+                    made.setdefault("status", {"phase": "Pending"})  # as the API server sets it
                     self._written(PODS, made)
                     if self.backlog is not None:
                         self.backlog.created(made)

@@ -312,8 +312,10 @@ def test_a_pod_deleted_before_its_create_was_answered_is_made_again(
     create = kube.create
     victim = "sample-0-server-0-1"
 
-    def create_then_lose(res: Any, namespace: str, body: Obj, field_manager: Any = None) -> Any:
-        made = create(res, namespace, body, field_manager)
+    def create_then_lose(
+        res: Any, namespace: str, body: Obj, field_manager: Any = None, **how: Any
+    ) -> Any:
+        made = create(res, namespace, body, field_manager, **how)
         if made is not None and res is PODS and made["metadata"]["name"] == victim:
             kube.remove(PODS, victim)
             assert rec.cache is not None

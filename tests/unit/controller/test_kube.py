@@ -1,10 +1,12 @@
-"""Kube's pure helpers: turning a manager's update-written fields into applied ones."""
+"""Kube's pure helpers (turning a manager's update-written fields into applied ones) and what
+it asks the API server for."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from modelserving.controller.kube import adopted_fields
+from modelserving.controller.kube import METADATA, PODS, Kube, adopted_fields
 
 Entry = dict[str, Any]
 
@@ -39,3 +41,70 @@ def test_nothing_to_turn_gives_none() -> None:
     assert adopted_fields([entry("other", "Update", {"f:data": {}})], "m") is None
     # a status subresource's update is not the object's content
     assert adopted_fields([entry("m", "Update", {"f:status": {}}, sub="status")], "m") is None
+
+
+class Answering:
+    """What Kube uses of the client's ApiClient: one scripted answer, the headers recorded."""
+
+    def __init__(self, status: int, answer: dict[str, Any]) -> None:
+        self.status = status
+        self.answer = json.dumps(answer).encode()
+        self.headers: list[dict[str, str]] = []
+        self.configuration = type("C", (), {"host": "https://api"})()
+        self.rest_client = self
+
+    def update_params_for_auth(self, *args: Any) -> None:
+        pass
+
+    def request(self, method: str, url: str, headers: dict[str, str], **_: Any) -> Any:
+        self.headers.append(dict(headers))
+        return self
+
+    def read(self) -> bytes:
+        return self.answer
+
+    def getheaders(self) -> dict[str, str]:
+        return {}
+
+
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p", "labels": {"a": "b"}},
+    "spec": {"containers": [{"name": "c", "image": "i"}]},
+    "status": {"phase": "Running"},  # a sent status is not what the API server keeps
+}
+ANSWERED = {
+    "name": "p",
+    "namespace": "ns",
+    "uid": "u1",
+    "resourceVersion": "7",
+    "labels": {"a": "b"},
+}
+
+
+def test_a_create_as_sent_asks_for_metadata_and_gives_the_sent_object_with_it() -> None:
+    api = Answering(201, {"kind": "PartialObjectMetadata", "metadata": ANSWERED})
+    made = Kube(api).create(PODS, "ns", POD, as_sent=True)
+    assert api.headers[0]["Accept"] == METADATA
+    assert METADATA.startswith("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+    assert made == {"apiVersion": "v1", "kind": "Pod", "metadata": ANSWERED, "spec": POD["spec"]}
+
+
+def test_a_create_as_sent_answered_whole_gives_the_answer() -> None:
+    """An API server that cannot answer with metadata only answers with the object."""
+    whole = {**POD, "metadata": ANSWERED, "status": {"phase": "Pending", "qosClass": "BestEffort"}}
+    api = Answering(201, whole)
+    assert Kube(api).create(PODS, "ns", POD, as_sent=True) == whole
+
+
+def test_a_plain_create_asks_for_the_object() -> None:
+    api = Answering(201, {**POD, "metadata": ANSWERED})
+    assert Kube(api).create(PODS, "ns", POD) == {**POD, "metadata": ANSWERED}
+    assert api.headers[0]["Accept"] == "application/json"
+
+
+def test_a_delete_asks_for_metadata_only() -> None:
+    api = Answering(200, {"kind": "PartialObjectMetadata", "metadata": ANSWERED})
+    assert Kube(api).delete(PODS, "ns", "p", uid="u1") is True
+    assert api.headers[0]["Accept"] == METADATA

@@ -152,6 +152,7 @@ class FakeKube(Kube):
         body: Any = None,
         query: dict[str, str] | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Any:
         raise AssertionError(f"unexpected raw request {method} {path}")
 
@@ -182,8 +183,16 @@ class FakeKube(Kube):
             return found
 
     def create(
-        self, res: Resource, namespace: str, body: Obj, field_manager: str | None = None
+        self,
+        res: Resource,
+        namespace: str,
+        body: Obj,
+        field_manager: str | None = None,
+        *,
+        as_sent: bool = False,
     ) -> Obj | None:
+        """As the API server does; ``as_sent`` answers as ``Kube.create`` then does: the object
+        sent with the stored metadata, and no status."""
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         if field_manager:
@@ -198,6 +207,8 @@ class FakeKube(Kube):
             self._bump(obj)
             self.objects[key] = obj
             self.created.append(obj)
+            if as_sent:
+                return {**copy.deepcopy(body), "metadata": copy.deepcopy(meta)}
             return copy.deepcopy(obj)
 
     def delete(
@@ -1059,9 +1070,9 @@ def test_a_deleted_model_serving_stops_creating_within_one_write(
     create = kube.create
 
     def create_then_delete(
-        res: Resource, namespace: str, body: Obj, field_manager: str | None = None
+        res: Resource, namespace: str, body: Obj, field_manager: str | None = None, **how: Any
     ) -> Obj | None:
-        made = create(res, namespace, body, field_manager)
+        made = create(res, namespace, body, field_manager, **how)
         if res is PODS and len(kube.all(PODS)) == 2:
             deleted.set()  # the watch sees the deletion while the pass is creating
         return made
@@ -1113,11 +1124,11 @@ def test_a_pass_waits_for_room_among_the_starting_pods_between_servinggroups_onl
     created_after_run: list[bool] = []
 
     def create_noting(
-        res: Resource, namespace: str, body: Obj, field_manager: str | None = None
+        res: Resource, namespace: str, body: Obj, field_manager: str | None = None, **how: Any
     ) -> Obj | None:
         if res is PODS:
             created_after_run.append(ran.is_set())
-        return create(res, namespace, body, field_manager)
+        return create(res, namespace, body, field_manager, **how)
 
     kube.create = create_noting  # type: ignore[method-assign]
     backlog.wait_for_room = first_pod_runs_meanwhile  # type: ignore[method-assign]
