@@ -91,9 +91,12 @@ def test_the_fleet_waits_for_every_group_updated_and_available_at_its_generation
 
 
 def test_the_fleet_report_gives_per_pod_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    report(FleetRun(1000, 7.0, 14.0, 4.0, 3500, 97.0, 30.0, 2.0))
+    run = FleetRun(1000, 7.0, 14.0, 4.0, 3500, 97.0, 30.0, 2.0)
+    run.control_plane_cpu_available = 25.0
+    report(run)
     out = capsys.readouterr().out
-    assert "CPU to available 4.00 ms/Pod, 3.50 API requests/Pod, peak RSS 97 MB" in out
+    assert "CPU to available 4.00 ms/Pod (control plane 25.0 ms/Pod), 3.50 API requests/Pod" in out
+    assert "peak RSS 97 MB" in out
     assert "rolling update 30.0 s, 2.00 ms CPU/Pod" in out
 
 
@@ -125,6 +128,15 @@ def test_a_fleet_child_gets_the_timeout_and_its_run_comes_back(
     assert got == FleetRun(5000, created=70.0)
     assert seen["command"][-6:] == ["--one", "5000", "--timeout", "1800.0", "--models", "100"]
     assert seen["timeout"] == 5400.0
+    fleet.in_child(5000, 60.0, 1, api_writes=1, rollout=False)
+    assert seen["command"][-3:] == ["--api-writes", "1", "--no-rollout"]
+
+
+def test_a_fleet_run_may_set_the_writes_in_flight() -> None:
+    assert fleet.operator_config(16).concurrency.api_writes == 16
+    default = fleet.operator_config()
+    assert default.concurrency.api_writes == type(default.concurrency)().api_writes
+    assert not default.leader_election.enabled
 
 
 def test_a_fleet_of_many_model_servings_splits_its_groups_and_waits_for_all() -> None:
@@ -182,7 +194,8 @@ def test_a_kthena_fleet_is_reported_without_our_own_metrics(
     report(FleetRun(1000, 7.0, 14.0, 2.0, None, 60.0, 30.0, 1.0, controller="kthena"))
     out = capsys.readouterr().out
     assert "1000 Pods (kthena): created" in out
-    assert "CPU to available 2.00 ms/Pod, n/a API requests/Pod, peak RSS 60 MB" in out
+    assert "CPU to available 2.00 ms/Pod (control plane n/a ms/Pod), n/a API requests/Pod" in out
+    assert "peak RSS 60 MB" in out
     assert "rolling update 30.0 s, 1.00 ms CPU/Pod (n/a passes" in out
 
 
@@ -223,6 +236,10 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
         def merge_patch(self, res: Any, namespace: str, name: str, patch: Any) -> Any:
             self.generation = 2
 
+        def list(self, res: Any, namespace: str, selector: str | None = None) -> Any:
+            self.lists = getattr(self, "lists", 0) + 1
+            return [new_pod(f"p{i}") for i in range(8 if self.lists > 1 else 7)]
+
     class Watch:
         last: float | None = None
 
@@ -241,12 +258,59 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
         mp.setattr(bench, "PodWatch", Watch)
         mp.setattr(bench, "settle", lambda pids: seen.append(pids))
         mp.setattr(bench, "create_namespace", lambda kube, name: None)
+        control_plane = iter([100.0, 112.0])
+        mp.setattr(bench, "control_plane_cpu", lambda pids: next(control_plane))
         seen: list[tuple[int, ...]] = []
         fleet.measure(Kube(), probe, None, (1, 2), 1, run, 5.0)  # type: ignore[arg-type]
     assert seen == [(1, 2, 4242)] and probe.reset == 1
     assert run.cpu_available == 2.5 and run.cpu_rollout == 2.5
+    assert run.control_plane_cpu_available == 12.0
+    # without the rollout: the same figures up to available, nothing patched
+    kube, fast = Kube(), FleetRun(8, controller="kthena")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bench, "PodWatch", Watch)
+        mp.setattr(bench, "settle", lambda pids: None)
+        mp.setattr(bench, "create_namespace", lambda kube, name: None)
+        mp.setattr(bench, "control_plane_cpu", lambda pids: None)
+        fleet.measure(kube, probe, None, (1,), 1, fast, 5.0, rollout=False)  # type: ignore[arg-type]
+    assert kube.generation == 1 and fast.cpu_available == 2.5 and fast.peak_rss_mb == 50.0
+    assert fast.cpu_rollout is None and fast.rollout is None and fast.error is None
+    assert fast.control_plane_cpu_available is None
     assert run.peak_rss_mb == 50.0 and run.rollout is not None and run.error is None
+    # the status said done at once; the Pods were all replaced at the second look, 2 s on
+    assert run.rollout_reported is not None and run.rollout - run.rollout_reported >= 2.0
     assert run.requests is None and run.passes_rollout is None
+
+
+def new_pod(name: str, image: str = fleet.NEW_IMAGE, ready: str = "True") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "engine", "image": image}]},
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def test_a_fleet_is_replaced_when_every_pod_has_the_new_image_and_is_ready() -> None:
+    pods = [new_pod("a"), new_pod("b")]
+    assert fleet.replaced(pods, 2)
+    assert not fleet.replaced(pods, 3)  # one still missing
+    assert not fleet.replaced([new_pod("a"), new_pod("b", image="vllm/vllm-openai:v0.10.0")], 2)
+    assert not fleet.replaced([new_pod("a"), new_pod("b", ready="False")], 2)
+    terminating = new_pod("b")
+    terminating["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
+    assert not fleet.replaced([new_pod("a"), terminating], 2)
+
+
+def test_a_status_that_said_done_early_is_quoted(capsys: pytest.CaptureFixture[str]) -> None:
+    early = FleetRun(1000, 7.0, 14.0, 2.0, None, 60.0, 300.0, 1.0, controller="kthena")
+    early.rollout_reported = 11.8
+    report(early)
+    honest = FleetRun(1000, 7.0, 14.0, 2.0, None, 60.0, 300.0, 1.0)
+    honest.rollout_reported = 298.0
+    report(honest)
+    first, second = capsys.readouterr().out.splitlines()
+    assert "rolling update 300.0 s (its status said done at 11.8 s)," in first
+    assert "rolling update 300.0 s, " in second
 
 
 def test_run_order_rotates_any_variants() -> None:

@@ -60,6 +60,7 @@ from modelserving.api.crd import model_serving_crd
 from modelserving.api.operator import OperatorConfig
 from modelserving.controller.kube import (
     CONFIG_MAPS,
+    METADATA,
     MODEL_SERVINGS,
     PODS,
     ApiError,
@@ -117,7 +118,6 @@ PLUGIN_CONFIGS: dict[str, dict[str, Any]] = {
 NAMESPACES = Resource("", "v1", "namespaces")
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts")
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
 
 
 def model_serving(name: str, plugins: list[dict[str, Any]], groups: int = GROUPS) -> dict[str, Any]:
@@ -335,9 +335,7 @@ class PodWatch:
             "timeoutSeconds": str(int(RUN_TIMEOUT_S) + 30),
             "allowWatchBookmarks": "false",
         }
-        return self.kube.stream(
-            PODS, self.namespace, query, RUN_TIMEOUT_S + 60, accept=METADATA_ONLY
-        )
+        return self.kube.stream(PODS, self.namespace, query, RUN_TIMEOUT_S + 60, accept=METADATA)
 
     def _seen(self, name: str) -> None:
         now = time.perf_counter()

@@ -5,7 +5,8 @@ controller in a Python process of its own get one ModelServing of the controller
 shape (ServingGroups of 2 roles x an entry and 3 workers, no plugins), or with ``--models M``
 the same Pods in M ModelServings (each with an M-th of the ServingGroups). Printed per size: the
 time until every Pod is created and until every ModelServing is available, the controller's CPU
-to available per Pod, its API requests per Pod, the process's peak resident memory, and a
+to available per Pod (and the control plane's, which the controller's requests and watches
+cost too), its API requests per Pod, the process's peak resident memory, and a
 rolling update of the whole fleet (a new image; ``maxUnavailable: 25%``) until every
 ServingGroup is updated and available again, with its CPU per Pod. The cost per Pod should stay
 flat as the fleet grows. Figures are printed, never asserted; the sizes run in order, smallest
@@ -26,7 +27,7 @@ from typing import Any
 from modelserving import devcluster
 from modelserving.api.operator import OperatorConfig
 from modelserving.bench import controller as bench
-from modelserving.controller.kube import MODEL_SERVINGS, Kube, api_client
+from modelserving.controller.kube import MODEL_SERVINGS, PODS, Kube, api_client
 
 SIZES = (1000, 5000, 10000)
 PODS_PER_GROUP = len(bench.ROLES) * (1 + bench.WORKERS)
@@ -36,6 +37,8 @@ TIMEOUT_S = 900.0
 PREFIX = "fleet-run: "
 OURS = "ours"
 NAMESPACE = "fleet"
+NEW_IMAGE = "vllm/vllm-openai:v0.10.1"
+"""The image the rolling update moves every Pod to."""
 
 
 @dataclass
@@ -57,6 +60,12 @@ class FleetRun:
     """How many ModelServings share the Pods."""
     controller: str = OURS
     """Whose controller made them: ours, or Kthena's (``--kthena``)."""
+    control_plane_cpu_available: float | None = None
+    """CPU the control plane's processes (API server, etcd, scheduler, kwok...) used until
+    available: what the controller's requests and watches cost the rest of the machine."""
+    rollout_reported: float | None = None
+    """When the ModelServings' status first said the rolling update done; ``rollout`` is when
+    every Pod was in fact replaced and Ready."""
 
 
 def settled(ms: dict[str, Any], generation: int, groups: int) -> bool:
@@ -105,18 +114,30 @@ def _whose(kthena: Path | None) -> str:
     return OURS if kthena is None else bench.KTHENA
 
 
+def operator_config(api_writes: int | None = None) -> OperatorConfig:
+    """Our controller's settings in a run: no leader election; ``api_writes`` when given."""
+    settings: dict[str, Any] = {"leaderElection": {"enabled": False}}
+    if api_writes is not None:
+        settings["concurrency"] = {"apiWrites": api_writes}
+    return OperatorConfig.model_validate(settings)
+
+
 def one_size(
     binaries: dict[str, Path],
     pods: int,
     timeout: float = TIMEOUT_S,
     models: int = 1,
     kthena: Path | None = None,
+    *,
+    api_writes: int | None = None,
+    rollout: bool = True,
 ) -> FleetRun:
     """One fleet on its own control plane (in this process: run it in a child, see main), made
-    by our controller or, given its binary, by Kthena's."""
+    by our controller (with ``concurrency.apiWrites`` set to ``api_writes`` when given) or,
+    given its binary, by Kthena's."""
     groups = split(pods, models)
     run = FleetRun(groups * PODS_PER_GROUP * models, models=models, controller=_whose(kthena))
-    config = OperatorConfig.model_validate({"leaderElection": {"enabled": False}})
+    config = operator_config(api_writes)
     nodes = run.pods // PODS_PER_NODE + 2
     with bench.fresh_cluster(binaries, nodes=nodes) as (kubeconfig, pids):
         client = api_client(str(kubeconfig), pool_size=config.concurrency.api_writes + 8)
@@ -126,10 +147,10 @@ def one_size(
             bench.install_crd(kube)
             if kthena is not None:
                 with bench.kthena_controller(kthena, kubeconfig) as probe:
-                    measure(kube, probe, None, pids, groups, run, timeout)
+                    measure(kube, probe, None, pids, groups, run, timeout, rollout)
             else:
                 with bench.running_controller(client, config) as ctl:
-                    measure(kube, bench.Probe(ctl), ctl, pids, groups, run, timeout)
+                    measure(kube, bench.Probe(ctl), ctl, pids, groups, run, timeout, rollout)
         finally:
             client.close()
             ours.close()
@@ -144,9 +165,11 @@ def measure(
     groups: int,
     run: FleetRun,
     timeout: float = TIMEOUT_S,
+    rollout: bool = True,
 ) -> None:
     """The fleet's figures into ``run``; ``probe`` reads the controller's CPU and memory,
-    ``ctl`` (ours only, None for Kthena's) its API requests and passes."""
+    ``ctl`` (ours only, None for Kthena's) its API requests and passes. Without ``rollout``
+    the figures end when the fleet is available."""
     bench.create_namespace(kube, NAMESPACE)
     names = model_names(run.models)
     body = bench.model_serving("fleet", [], groups)
@@ -160,7 +183,7 @@ def measure(
     watch = bench.PodWatch(kube, NAMESPACE, "fleet", run.pods, selector="app=bench")
     probe.reset_peak()
     requests = ctl.kube.requests if ctl is not None else 0
-    cpu = probe.cpu()
+    cpu, others = probe.cpu(), bench.control_plane_cpu(pids)
     started = time.perf_counter()
     for name in names:
         kube.create(
@@ -175,25 +198,54 @@ def measure(
         return
     run.available = ready - started
     run.cpu_available = probe.cpu() - cpu
+    others_after = bench.control_plane_cpu(pids)
+    if others is not None and others_after is not None:
+        run.control_plane_cpu_available = others_after - others
     if ctl is not None:
         run.requests = ctl.kube.requests - requests
-    # the whole fleet rolls to a new image
+    if rollout:
+        _roll(kube, probe, ctl, names, body, groups, run, timeout)
+    peak = probe.status_kb("VmHWM")
+    run.peak_rss_mb = peak / 1024 if peak is not None else None
+
+
+def _roll(
+    kube: Kube,
+    probe: bench.Probe,
+    ctl: Any,
+    names: list[str],
+    body: dict[str, Any],
+    groups: int,
+    run: FleetRun,
+    timeout: float,
+) -> None:
+    """The whole fleet rolls to a new image: its figures into ``run``."""
     cpu = probe.cpu()
     passes, pass_cpu = (sum(ctl.passes.values()), ctl.pass_cpu_seconds) if ctl else (0, 0.0)
     started = time.perf_counter()
     patch = {"spec": {"template": {"roles": body["spec"]["template"]["roles"]}}}
     for role in patch["spec"]["template"]["roles"]:
         for kind in ("entryTemplate", "workerTemplate"):
-            role[kind]["spec"]["containers"][0]["image"] = "vllm/vllm-openai:v0.10.1"
+            role[kind]["spec"]["containers"][0]["image"] = NEW_IMAGE
     for name in names:
         kube.merge_patch(MODEL_SERVINGS, NAMESPACE, name, patch)
     done = _wait(kube, names, 2, groups, timeout)
-    # the CPU is reported also when the rollout ran out of time: the CPU of the part it did
-    run.cpu_rollout = probe.cpu() - cpu
+    checking = 0.0
+    if done is not None:
+        run.rollout_reported = done - started
+        done, checking = _replaced(kube, run.pods, started + timeout)
+    # the CPU is reported also when the rollout ran out of time: the CPU of the part it did;
+    # the lists that checked the Pods are this process's, not a controller's
+    run.cpu_rollout = probe.cpu() - cpu - (checking if not probe.pids else 0.0)
     if ctl is not None:
         run.passes_rollout = sum(ctl.passes.values()) - passes
         run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
-    if done is None:
+    if done is None and run.rollout_reported is not None:
+        run.error = (
+            f"the status said the rolling update done at {run.rollout_reported:.1f} s, but its "
+            f"Pods were not all replaced and Ready within {timeout:.0f} s"
+        )
+    elif done is None:
         updated = sum(
             ((ms.get("status") or {}).get("updatedReplicas") or 0)
             for ms in kube.list(MODEL_SERVINGS, NAMESPACE)
@@ -205,17 +257,58 @@ def measure(
         )
     else:
         run.rollout = done - started
-    peak = probe.status_kb("VmHWM")
-    run.peak_rss_mb = peak / 1024 if peak is not None else None
+
+
+def replaced(pods: list[dict[str, Any]], want: int) -> bool:
+    """Whether these are ``want`` Pods of the new image, each Ready and none terminating."""
+    if len(pods) != want:
+        return False
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return False
+        containers = (pod.get("spec") or {}).get("containers") or []
+        if not containers or any(c.get("image") != NEW_IMAGE for c in containers):
+            return False
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return False
+    return True
+
+
+def _replaced(kube: Kube, want: int, deadline: float) -> tuple[float | None, float]:
+    """When the fleet's Pods were all replaced (None: not by ``deadline``), and the CPU this
+    thread spent listing them. A status may say the rollout done while old Pods of the same
+    names are still Ready; the Pods themselves are the proof."""
+    spent = 0.0
+    while True:
+        before = time.thread_time()
+        # every Pod of the benchmark's template has the label app=bench
+        pods = kube.list(PODS, NAMESPACE, "app=bench")
+        spent += time.thread_time() - before
+        if replaced(pods, want):
+            return time.perf_counter(), spent
+        if time.perf_counter() >= deadline:
+            return None, spent
+        time.sleep(2.0)
 
 
 def in_child(
-    pods: int, timeout: float = TIMEOUT_S, models: int = 1, kthena: Path | None = None
+    pods: int,
+    timeout: float = TIMEOUT_S,
+    models: int = 1,
+    kthena: Path | None = None,
+    *,
+    api_writes: int | None = None,
+    rollout: bool = True,
 ) -> FleetRun:
     command = [sys.executable, "-m", "modelserving.bench.fleet", "--one", str(pods)]
     command += ["--timeout", str(timeout), "--models", str(models)]
     if kthena is not None:
         command += ["--kthena", str(kthena)]
+    if api_writes is not None:
+        command += ["--api-writes", str(api_writes)]
+    if not rollout:
+        command.append("--no-rollout")
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * 3, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(PREFIX):
@@ -230,6 +323,8 @@ def report(run: FleetRun) -> None:
         return "n/a" if value is None else format(value, fmt)
 
     per_pod = run.cpu_available / run.pods * 1000 if run.cpu_available is not None else None
+    others = run.control_plane_cpu_available
+    others_per_pod = others / run.pods * 1000 if others is not None else None
     rolled = run.pods  # Pods the rollout's CPU went to: all, or those updated by its timeout
     if run.updated_at_timeout is not None:
         rolled = int(run.updated_at_timeout.split("/")[0]) * PODS_PER_GROUP
@@ -240,13 +335,27 @@ def report(run: FleetRun) -> None:
     who = "" if run.controller == OURS else f" ({run.controller})"
     print(
         f"  {run.pods:>6} Pods{where}{who}: created {fig(run.created, '6.1f')} s, available "
-        f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod, "
+        f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod "
+        f"(control plane {fig(others_per_pod, '.1f')} ms/Pod), "
         f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB; "
-        f"rolling update {fig(run.rollout, '.1f')} s, {fig(roll, '.2f')} ms CPU/{per} "
+        f"rolling update {fig(run.rollout, '.1f')} s{_reported(run)}, {fig(roll, '.2f')} ms "
+        f"CPU/{per} "
         f"({fig(run.passes_rollout, 'd')} passes, {fig(run.pass_cpu_rollout, '.1f')} s CPU in them)"
         + (f"; {run.error}" if run.error else ""),
         flush=True,
     )
+
+
+def _reported(run: FleetRun) -> str:
+    """What the status said, when it said the rollout done well before it was."""
+    early = run.rollout_reported
+    if early is None or (run.rollout is not None and run.rollout - early < REPORTED_SLACK_S):
+        return ""
+    return f" (its status said done at {early:.1f} s)"
+
+
+REPORTED_SLACK_S = 5.0
+"""How much earlier than the Pods a status may say a rollout done without being quoted."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -271,13 +380,32 @@ def main(argv: list[str] | None = None) -> None:
     bench.add_kthena_argument(
         parser, "also run each size with Kthena's controller, on a fresh control plane of its own"
     )
+    parser.add_argument(
+        "--api-writes",
+        type=int,
+        help="our controller's concurrency.apiWrites (default: the operator config's default)",
+    )
+    parser.add_argument(
+        "--no-rollout",
+        dest="rollout",
+        action="store_false",
+        help="end each run when the fleet is available (no rolling update)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     binaries = devcluster.cached_binaries()
     if args.one:
         if binaries is None:
             raise SystemExit("no local control plane binaries")
-        run = one_size(binaries, args.one, args.timeout, max(1, args.models), args.kthena)
+        run = one_size(
+            binaries,
+            args.one,
+            args.timeout,
+            max(1, args.models),
+            args.kthena,
+            api_writes=args.api_writes,
+            rollout=args.rollout,
+        )
         print(PREFIX + json.dumps(asdict(run)), flush=True)
         return
     models = max(1, args.models)
@@ -294,7 +422,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  kthena: {args.kthena} {' '.join(bench.KTHENA_FLAGS)}")
     controllers: list[Path | None] = [None] if args.kthena is None else [None, args.kthena]
     for pods in (int(p) for p in args.sizes.split(",") if p.strip()):
-        runs = [in_child(pods, args.timeout, models, kthena) for kthena in controllers]
+        runs = [
+            in_child(
+                pods, args.timeout, models, kthena, api_writes=args.api_writes, rollout=args.rollout
+            )
+            for kthena in controllers
+        ]
         for run in runs:
             report(run)
         if any(run.error for run in runs):
