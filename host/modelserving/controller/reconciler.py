@@ -490,7 +490,7 @@ class Reconciler:
     def _create(self, work: _Pass, plan: SyncPlan) -> None:
         if work.chain is None or not plan.creates:
             return
-        jobs: list[Future[int]] = []
+        jobs: list[tuple[Future[int], list[dict[str, Any]]]] = []
         ahead = threading.BoundedSemaphore(max(1, self.settings.groups_ahead))
         for group in plan.creates:
             if self.backlog is not None:
@@ -503,14 +503,27 @@ class Reconciler:
             if steps is None:
                 ahead.release()
                 continue
-            job = self.writes.submit(self._create_group, work, group, steps)
+            pods = [obj for obj in steps if obj.get("kind") != "Service"]
+            job = self.writes.submit(self._create_group, work, group, pods)
             job.add_done_callback(lambda _: ahead.release())
-            jobs.append(job)
-        for job in jobs:
+            jobs.append((job, [obj for obj in steps if obj.get("kind") == "Service"]))
+        services: list[Future[None]] = []
+        for job, due in jobs:
             try:
                 work.created += job.result()
             except ApiError as exc:
                 work.api_errors.append(str(exc))
+                continue
+            if not self.stopping(work.key):
+                services.extend(self.writes.submit(self._create_service, work, s) for s in due)
+        for done in services:
+            try:
+                done.result()
+            except ApiError as exc:
+                work.api_errors.append(str(exc))
+
+    def _create_service(self, work: _Pass, service: dict[str, Any]) -> None:
+        self._written(SERVICES, self.kube.create(SERVICES, work.ms.namespace, service))
 
     def _run_chain(self, work: _Pass, group: GroupWork) -> list[dict[str, Any]] | None:
         """Every object of the ServingGroup to create, after OnPodCreate; None when a
@@ -551,27 +564,24 @@ class Reconciler:
             )
         return out
 
-    def _create_group(self, work: _Pass, group: GroupWork, steps: list[dict[str, Any]]) -> int:
-        """Create in order: PodGroup, then each entry Pod, its Service and its workers."""
+    def _create_group(self, work: _Pass, group: GroupWork, pods: list[dict[str, Any]]) -> int:
+        """Create in order: PodGroup, then each entry Pod and its workers."""
         ns = work.ms.namespace
         if self.stopping(work.key):
             return 0
         if group.pod_group is not None:
             self.kube.create(POD_GROUPS, ns, group.pod_group)
         created = 0
-        for obj in steps:
+        for obj in pods:
             if self.stopping(work.key):
                 break  # deleted meanwhile: what is in flight finishes, nothing more starts
-            if obj.get("kind") == "Service":
-                self._written(SERVICES, self.kube.create(SERVICES, ns, obj))
-            else:
-                made = self.kube.create(PODS, ns, obj, as_sent=True)
-                if made is not None:
-                    made.setdefault("status", {"phase": "Pending"})  # as the API server sets it
-                    self._written(PODS, made)
-                    if self.backlog is not None:
-                        self.backlog.created(made)
-                    created += 1
+            made = self.kube.create(PODS, ns, obj, as_sent=True)
+            if made is not None:
+                made.setdefault("status", {"phase": "Pending"})  # as the API server sets it
+                self._written(PODS, made)
+                if self.backlog is not None:
+                    self.backlog.created(made)
+                created += 1
         return created
 
     def _ready_hooks(self, work: _Pass, plan: SyncPlan) -> None:

@@ -1,7 +1,8 @@
-"""The desired objects of a ModelServing, in the order the controller creates them.
+"""The desired objects of a ModelServing, in the order ``render`` prints them.
 
 ServingGroup by ServingGroup: its PodGroup (Volcano only), then per role and role replica
-the entry Pod, its headless Service and the workers. Pure; used by ``render`` and the controller.
+the entry Pod, its headless Service and the workers (the controller makes a pass's Services
+after all of its Pods). Pure; used by ``render`` and the controller.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``sync`` is pure. The controller lists the ModelServing's Pods, Services and PodGroups, calls it,
 and carries out the ``SyncPlan``: first the deletions, then the PodGroup updates, then the
-creations group by group (PodGroup, then per role replica the entry Pod, its Service and the
-workers). It decides, as Kthena does:
+creations group by group (PodGroup, then per role replica the entry Pod and the workers), and
+the Services of the groups created last, as Kthena's pass does. It decides, as Kthena does:
 
 - recovery: a failed Pod (phase Failed, or a container restarted) is handled after
   ``restartGracePeriodSeconds`` by the recovery policy: ServingGroupRecreate deletes its whole

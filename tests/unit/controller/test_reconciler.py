@@ -482,19 +482,23 @@ def test_a_first_pass_creates_everything_in_order(kube: FakeKube, rec: Reconcile
     assert rec.reconcile(KEY) is None
 
     ms = parse_model_serving(raw)
+    kinds = [o.get("kind") for o in kube.created if o.get("kind") in ("Pod", "Service")]
+    # every Service after every Pod of the pass, as Kthena's pass does: while a Service exists,
+    # the control plane's endpoint controllers match each Pod event in the namespace against it
+    assert kinds == ["Pod"] * 4 + ["Service"] * 2
     for group in plan(ms):
-        expected: list[str] = []
+        pods: list[str] = []
+        services: list[str] = []
         for replica in group.roles:
-            expected.append(replica.entry.name)
+            pods += [replica.entry.name, *(w.name for w in replica.workers)]
             if replica.service is not None:
-                expected.append(replica.service["metadata"]["name"])
-            expected += [w.name for w in replica.workers]
+                services.append(replica.service["metadata"]["name"])
         made = [
             o["metadata"]["name"]
             for o in kube.created
             if o.get("kind") in ("Pod", "Service") and group_of(o) == group.name
         ]
-        assert made == expected
+        assert made == pods + services
     assert len(kube.all(PODS)) == 4
     assert len(kube.all(SERVICES)) == 2
     for pod in kube.all(PODS).values():
@@ -1082,6 +1086,30 @@ def test_a_deleted_model_serving_stops_creating_within_one_write(
     # 3 ServingGroups of 4 Pods were due; the writes in flight when it was deleted finish
     # (one per write thread at most), nothing new starts
     assert 2 <= len(kube.all(PODS)) <= 2 + 3
+    assert not kube.all(SERVICES)  # the pass's Services come last: none was due yet
+
+
+def test_a_servinggroup_whose_pods_failed_gets_no_service(kube: FakeKube, rec: Reconciler) -> None:
+    """An API error on a Pod of one ServingGroup: the other ServingGroups get their Services,
+    that one gets its Service with its Pods on a later pass."""
+    kube.put(MODEL_SERVINGS, model_serving(replicas=2, workers=1))
+    create = kube.create
+
+    def refused(
+        res: Resource, namespace: str, body: Obj, field_manager: str | None = None, **how: Any
+    ) -> Obj | None:
+        if body["metadata"]["name"] == "sample-1-server-0-1":
+            raise ApiError(500, "POST", res.path(namespace), "etcd timed out")
+        return create(res, namespace, body, field_manager, **how)
+
+    kube.create = refused  # type: ignore[method-assign]
+    with pytest.raises(RetryLater, match="500 etcd timed out"):
+        rec.reconcile(KEY)
+    assert sorted(kube.all(SERVICES)) == ["sample-0-server-0-0"]
+    kube.create = create  # type: ignore[method-assign]
+    rec.reconcile(KEY)
+    assert sorted(kube.all(SERVICES)) == ["sample-0-server-0-0", "sample-1-server-0-0"]
+    assert len(kube.all(PODS)) == 4
 
 
 class InlineWrites(ThreadPoolExecutor):
