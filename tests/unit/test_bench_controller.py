@@ -308,9 +308,11 @@ def test_a_status_that_said_done_early_is_quoted(capsys: pytest.CaptureFixture[s
     honest = FleetRun(1000, 7.0, 14.0, 2.0, None, 60.0, 300.0, 1.0)
     honest.rollout_reported = 298.0
     report(honest)
-    first, second = capsys.readouterr().out.splitlines()
+    report(FleetRun(1000, 7.0, 14.0, 2.0, 3500, 60.0))  # --no-rollout
+    first, second, third = capsys.readouterr().out.splitlines()
     assert "rolling update 300.0 s (its status said done at 11.8 s)," in first
     assert "rolling update 300.0 s, " in second
+    assert third.endswith("peak RSS 60 MB") and "rolling" not in third
 
 
 def test_run_order_rotates_any_variants() -> None:

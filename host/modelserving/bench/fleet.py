@@ -333,14 +333,19 @@ def report(run: FleetRun) -> None:
     asks = run.requests / run.pods if run.requests is not None else None
     where = "" if run.models == 1 else f" in {run.models} ModelServings"
     who = "" if run.controller == OURS else f" ({run.controller})"
+    rolling = (
+        ""  # not run (--no-rollout, or the fleet never became available)
+        if run.cpu_rollout is None
+        else f"; rolling update {fig(run.rollout, '.1f')} s{_reported(run)}, "
+        f"{fig(roll, '.2f')} ms CPU/{per} ({fig(run.passes_rollout, 'd')} passes, "
+        f"{fig(run.pass_cpu_rollout, '.1f')} s CPU in them)"
+    )
     print(
         f"  {run.pods:>6} Pods{where}{who}: created {fig(run.created, '6.1f')} s, available "
         f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod "
         f"(control plane {fig(others_per_pod, '.1f')} ms/Pod), "
-        f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB; "
-        f"rolling update {fig(run.rollout, '.1f')} s{_reported(run)}, {fig(roll, '.2f')} ms "
-        f"CPU/{per} "
-        f"({fig(run.passes_rollout, 'd')} passes, {fig(run.pass_cpu_rollout, '.1f')} s CPU in them)"
+        f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB"
+        + rolling
         + (f"; {run.error}" if run.error else ""),
         flush=True,
     )
