@@ -6,11 +6,13 @@ import dataclasses
 import json
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from modelserving import devcluster
 from modelserving.bench import controller as bench
 from modelserving.bench import fleet
 from modelserving.bench.controller import (
@@ -124,11 +126,11 @@ def test_a_fleet_child_gets_the_timeout_and_its_run_comes_back(
         return subprocess.CompletedProcess(command, 0, f"noise\n{line}\n", "")
 
     monkeypatch.setattr(subprocess, "run", child)
-    got = fleet.in_child(5000, 1800.0, 100)
+    got = fleet.in_child(5000, fleet.Settings(1800.0, 100))
     assert got == FleetRun(5000, created=70.0)
     assert seen["command"][-6:] == ["--one", "5000", "--timeout", "1800.0", "--models", "100"]
     assert seen["timeout"] == 5400.0
-    fleet.in_child(5000, 60.0, 1, api_writes=1, rollout=False)
+    fleet.in_child(5000, fleet.Settings(60.0, api_writes=1, rollout=False))
     assert seen["command"][-3:] == ["--api-writes", "1", "--no-rollout"]
 
 
@@ -182,7 +184,7 @@ def test_a_fleet_child_for_kthena_gets_its_binary(monkeypatch: pytest.MonkeyPatc
         return subprocess.CompletedProcess(command, 3, "", "one\ntwo\nboom")
 
     monkeypatch.setattr(subprocess, "run", child)
-    got = fleet.in_child(1000, 60.0, 1, Path("/opt/kthena-controller-manager"))
+    got = fleet.in_child(1000, fleet.Settings(60.0, kthena=Path("/opt/kthena-controller-manager")))
     assert seen["command"][-2:] == ["--kthena", "/opt/kthena-controller-manager"]
     # a child that failed is still reported as Kthena's run, with the cause
     assert got.controller == "kthena" and got.error == "exit 3: one | two | boom"
@@ -366,3 +368,38 @@ def test_a_kthena_controller_that_exits_at_start_is_reported(tmp_path: Path) -> 
         kthena_controller(binary, tmp_path / "kubeconfig", grace=30),
     ):
         pass
+
+
+def test_the_fleet_command_line_reaches_each_child(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each size runs once per controller, with the options given, and a child given them back
+    on its command line reads the same settings."""
+    seen: list[tuple[int, fleet.Settings]] = []
+
+    def child(pods: int, settings: fleet.Settings) -> FleetRun:
+        seen.append((pods, settings))
+        return FleetRun(pods, controller=fleet._whose(settings.kthena))
+
+    monkeypatch.setattr(fleet, "in_child", child)
+    monkeypatch.setattr(devcluster, "cached_binaries", dict)
+    kthena = Path("/opt/kthena-controller-manager")
+    options = ["--sizes", "8,16", "--no-rollout", "--api-writes", "2", "--kthena", str(kthena)]
+    fleet.main(options)
+    ours = fleet.Settings(900.0, 1, None, 2, False)
+    assert seen == [
+        (8, ours),
+        (8, replace(ours, kthena=kthena)),
+        (16, ours),
+        (16, replace(ours, kthena=kthena)),
+    ]
+    assert "8 Pods (kthena)" in capsys.readouterr().out
+    got: list[fleet.Settings] = []
+
+    def one(binaries: Any, pods: int, settings: fleet.Settings) -> FleetRun:
+        got.append(settings)
+        return FleetRun(pods)
+
+    monkeypatch.setattr(fleet, "one_size", one)
+    fleet.main(["--one", "8", *replace(ours, kthena=kthena).arguments()])
+    assert got == [replace(ours, kthena=kthena)]

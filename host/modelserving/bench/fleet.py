@@ -20,7 +20,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,22 +122,38 @@ def operator_config(api_writes: int | None = None) -> OperatorConfig:
     return OperatorConfig.model_validate(settings)
 
 
-def one_size(
-    binaries: dict[str, Path],
-    pods: int,
-    timeout: float = TIMEOUT_S,
-    models: int = 1,
-    kthena: Path | None = None,
-    *,
-    api_writes: int | None = None,
-    rollout: bool = True,
-) -> FleetRun:
+@dataclass(frozen=True)
+class Settings:
+    """How each size runs: the command line's options, passed on to the child that runs it."""
+
+    timeout: float = TIMEOUT_S
+    models: int = 1
+    kthena: Path | None = None
+    """Kthena's controller binary: the fleet made by it instead of ours."""
+    api_writes: int | None = None
+    """Our controller's ``concurrency.apiWrites`` (None: the operator config's default)."""
+    rollout: bool = True
+
+    def arguments(self) -> list[str]:
+        """These settings as the child's command-line options."""
+        out = ["--timeout", str(self.timeout), "--models", str(self.models)]
+        if self.kthena is not None:
+            out += ["--kthena", str(self.kthena)]
+        if self.api_writes is not None:
+            out += ["--api-writes", str(self.api_writes)]
+        if not self.rollout:
+            out.append("--no-rollout")
+        return out
+
+
+def one_size(binaries: dict[str, Path], pods: int, settings: Settings) -> FleetRun:
     """One fleet on its own control plane (in this process: run it in a child, see main), made
-    by our controller (with ``concurrency.apiWrites`` set to ``api_writes`` when given) or,
-    given its binary, by Kthena's."""
+    by our controller or, given its binary, by Kthena's."""
+    models, kthena = settings.models, settings.kthena
     groups = split(pods, models)
     run = FleetRun(groups * PODS_PER_GROUP * models, models=models, controller=_whose(kthena))
-    config = operator_config(api_writes)
+    config = operator_config(settings.api_writes)
+    how = (settings.timeout, settings.rollout)
     nodes = run.pods // PODS_PER_NODE + 2
     with bench.fresh_cluster(binaries, nodes=nodes) as (kubeconfig, pids):
         client = api_client(str(kubeconfig), pool_size=config.concurrency.api_writes + 8)
@@ -147,10 +163,10 @@ def one_size(
             bench.install_crd(kube)
             if kthena is not None:
                 with bench.kthena_controller(kthena, kubeconfig) as probe:
-                    measure(kube, probe, None, pids, groups, run, timeout, rollout)
+                    measure(kube, probe, None, pids, groups, run, *how)
             else:
                 with bench.running_controller(client, config) as ctl:
-                    measure(kube, bench.Probe(ctl), ctl, pids, groups, run, timeout, rollout)
+                    measure(kube, bench.Probe(ctl), ctl, pids, groups, run, *how)
         finally:
             client.close()
             ours.close()
@@ -292,30 +308,17 @@ def _replaced(kube: Kube, want: int, deadline: float) -> tuple[float | None, flo
         time.sleep(2.0)
 
 
-def in_child(
-    pods: int,
-    timeout: float = TIMEOUT_S,
-    models: int = 1,
-    kthena: Path | None = None,
-    *,
-    api_writes: int | None = None,
-    rollout: bool = True,
-) -> FleetRun:
+def in_child(pods: int, settings: Settings) -> FleetRun:
     command = [sys.executable, "-m", "modelserving.bench.fleet", "--one", str(pods)]
-    command += ["--timeout", str(timeout), "--models", str(models)]
-    if kthena is not None:
-        command += ["--kthena", str(kthena)]
-    if api_writes is not None:
-        command += ["--api-writes", str(api_writes)]
-    if not rollout:
-        command.append("--no-rollout")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * 3, check=False)
+    command += settings.arguments()
+    timeout = settings.timeout * 3
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     for line in done.stdout.splitlines():
         if line.startswith(PREFIX):
             return FleetRun(**json.loads(line[len(PREFIX) :]))
     tail = " | ".join((done.stderr or "").strip().splitlines()[-3:])
     error = f"exit {done.returncode}: {tail}"
-    return FleetRun(pods, error=error, models=models, controller=_whose(kthena))
+    return FleetRun(pods, error=error, models=settings.models, controller=_whose(settings.kthena))
 
 
 def report(run: FleetRun) -> None:
@@ -398,22 +401,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    models = max(1, args.models)
+    settings = Settings(args.timeout, models, args.kthena, args.api_writes, args.rollout)
     binaries = devcluster.cached_binaries()
     if args.one:
         if binaries is None:
             raise SystemExit("no local control plane binaries")
-        run = one_size(
-            binaries,
-            args.one,
-            args.timeout,
-            max(1, args.models),
-            args.kthena,
-            api_writes=args.api_writes,
-            rollout=args.rollout,
-        )
+        run = one_size(binaries, args.one, settings)
         print(PREFIX + json.dumps(asdict(run)), flush=True)
         return
-    models = max(1, args.models)
     shared = "one ModelServing" if models == 1 else f"{models} ModelServings"
     print(
         f"fleet benchmark: {shared} of N Pods in all (ServingGroups of 2 roles x 4 Pods, no "
@@ -427,12 +423,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  kthena: {args.kthena} {' '.join(bench.KTHENA_FLAGS)}")
     controllers: list[Path | None] = [None] if args.kthena is None else [None, args.kthena]
     for pods in (int(p) for p in args.sizes.split(",") if p.strip()):
-        runs = [
-            in_child(
-                pods, args.timeout, models, kthena, api_writes=args.api_writes, rollout=args.rollout
-            )
-            for kthena in controllers
-        ]
+        runs = [in_child(pods, replace(settings, kthena=kthena)) for kthena in controllers]
         for run in runs:
             report(run)
         if any(run.error for run in runs):
