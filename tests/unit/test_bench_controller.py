@@ -206,7 +206,7 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
     probe, and there are no API request or pass counts to read."""
 
     class Probe(bench.Probe):
-        pids = (4242,)
+        pids: tuple[int, ...] = (4242,)
 
         def __init__(self) -> None:
             super().__init__()
@@ -278,6 +278,25 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
     assert kube.generation == 1 and fast.cpu_available == 2.5 and fast.peak_rss_mb == 50.0
     assert fast.cpu_rollout is None and fast.rollout is None and fast.error is None
     assert fast.control_plane_cpu_available is None
+
+    class InProcess(Probe):
+        """Ours: the controller shares this process with the lists that check the Pods."""
+
+        pids = ()
+
+        def status_kb(self, field: str) -> float | None:
+            listed = getattr(checked, "lists", 0)
+            return 51200.0 if not listed else 512000.0  # the lists of every Pod would add 450 MB
+
+    ours, checked = FleetRun(8), Kube()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bench, "PodWatch", Watch)
+        mp.setattr(bench, "settle", lambda pids: None)
+        mp.setattr(bench, "create_namespace", lambda kube, name: None)
+        mp.setattr(bench, "control_plane_cpu", lambda pids: None)
+        fleet.measure(checked, InProcess(), None, (1,), 1, ours, 5.0)  # type: ignore[arg-type]
+    assert checked.lists == 2 and ours.rollout is not None
+    assert ours.peak_rss_mb == 50.0  # read before the lists
     assert run.peak_rss_mb == 50.0 and run.rollout is not None and run.error is None
     # the status said done at once; the Pods were all replaced at the second look, 2 s on
     assert run.rollout_reported is not None and run.rollout - run.rollout_reported >= 2.0

@@ -221,8 +221,13 @@ def measure(
         run.requests = ctl.kube.requests - requests
     if rollout:
         _roll(kube, probe, ctl, names, body, groups, run, timeout)
+    if run.peak_rss_mb is None:
+        run.peak_rss_mb = _peak_mb(probe)
+
+
+def _peak_mb(probe: bench.Probe) -> float | None:
     peak = probe.status_kb("VmHWM")
-    run.peak_rss_mb = peak / 1024 if peak is not None else None
+    return peak / 1024 if peak is not None else None
 
 
 def _roll(
@@ -249,6 +254,8 @@ def _roll(
     checking = 0.0
     if done is not None:
         run.rollout_reported = done - started
+        if not probe.pids:  # ours, in this process: before the lists of every Pod below
+            run.peak_rss_mb = _peak_mb(probe)
         done, checking = _replaced(kube, run.pods, started + timeout)
     # the CPU is reported also when the rollout ran out of time: the CPU of the part it did;
     # the lists that checked the Pods are this process's, not a controller's
