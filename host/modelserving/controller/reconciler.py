@@ -507,15 +507,19 @@ class Reconciler:
             job = self.writes.submit(self._create_group, work, group, pods)
             job.add_done_callback(lambda _: ahead.release())
             jobs.append((job, [obj for obj in steps if obj.get("kind") == "Service"]))
-        services: list[Future[None]] = []
-        for job, due in jobs:
+        due: list[dict[str, Any]] = []
+        for job, group_services in jobs:
             try:
                 work.created += job.result()
             except ApiError as exc:
                 work.api_errors.append(str(exc))
                 continue
-            if not self.stopping(work.key):
-                services.extend(self.writes.submit(self._create_service, work, s) for s in due)
+            due += group_services
+        if self.stopping(work.key):
+            return
+        # only now, every Pod of the pass written: a Service before them would have the
+        # endpoint controllers match each of their events against it
+        services = [self.writes.submit(self._create_service, work, s) for s in due]
         for done in services:
             try:
                 done.result()
