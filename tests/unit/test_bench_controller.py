@@ -322,6 +322,37 @@ def test_a_fleet_is_replaced_when_every_pod_has_the_new_image_and_is_ready() -> 
     assert not fleet.replaced([new_pod("a"), terminating], 2)
 
 
+def test_the_fleet_is_replaced_when_the_list_that_shows_it_was_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A list of 10,000 Pods takes this client seconds to read: the rollout ends when the
+    list that shows every Pod replaced was asked, not when its answer was read."""
+    clock = [100.0]
+
+    class Kube:
+        lists = 0
+
+        def list(self, res: Any, namespace: str, selector: str | None = None) -> Any:
+            assert selector == "app=bench"
+            self.lists += 1
+            clock[0] += 7.6  # reading the answer
+            old = "vllm/vllm-openai:v0.10.0"
+            return [new_pod("a"), new_pod("b", image=NEW if self.lists > 1 else old)]
+
+    NEW = fleet.NEW_IMAGE
+    monkeypatch.setattr(fleet.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(
+        fleet.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds)
+    )
+    kube = Kube()
+    done, _ = fleet._replaced(kube, 2, 1000.0)  # type: ignore[arg-type]
+    # first list asked at 100.0, read at 107.6; 2 s later the second is asked (109.6) and shows it
+    assert kube.lists == 2 and done == pytest.approx(109.6)
+    late = Kube()
+    assert fleet._replaced(late, 2, 105.0)[0] is None  # type: ignore[arg-type]
+    assert late.lists == 1
+
+
 def test_a_status_that_said_done_early_is_quoted(capsys: pytest.CaptureFixture[str]) -> None:
     early = FleetRun(1000, 7.0, 14.0, 2.0, None, 60.0, 300.0, 1.0, controller="kthena")
     early.rollout_reported = 11.8
