@@ -337,10 +337,9 @@ def test_the_fleet_is_replaced_when_the_list_that_shows_it_was_asked(
             self.lists += 1
             clock[0] += 7.6  # reading the answer
             old = "vllm/vllm-openai:v0.10.0"
-            return [new_pod("a"), new_pod("b", image=NEW if self.lists > 1 else old)]
+            return [new_pod("a"), new_pod("b", image=fleet.NEW_IMAGE if self.lists > 1 else old)]
 
-    NEW = fleet.NEW_IMAGE
-    monkeypatch.setattr(fleet.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(
         fleet.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds)
     )
