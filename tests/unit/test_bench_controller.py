@@ -340,9 +340,7 @@ def test_the_fleet_is_replaced_when_the_list_that_shows_it_was_asked(
             return [new_pod("a"), new_pod("b", image=fleet.NEW_IMAGE if self.lists > 1 else old)]
 
     monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(
-        fleet.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds)
-    )
+    monkeypatch.setattr(time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
     kube = Kube()
     done, _ = fleet._replaced(kube, 2, 1000.0)  # type: ignore[arg-type]
     # first list asked at 100.0, read at 107.6; 2 s later the second is asked (109.6) and shows it
