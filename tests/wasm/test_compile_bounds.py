@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -20,8 +21,15 @@ import wasmtime
 from modelserving.api.errors import FailureClass
 from modelserving.frames import frame
 from modelserving.plugins.exports import plugin_sandbox
-from modelserving.sandbox import Sandbox, SandboxError, SandboxSettings, cache, compile_worker
-from modelserving.sandbox.compiler import _Spare
+from modelserving.sandbox import (
+    Sandbox,
+    SandboxError,
+    SandboxSettings,
+    cache,
+    compile_worker,
+    compiler,
+)
+from modelserving.sandbox.compiler import _Spare, cpu_seconds
 from modelserving.sandbox.settings import ModuleBounds
 from tests.processes import mentioning
 from tests.wasm.guests import MIRROR, responding
@@ -54,6 +62,13 @@ def _refusal(sandbox: Sandbox, data: bytes) -> str:
         sandbox.load(data)
     assert caught.value.failure_class is FailureClass.INVALID_MODULE
     return caught.value.message
+
+
+@pytest.fixture
+def blamed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A late worker is blamed whatever CPU time it had: for the tests of what a late compile
+    does, on a machine whose other work may starve the worker."""
+    monkeypatch.setattr(compiler, "_STARVED_SHARE", 0.0)
 
 
 def _wat(*fields: str) -> bytes:
@@ -187,6 +202,7 @@ def test_the_shape_check_agrees_with_the_compiler_on_valid_modules() -> None:
         assert "no ABI marker" in _refusal(_sandbox(), data)
 
 
+@pytest.mark.usefixtures("blamed")
 def test_a_module_that_compiles_too_slowly_is_refused_and_its_worker_killed() -> None:
     bounds = dataclasses.replace(ModuleBounds(), max_functions=200_000)
     sandbox = _sandbox(module_bounds=bounds, compile_timeout_ms=200)
@@ -407,6 +423,7 @@ def test_a_load_waits_for_a_compile_worker_at_most_the_compile_deadline() -> Non
     sandbox.load(responding(b"\x80"))  # not remembered: the host was busy, not the module bad
 
 
+@pytest.mark.usefixtures("blamed")
 def test_a_compile_late_beside_another_is_not_remembered_one_late_alone_is() -> None:
     """Passing the deadline while another compile ran may be the busy host's fault: such a
     refusal is not remembered; a compile late on its own is."""
@@ -423,3 +440,87 @@ def test_a_compile_late_beside_another_is_not_remembered_one_late_alone_is() -> 
     assert not sandbox.modules._refused  # both overlapped: neither is remembered
     assert _refusal(sandbox, slow[0]).startswith("compiling the module took longer than")
     assert list(sandbox.modules._refused) == [cache.sha256_hex(slow[0])]  # alone: remembered
+
+
+def test_a_compile_late_because_its_worker_was_starved_is_not_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker that got less than half the deadline in CPU time (here: stopped mid-compile, as
+    a host busy with other work would starve it) is not the module's fault: the refusal says
+    so and is not remembered, and the next load compiles again."""
+    bounds = dataclasses.replace(ModuleBounds(), max_functions=200_000)
+    sandbox = _sandbox(module_bounds=bounds, compile_timeout_ms=2_000)
+    slow = many_functions(100_000, b"\x01\x01\x0b")
+    _Spare.refill()
+    assert _Spare.worker is not None
+    worker = _Spare.worker.pid  # the worker the load takes
+    before = cpu_seconds(worker)
+    messages: list[str] = []
+    loader = threading.Thread(target=lambda: messages.append(_refusal(sandbox, slow)))
+    loader.start()
+    while cpu_seconds(worker) < before + 0.1:  # reading the module, compiling
+        time.sleep(0.005)
+    os.kill(worker, signal.SIGSTOP)
+    loader.join(30)
+    assert len(messages) == 1 and messages[0].endswith(
+        "the host was busy, and a later load tries again"
+    )
+    assert not sandbox.modules._refused
+    monkeypatch.setattr(compiler, "_STARVED_SHARE", 0.0)
+    _refusal(sandbox, slow)  # compiled again, late, and this time blamed
+    assert list(sandbox.modules._refused) == [cache.sha256_hex(slow)]
+    _assert_only_the_spare_worker_left()
+
+
+def test_a_worker_too_stopped_to_read_its_input_cannot_hold_the_load() -> None:
+    """The module goes to the worker under the compile deadline too: a worker that never reads
+    it (stopped before the load, the module larger than a pipe holds) costs the load the
+    deadline, not forever, and is no refusal of the module's."""
+    sandbox = _sandbox(compile_timeout_ms=2_000)
+    padding = b"\x07padding" + b"\0" * (1 << 18)
+    module = responding(b"\x80") + section(0, padding)  # a custom section, not compiled
+    assert len(module) > 1 << 17  # more than the pipe takes without a reader
+    _Spare.refill()
+    assert _Spare.worker is not None
+    os.kill(_Spare.worker.pid, signal.SIGSTOP)
+    messages: list[str] = []
+    loader = threading.Thread(target=lambda: messages.append(_refusal(sandbox, module)))
+    loader.start()
+    loader.join(30)
+    assert not loader.is_alive()
+    assert messages[0].endswith("the host was busy, and a later load tries again")
+    assert not sandbox.modules._refused
+    sandbox.load(module)  # the next worker compiles it
+    _assert_only_the_spare_worker_left()
+
+
+def test_a_starved_refusal_names_the_cpu_time_its_worker_had(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bounds = dataclasses.replace(ModuleBounds(), max_functions=200_000)
+    sandbox = _sandbox(module_bounds=bounds, compile_timeout_ms=300)
+    monkeypatch.setattr(compiler, "_STARVED_SHARE", 1e9)  # any CPU time is too little
+    with pytest.raises(SandboxError) as caught:
+        sandbox.load(many_functions(100_000, b"\x01\x01\x0b"))
+    assert caught.value.contended and caught.value.failure_class is FailureClass.INVALID_MODULE
+    head, tail = caught.value.message.split("; ", 1)
+    assert head == (
+        "compiling the module took longer than 300 ms (operator setting sandbox.compileTimeoutMs)"
+    )
+    assert tail.startswith("the compile worker had only ") and tail.endswith(
+        " ms of CPU time in it: the host was busy, and a later load tries again"
+    )
+    assert not sandbox.modules._refused
+
+
+def test_cpu_seconds_grows_while_a_process_runs_and_is_negative_for_none() -> None:
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        started = time.monotonic()
+        while cpu_seconds(spinner.pid) < 0.3:
+            assert time.monotonic() - started < 30
+            time.sleep(0.01)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert cpu_seconds(spinner.pid) == -1.0  # reaped

@@ -25,11 +25,11 @@ from modelserving.plugins.artifacts import builtin_wasm
 from modelserving.plugins.exports import HOOK_EXPORTS, module_hooks, plugin_sandbox
 from modelserving.plugins.modules import CONFIG_MAP_MAX_BYTES, ModuleTooLarge, check_module_size
 from modelserving.plugins.wasm import WasmPlugin
-from modelserving.sandbox import CallFailure, Sandbox, SandboxSettings
+from modelserving.sandbox import CallFailure, Sandbox
 from modelserving.sandbox.cache import CompiledModule
 from tests import vectors
 from tests.vectors import MODEL_SERVING
-from tests.wasm.conftest import unhurried
+from tests.wasm.conftest import roomy, unhurried
 from tests.wasm.test_differential import configs, module_response, native, pods
 from tests.wasm.test_vectors import FILES, load, wasm_outcome
 
@@ -172,7 +172,7 @@ def test_the_default_limits_are_ample_for_go(sandbox: Sandbox, go_demo: bytes) -
 def per_call(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
     """A sandbox that runs _initialize in every call (no pre-initialisation)."""
     cache = tmp_path_factory.mktemp("per-call-cache")
-    return plugin_sandbox(SandboxSettings(cache_dir=cache, preinitialize=False))
+    return plugin_sandbox(roomy(cache_dir=cache, preinitialize=False))
 
 
 def test_a_tinygo_call_is_a_fraction_of_a_go_call(

@@ -15,10 +15,10 @@ import pytest
 
 from modelserving.api.errors import FailureClass
 from modelserving.plugins.exports import plugin_sandbox
-from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings, preinit
+from modelserving.sandbox import CallFailure, Sandbox, SandboxError, preinit
 from modelserving.sandbox import cache as cache_module
 from modelserving.sandbox.structure import encode_section
-from tests.wasm.conftest import unhurried
+from tests.wasm.conftest import roomy, unhurried
 from tests.wasm.guests import guest, hook, returns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ ANSWER_FLAG = '(data (i32.const 2048) "\\81\\a5error\\a10")'
 
 
 def sandbox_with(cache: Path | None, on: bool, **settings: object) -> Sandbox:
-    return plugin_sandbox(SandboxSettings(cache_dir=cache, preinitialize=on, **settings))  # type: ignore[arg-type]
+    return plugin_sandbox(roomy(cache_dir=cache, preinitialize=on, **settings))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import msgpack
 import pytest
 
 from modelserving.plugins.exports import plugin_sandbox
-from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings
+from modelserving.sandbox import CallFailure, Sandbox, SandboxError
+from tests.wasm.conftest import roomy
 from tests.wasm.guests import guest, hook, returns
 
 # Like a Go reactor: allocating before the runtime has started traps. The hook answers
@@ -43,7 +44,7 @@ ERROR_XX = '(data (i32.const 2048) "\\81\\a5error\\a2XX")'
 @pytest.fixture(scope="module", params=[False, True], ids=["per-call", "preinitialized"])
 def sandbox(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
     cache = Path(tmp_path_factory.mktemp("reactor-cache"))
-    return plugin_sandbox(SandboxSettings(cache_dir=cache, preinitialize=request.param))
+    return plugin_sandbox(roomy(cache_dir=cache, preinitialize=request.param))
 
 
 def reactor(initialize_body: str = COUNT_INITS, initialize_type: str = "") -> bytes:

@@ -6,6 +6,11 @@ memory; this side waits at most ``compile_timeout_ms`` for the whole reply and k
 when it is late, so neither a slow nor a memory-hungry module can stall or grow the controller.
 Every way it can fail is an InvalidModule naming the setting that decides it.
 
+A late compile is the module's fault only when the worker had the CPU to finish: one that ran
+beside another compile of the sandbox, or whose worker got less than half the deadline in CPU
+time (the host was busy with other work), is marked ``contended`` and not remembered as the
+module's refusal.
+
 A worker takes about 0.2 s to start, so one is kept started ahead, shared by every sandbox of
 the process: the first compile starts two, each later one takes the waiting worker and starts the
 next (it is stopped when the process exits). At most ``compile_workers`` compiles of one sandbox
@@ -34,6 +39,8 @@ from modelserving.sandbox.settings import MIB, SandboxSettings, setting_name
 
 _WORKER = Path(compile_worker.__file__)
 _STDERR_KEEP = 4096
+_STARVED_SHARE = 0.5
+"""A late worker that used less CPU time than this share of the deadline was starved."""
 
 
 class _Spare:
@@ -123,8 +130,11 @@ class Compiler:
             except _LateCompile as late:
                 with self._lock:
                     shared = shared or self._overlaps != overlaps_before
-                # passed its deadline beside another compile: perhaps only slowed by it
-                raise SandboxError(late.failure_class, late.message, contended=shared) from None
+                # passed its deadline beside another compile, or starved of CPU by other work:
+                # perhaps only slowed by the host
+                raise SandboxError(
+                    late.failure_class, late.message, contended=shared or late.starved
+                ) from None
             finally:
                 _reap(worker)
                 _Spare.refill()
@@ -142,47 +152,83 @@ class Compiler:
                 "moduleBytes": len(module),
             }
         ).encode()
-        assert worker.stdin is not None
-        try:
-            worker.stdin.write(frame(params))
-            worker.stdin.write(frame(module))
-            worker.stdin.close()
-        except OSError:
-            pass  # the worker died; its exit status says why
+        cpu_before = cpu_seconds(worker.pid)
         deadline = time.monotonic() + settings.compile_timeout_ms / 1000
-        reply, errors, late = _collect(worker, deadline, settings.max_artifact_bytes)
-        if late:
-            raise _LateCompile(
-                FailureClass.INVALID_MODULE,
-                f"compiling the module took longer than {settings.compile_timeout_ms} ms "
-                f"(operator setting {setting_name('compile_timeout_ms')})",
+        request = frame(params) + frame(module)
+        reply, errors, cpu_late = _collect(worker, request, deadline, settings.max_artifact_bytes)
+        if cpu_late is None:
+            return _parse(worker, reply, errors, settings)
+        message = (
+            f"compiling the module took longer than {settings.compile_timeout_ms} ms "
+            f"(operator setting {setting_name('compile_timeout_ms')})"
+        )
+        used = cpu_late - cpu_before if cpu_late >= 0 and cpu_before >= 0 else None
+        starved = used is not None and used < _STARVED_SHARE * settings.compile_timeout_ms / 1000
+        if starved and used is not None:
+            message += (
+                f"; the compile worker had only {used * 1000:.0f} ms of CPU time in it: "
+                "the host was busy, and a later load tries again"
             )
-        return _parse(worker, reply, errors, settings)
+        raise _LateCompile(FailureClass.INVALID_MODULE, message, starved=starved)
 
 
 class _LateCompile(SandboxError):
     """A compile passed its deadline (``Compiler.compile`` decides whether it was contended)."""
 
+    def __init__(self, failure_class: FailureClass, message: str, starved: bool) -> None:
+        super().__init__(failure_class, message)
+        self.starved = starved
+        """The worker had too little CPU time to be blamed."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, every thread) process ``pid`` has used; -1 when it cannot
+    be read (no ``/proc``, the process gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return -1.0
+    fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold anything
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
 
 def _collect(
-    worker: subprocess.Popen[bytes], deadline: float, limit: int
-) -> tuple[bytes, bytes, bool]:
-    """Everything the worker prints until it closes stdout, or until the deadline (then it is
-    killed). Returns stdout, the first bytes of stderr, and whether it was late."""
-    assert worker.stdout is not None and worker.stderr is not None
+    worker: subprocess.Popen[bytes], request: bytes, deadline: float, limit: int
+) -> tuple[bytes, bytes, float | None]:
+    """Writes ``request`` to the worker and reads everything it prints until it closes stdout,
+    all before the deadline (then it is killed: a worker too slow even to read its input, a
+    stopped one, cannot hold the caller). Returns stdout, the first bytes of stderr, and, when
+    it was late, the CPU time it had used when it was killed (else None)."""
+    assert worker.stdin is not None and worker.stdout is not None and worker.stderr is not None
     out, err = bytearray(), bytearray()
     streams = {worker.stdout.fileno(): out, worker.stderr.fileno(): err}
+    stdin = worker.stdin.fileno()
+    pending = memoryview(request)
     with selectors.DefaultSelector() as selector:
-        for fd in streams:
+        for fd in (*streams, stdin):
             os.set_blocking(fd, False)
+        for fd in streams:
             selector.register(fd, selectors.EVENT_READ)
+        selector.register(stdin, selectors.EVENT_WRITE)
         while streams:
             left = deadline - time.monotonic()
             if left <= 0:
+                used = cpu_seconds(worker.pid)
                 _kill(worker)
-                return bytes(out), bytes(err), True
+                return bytes(out), bytes(err), used
             for key, _ in selector.select(left):
                 fd = key.fd
+                if fd == stdin:
+                    try:
+                        pending = pending[os.write(fd, pending[: 1 << 16]) :]
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        pending = pending[:0]  # the worker died; its exit status says why
+                    if not pending:
+                        selector.unregister(fd)
+                        worker.stdin.close()
+                    continue
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     selector.unregister(fd)
@@ -197,7 +243,7 @@ def _collect(
                     )
                 if buf is out or len(err) < _STDERR_KEEP:
                     buf += chunk
-    return bytes(out), bytes(err), False
+    return bytes(out), bytes(err), None
 
 
 def _parse(

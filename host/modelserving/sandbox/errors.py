@@ -23,7 +23,8 @@ class SandboxError(Exception):
         self.message = escape_controls(message)
         self.contended = contended
         """The failure may be the busy host's, not the module's (a compile that passed its
-        deadline while another compile ran): it is not remembered as the module's refusal."""
+        deadline while another compile ran, or with its worker starved of CPU): it is not
+        remembered as the module's refusal."""
         super().__init__(f"{failure_class}: {self.message}")
 
 
