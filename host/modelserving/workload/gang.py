@@ -234,9 +234,14 @@ def spec_changes(
     Volcano's CRD defaults), as Kthena's update does; a field Kthena leaves out is removed;
     ``subGroupPolicy`` is left alone when the CRD lacks it. ``desired``: ``pod_group_spec(ms,
     api)`` when the caller has it already (it is the same for every ServingGroup)."""
+    return patch_to(existing, pod_group_spec(ms, api) if desired is None else desired, api)
+
+
+def patch_to(
+    existing: Mapping[str, Any], desired: Mapping[str, Any], api: VolcanoApi
+) -> dict[str, Any] | None:
+    """``spec_changes`` towards the spec ``desired`` (``pod_group_spec``'s)."""
     current = existing.get("spec") or {}
-    if desired is None:
-        desired = pod_group_spec(ms, api)
     fields = [f for f in MANAGED_FIELDS if f != "subGroupPolicy" or api.sub_group_policy]
     patch: dict[str, Any] = {}
     for field in fields:

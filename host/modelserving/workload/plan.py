@@ -173,6 +173,8 @@ class GroupNames:
 
     pods: frozenset[str]
     services: frozenset[str]
+    name: str = ""
+    """The ServingGroup's name."""
 
 
 def group_names(ms: ModelServing, index: int) -> GroupNames:
@@ -190,7 +192,7 @@ def group_names(ms: ModelServing, index: int) -> GroupNames:
             pods.extend(pod_name(group, rid, k) for k in range(role.worker_replicas + 1))
             if role.worker_template is not None:
                 services.append(pod_name(group, rid, 0))
-    return GroupNames(frozenset(pods), frozenset(services))
+    return GroupNames(frozenset(pods), frozenset(services), group)
 
 
 def plan(ms: ModelServing, gang: bool | gang_.VolcanoApi = False) -> list[GroupPlan]:

@@ -38,6 +38,7 @@ from modelserving.api.modelserving import ModelServing, Role
 from modelserving.api.place import PodPlace
 from modelserving.api.validation import scaled
 from modelserving.workload import gang as gang_
+from modelserving.workload.kept import KEPT_MAX, Kept
 from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import (
     NODE_DELETED,
@@ -180,17 +181,16 @@ class _Sync:
         # Every name in use blocks a create, including Pods this ModelServing does not control;
         # a name whose Pod was deleted a moment ago is waited for, as a terminating one is.
         self.pod_names = self.podset.raw.keys() | recently_gone
-        self.services = {
-            str(s["metadata"]["name"]): s for s in services if not uid or owned_by(s, uid)
-        }
+        self.services: dict[str, Mapping[str, Any]] = {}
+        self.service_groups: dict[str, str | None] = {}
+        """The ServingGroup each Service's label names, by Service name."""
         self.group_services: dict[str, list[str]] = {}
         """Service names by the ServingGroup their label names (one scan, not one per group)."""
-        for name, obj in self.services.items():
-            group = (obj["metadata"].get("labels") or {}).get(labels.GROUP_NAME_LABEL)
+        for name, obj, group in _owned("Service", uid, services):
+            self.services[name] = obj
+            self.service_groups[name] = group
             self.group_services.setdefault(str(group), []).append(name)
-        self.pod_groups = {
-            str(g["metadata"]["name"]): g for g in pod_groups if not uid or owned_by(g, uid)
-        }
+        self.pod_groups = {name: obj for name, obj, _ in _owned("PodGroup", uid, pod_groups)}
         self.pod_group_names = set(self.pod_groups)
         self.out = SyncPlan(revision=self.update_revision)
         self.deleted_groups: set[int] = set()
@@ -587,12 +587,13 @@ class _Sync:
         """Bring the existing PodGroups of these ServingGroups to Kthena's spec."""
         if not self.pod_groups_wanted:
             return
-        desired = gang_.pod_group_spec(self.ms, self.gang)  # the same for every ServingGroup
+        uid = self.ms.metadata.uid or ""
+        desired = _same_spec(uid, gang_.pod_group_spec(self.ms, self.gang))
         for name in sorted(names):
             existing = self.pod_groups.get(name)
             if existing is None or (existing.get("metadata") or {}).get("deletionTimestamp"):
                 continue
-            patch = gang_.spec_changes(existing, self.ms, self.gang, desired)
+            patch = _PATCHES((uid, name), existing, desired, self.gang)
             if patch is not None:
                 self.out.update_pod_groups[name] = patch
 
@@ -668,18 +669,21 @@ class _Sync:
             return False
         if not live.isdisjoint(self.deleted_pods) or not live.isdisjoint(self.terminating_names):
             return False
-        name = group_name(self.ms.name, group.index)
-        services = set(self.group_services.get(name, ()))
-        if services != names.services or any(n in self.out.service_causes for n in services):
+        name = names.name or group_name(self.ms.name, group.index)
+        services = self.group_services.get(name, ())
+        if len(services) != len(names.services) or not names.services.issuperset(services):
+            return False  # (a ServingGroup's Services are listed once each)
+        causes = self.out.service_causes
+        if causes and any(n in causes for n in services):
             return False
         return self.missing_pod_group(name) is None
 
-    def orphans(self, kept: set[int]) -> None:
-        """Services and PodGroups of ServingGroups that are neither kept nor being created."""
+    def orphans(self, names: set[str]) -> None:
+        """Services and PodGroups of ServingGroups that are neither kept nor being created
+        (``names``: those that are)."""
         self.cause = "scale"
-        names = {group_name(self.ms.name, i) for i in kept}
-        for name, obj in self.services.items():
-            if obj["metadata"].get("labels", {}).get(labels.GROUP_NAME_LABEL) not in names:
+        for name, group in self.service_groups.items():
+            if group not in names:
                 self.delete_service(name)
         for name in sorted(self.pod_group_names - names):
             self.out.delete_pod_groups.append(name)
@@ -749,6 +753,62 @@ class _Sync:
         )
 
 
+_OWNED: dict[tuple[str, str], dict[str, tuple[Mapping[str, Any], bool, str | None]]] = {}
+"""By kind and ModelServing UID, then by name: an object, whether that ModelServing controls
+it, and the ServingGroup its label names (see ``kept``: the same object, the same answer)."""
+
+
+def _owned(
+    kind: str, uid: str, objects: Iterable[Mapping[str, Any]]
+) -> list[tuple[str, Mapping[str, Any], str | None]]:
+    """The name, object and ServingGroup label of each of ``objects`` (Services or PodGroups)
+    the ModelServing with ``uid`` controls (all of them when ``uid`` is empty)."""
+    table = _OWNED.get((kind, uid))
+    if table is None:
+        if len(_OWNED) >= KEPT_MAX // 16:
+            _OWNED.clear()
+        table = _OWNED[(kind, uid)] = {}
+    found: list[tuple[str, Mapping[str, Any], str | None]] = []
+    count = 0
+    for obj in objects:
+        count += 1
+        name = str(obj["metadata"]["name"])
+        seen = table.get(name)
+        if seen is None or seen[0] is not obj:
+            meta = obj.get("metadata") or {}
+            group = (meta.get("labels") or {}).get(labels.GROUP_NAME_LABEL)
+            seen = table[name] = (
+                obj,
+                not uid or owned_by(obj, uid),
+                None if group is None else str(group),
+            )
+        if seen[1]:
+            found.append((name, obj, seen[2]))
+    if len(table) > 2 * count + 64:  # names gone since: start again
+        table.clear()
+    return found
+
+
+_PATCHES = Kept(gang_.patch_to)
+"""PodGroup merge patches by (ModelServing UID, name): a pass after one Pod event compares
+again only the PodGroups that changed."""
+_SPECS: dict[str, dict[str, Any]] = {}
+"""The PodGroup spec of each ModelServing's last pass, by UID."""
+
+
+def _same_spec(uid: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec``, or the equal one the last pass of this ModelServing made: the same object, so
+    ``_PATCHES`` finds its input unchanged by identity, not by comparing the two once for each
+    PodGroup."""
+    kept = _SPECS.get(uid)
+    if kept == spec:
+        return kept
+    if len(_SPECS) >= KEPT_MAX:
+        _SPECS.clear()
+    _SPECS[uid] = spec
+    return spec
+
+
 def _copied(raw: Mapping[str, Any]) -> dict[str, Any]:
     return dict(json_copy(raw))
 
@@ -805,9 +865,10 @@ def sync(
         s.membership(group)
     for index in fresh:
         s.create_missing(s.fresh_plan(index, previous), set())
-    s.orphans({g.index for g in kept} | set(fresh))
-    s.out.groups = [group_name(ms.name, i) for i in sorted({g.index for g in kept} | set(fresh))]
-    s.pod_group_updates(group_name(ms.name, i) for i in {g.index for g in kept} | set(fresh))
+    names = [group_name(ms.name, i) for i in sorted({g.index for g in kept} | set(fresh))]
+    s.orphans(set(names))
+    s.out.groups = names
+    s.pod_group_updates(names)
     if ready_hooks:
         s.ready_hooks()
     return s.out
