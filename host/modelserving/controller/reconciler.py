@@ -397,7 +397,8 @@ class Reconciler:
         uid = ms.metadata.uid or ""
         if self.cache is None:
             return PodSet.of(ms.name, uid, self.kube.list(PODS, ms.namespace, selector))
-        self._read(PODS, ms, selector)  # lists them when the cache has not yet
+        if not self.cache.primed(PODS.plural, ms.namespace, ms.name):
+            self._read(PODS, ms, selector)  # lists them (a primed cache's list is not needed)
         kept = self.pod_sets.get(key)
         if kept is None or kept.uid != uid:
             kept = self.pod_sets[key] = PodSet(ms.name, uid)
