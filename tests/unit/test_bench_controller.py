@@ -263,7 +263,7 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
         control_plane = iter([100.0, 112.0])
         mp.setattr(bench, "control_plane_cpu", lambda pids: next(control_plane))
         seen: list[tuple[int, ...]] = []
-        fleet.measure(Kube(), probe, None, (1, 2), 1, run, 5.0)  # type: ignore[arg-type]
+        fleet.measure(Kube(), probe, None, (1, 2), 1, run, 5.0, idle=0)  # type: ignore[arg-type]
     assert seen == [(1, 2, 4242)] and probe.reset == 1
     assert run.cpu_available == 2.5 and run.cpu_rollout == 2.5
     assert run.control_plane_cpu_available == 12.0
@@ -274,7 +274,7 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
         mp.setattr(bench, "settle", lambda pids: None)
         mp.setattr(bench, "create_namespace", lambda kube, name: None)
         mp.setattr(bench, "control_plane_cpu", lambda pids: None)
-        fleet.measure(kube, probe, None, (1,), 1, fast, 5.0, rollout=False)  # type: ignore[arg-type]
+        fleet.measure(kube, probe, None, (1,), 1, fast, 5.0, False, 0)  # type: ignore[arg-type]
     assert kube.generation == 1 and fast.cpu_available == 2.5 and fast.peak_rss_mb == 50.0
     assert fast.cpu_rollout is None and fast.rollout is None and fast.error is None
     assert fast.control_plane_cpu_available is None
@@ -294,7 +294,7 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
         mp.setattr(bench, "settle", lambda pids: None)
         mp.setattr(bench, "create_namespace", lambda kube, name: None)
         mp.setattr(bench, "control_plane_cpu", lambda pids: None)
-        fleet.measure(checked, InProcess(), None, (1,), 1, ours, 5.0)  # type: ignore[arg-type]
+        fleet.measure(checked, InProcess(), None, (1,), 1, ours, 5.0, idle=0)  # type: ignore[arg-type]
     assert checked.lists == 2 and ours.rollout is not None
     assert ours.peak_rss_mb == 50.0  # read before the lists
     assert run.peak_rss_mb == 50.0 and run.rollout is not None and run.error is None
@@ -450,3 +450,58 @@ def test_the_fleet_command_line_reaches_each_child(
     monkeypatch.setattr(fleet, "one_size", one)
     fleet.main(["--one", "8", *replace(ours, kthena=kthena).arguments()])
     assert got == [replace(ours, kthena=kthena)]
+
+
+def test_a_fleet_rollout_reports_its_events_and_cpu_per_event_beyond_idle(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """CPU per watch event, with the idle CPU of the rollout's duration taken out: a rollout the
+    control plane makes twice as long costs the controller twice its idle CPU, not more per
+    event."""
+    run = FleetRun(1000, 7.0, 14.0, 4.0, 3500, 97.0, 100.0, 12.0, 10, 1.0)
+    run.events_rollout, run.requests_rollout, run.idle_cpu_ms_per_s = 10_000, 2100, 20.0
+    report(run)
+    out = capsys.readouterr().out
+    assert "idle 20.0 ms CPU/s" in out
+    # 12 s of CPU, 2 s of it idle (20 ms/s over 100 s): 10 s over 10,000 events
+    assert (
+        "10.0 watch events and 2.10 API requests per Pod, 1000 us CPU per event beyond idle "
+        "(idle: 2.0 s of it)" in out
+    )
+    run.idle_cpu_ms_per_s = None  # not read (--idle 0): the counts alone
+    report(run)
+    out = capsys.readouterr().out
+    assert "idle" not in out.split(";")[0] and "2.10 API requests per Pod)" in out
+    assert "per event" not in out
+
+
+def test_the_idle_cpu_is_read_over_the_window_once_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    settled_for: list[tuple[int, ...]] = []
+    monkeypatch.setattr(bench, "settle", settled_for.append)
+    clock = iter([100.0, 102.0])
+    monkeypatch.setattr(fleet.time, "perf_counter", lambda: next(clock))
+    slept: list[float] = []
+    monkeypatch.setattr(fleet.time, "sleep", slept.append)
+
+    class Probe(bench.Probe):
+        pids: tuple[int, ...] = (7,)
+        readings = iter([5.0, 5.05])
+
+        def cpu(self) -> float:
+            return next(self.readings)
+
+    assert fleet._idle(Probe(), (1, 2), 2.0) == pytest.approx(25.0)  # 50 ms over 2 s
+    assert settled_for == [(1, 2, 7)] and slept == [2.0]
+    assert fleet._idle(Probe(), (1,), 0) is None  # not read
+    assert fleet.Settings(idle=5.0).arguments()[-2:] == ["--idle", "5.0"]
+    assert "--idle" not in fleet.Settings().arguments()
+
+
+def test_the_controller_counts_the_events_of_its_watches() -> None:
+    from types import SimpleNamespace
+
+    from modelserving.controller.manager import Controller
+
+    ctl = SimpleNamespace(watches=[SimpleNamespace(events=3), SimpleNamespace(events=4)])
+    assert Controller.watch_events.fget(ctl) == 7  # type: ignore[attr-defined]
+    assert Controller.watch_events.fget(SimpleNamespace(watches=[])) == 0  # type: ignore[attr-defined]

@@ -34,6 +34,8 @@ PODS_PER_GROUP = len(bench.ROLES) * (1 + bench.WORKERS)
 PODS_PER_NODE = 100
 """kwok Nodes take 110 Pods; a little room is left."""
 TIMEOUT_S = 900.0
+IDLE_S = 30.0
+"""How long the controller's CPU is read with nothing changing, once the fleet is available."""
 PREFIX = "fleet-run: "
 OURS = "ours"
 NAMESPACE = "fleet"
@@ -66,6 +68,15 @@ class FleetRun:
     rollout_reported: float | None = None
     """When the ModelServings' status first said the rolling update done; ``rollout`` is when
     every Pod was in fact replaced and Ready."""
+    events_available: int | None = None
+    """Pod and Service watch events our controller handled until available."""
+    events_rollout: int | None = None
+    """The same through the rolling update."""
+    requests_rollout: int | None = None
+    """Our controller's API requests through the rolling update."""
+    idle_cpu_ms_per_s: float | None = None
+    """The controller's CPU while nothing changes (``IDLE_S`` once the fleet is available and
+    settled), per second: what it costs for as long as a rollout takes, whatever its size."""
 
 
 def settled(ms: dict[str, Any], generation: int, groups: int) -> bool:
@@ -133,6 +144,8 @@ class Settings:
     api_writes: int | None = None
     """Our controller's ``concurrency.apiWrites`` (None: the operator config's default)."""
     rollout: bool = True
+    idle: float = IDLE_S
+    """Seconds the idle controller's CPU is read once the fleet is available (0: not read)."""
 
     def arguments(self) -> list[str]:
         """These settings as the child's command-line options."""
@@ -143,6 +156,8 @@ class Settings:
             out += ["--api-writes", str(self.api_writes)]
         if not self.rollout:
             out.append("--no-rollout")
+        if self.idle != IDLE_S:
+            out += ["--idle", str(self.idle)]
         return out
 
 
@@ -153,7 +168,7 @@ def one_size(binaries: dict[str, Path], pods: int, settings: Settings) -> FleetR
     groups = split(pods, models)
     run = FleetRun(groups * PODS_PER_GROUP * models, models=models, controller=_whose(kthena))
     config = operator_config(settings.api_writes)
-    how = (settings.timeout, settings.rollout)
+    how = (settings.timeout, settings.rollout, settings.idle)
     nodes = run.pods // PODS_PER_NODE + 2
     with bench.fresh_cluster(binaries, nodes=nodes) as (kubeconfig, pids):
         client = api_client(str(kubeconfig), pool_size=config.concurrency.api_writes + 8)
@@ -182,6 +197,7 @@ def measure(
     run: FleetRun,
     timeout: float = TIMEOUT_S,
     rollout: bool = True,
+    idle: float = IDLE_S,
 ) -> None:
     """The fleet's figures into ``run``; ``probe`` reads the controller's CPU and memory,
     ``ctl`` (ours only, None for Kthena's) its API requests and passes. Without ``rollout``
@@ -199,6 +215,7 @@ def measure(
     watch = bench.PodWatch(kube, NAMESPACE, "fleet", run.pods, selector="app=bench")
     probe.reset_peak()
     requests = ctl.kube.requests if ctl is not None else 0
+    events = ctl.watch_events if ctl is not None else 0
     cpu, others = probe.cpu(), bench.control_plane_cpu(pids)
     started = time.perf_counter()
     for name in names:
@@ -219,10 +236,23 @@ def measure(
         run.control_plane_cpu_available = others_after - others
     if ctl is not None:
         run.requests = ctl.kube.requests - requests
+        run.events_available = ctl.watch_events - events
+    run.idle_cpu_ms_per_s = _idle(probe, pids, idle)
     if rollout:
         _roll(kube, probe, ctl, names, body, groups, run, timeout)
     if run.peak_rss_mb is None:
         run.peak_rss_mb = _peak_mb(probe)
+
+
+def _idle(probe: bench.Probe, pids: tuple[int, ...], seconds: float) -> float | None:
+    """The controller's CPU per second (in ms) over ``seconds`` once the control plane has
+    settled: its watches, resyncs and timers, with no Pod changing (None: not measured)."""
+    if seconds <= 0:
+        return None
+    bench.settle(pids + probe.pids)
+    cpu, started = probe.cpu(), time.perf_counter()
+    time.sleep(seconds)
+    return (probe.cpu() - cpu) / (time.perf_counter() - started) * 1000
 
 
 def _peak_mb(probe: bench.Probe) -> float | None:
@@ -243,6 +273,7 @@ def _roll(
     """The whole fleet rolls to a new image: its figures into ``run``."""
     cpu = probe.cpu()
     passes, pass_cpu = (sum(ctl.passes.values()), ctl.pass_cpu_seconds) if ctl else (0, 0.0)
+    events, requests = (ctl.watch_events, ctl.kube.requests) if ctl else (0, 0)
     started = time.perf_counter()
     patch = {"spec": {"template": {"roles": body["spec"]["template"]["roles"]}}}
     for role in patch["spec"]["template"]["roles"]:
@@ -263,6 +294,8 @@ def _roll(
     if ctl is not None:
         run.passes_rollout = sum(ctl.passes.values()) - passes
         run.pass_cpu_rollout = ctl.pass_cpu_seconds - pass_cpu
+        run.events_rollout = ctl.watch_events - events
+        run.requests_rollout = ctl.kube.requests - requests
     if done is None and run.rollout_reported is not None:
         run.error = (
             f"the status said the rolling update done at {run.rollout_reported:.1f} s, but its "
@@ -351,17 +384,37 @@ def report(run: FleetRun) -> None:
         if run.cpu_rollout is None
         else f"; rolling update {fig(run.rollout, '.1f')} s{_reported(run)}, "
         f"{fig(roll, '.2f')} ms CPU/{per} ({fig(run.passes_rollout, 'd')} passes, "
-        f"{fig(run.pass_cpu_rollout, '.1f')} s CPU in them)"
+        f"{fig(run.pass_cpu_rollout, '.1f')} s CPU in them{_per_event(run, rolled)})"
     )
     print(
         f"  {run.pods:>6} Pods{where}{who}: created {fig(run.created, '6.1f')} s, available "
         f"{fig(run.available, '6.1f')} s, CPU to available {fig(per_pod, '.2f')} ms/Pod "
         f"(control plane {fig(others_per_pod, '.1f')} ms/Pod), "
         f"{fig(asks, '.2f')} API requests/Pod, peak RSS {fig(run.peak_rss_mb, '.0f')} MB"
+        + ("" if run.idle_cpu_ms_per_s is None else f", idle {run.idle_cpu_ms_per_s:.1f} ms CPU/s")
         + rolling
         + (f"; {run.error}" if run.error else ""),
         flush=True,
     )
+
+
+def _per_event(run: FleetRun, rolled: int) -> str:
+    """The rolling update's watch events and API requests per Pod, and its CPU per event once
+    the idle CPU of its duration is taken out (ours only: Kthena's has no counts)."""
+    if run.events_rollout is None or run.requests_rollout is None or not rolled:
+        return ""
+    text = (
+        f"; {run.events_rollout / rolled:.1f} watch events and "
+        f"{run.requests_rollout / rolled:.2f} API requests per Pod"
+    )
+    took = run.rollout
+    if run.cpu_rollout is None or run.idle_cpu_ms_per_s is None or took is None:
+        return text
+    idle = run.idle_cpu_ms_per_s * took / 1000
+    busy = run.cpu_rollout - idle
+    if run.events_rollout:
+        text += f", {busy / run.events_rollout * 1e6:.0f} us CPU per event beyond idle"
+    return text + f" (idle: {idle:.1f} s of it)"
 
 
 def _reported(run: FleetRun) -> str:
@@ -409,10 +462,17 @@ def main(argv: list[str] | None = None) -> None:
         action="store_false",
         help="end each run when the fleet is available (no rolling update)",
     )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=IDLE_S,
+        help="seconds the idle controller's CPU is read once the fleet is available "
+        f"(default {IDLE_S:.0f}; 0: not read)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     models = max(1, args.models)
-    settings = Settings(args.timeout, models, args.kthena, args.api_writes, args.rollout)
+    settings = Settings(args.timeout, models, args.kthena, args.api_writes, args.rollout, args.idle)
     binaries = devcluster.cached_binaries()
     if args.one:
         if binaries is None:

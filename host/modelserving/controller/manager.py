@@ -280,6 +280,8 @@ class Controller:
         """Finished reconcile passes by key (for tests and debugging)."""
         self.pass_cpu_seconds = 0.0
         """The CPU seconds of every pass so far, in its worker thread (for benchmarks)."""
+        self.watches: list[Watch] = []
+        """The Pods' and Services' watches while the controller runs."""
         self.leading = threading.Event()
         self.lost_leadership = False
 
@@ -473,7 +475,7 @@ class Controller:
         for worker in workers:
             worker.start()
         threading.Thread(target=self._resync, args=(stop,), name="resync", daemon=True).start()
-        watches = self._watches()
+        watches = self.watches = self._watches()
         try:
             handlers.run_kopf(self, stop, ready)
         finally:
@@ -489,6 +491,11 @@ class Controller:
                 elector.release()
             self._close(servers)
         return 1 if self.lost_leadership else 0
+
+    @property
+    def watch_events(self) -> int:
+        """The Pod and Service watch events handled so far (for benchmarks)."""
+        return sum(watch.events for watch in self.watches)
 
     def _watches(self) -> list[Watch]:
         """The Pods' and Services' watches (one per watched namespace, or one for all)."""
