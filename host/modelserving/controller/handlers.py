@@ -5,11 +5,11 @@ annotations) and keeps no diff base or progress for them; they are coroutines th
 lock to queue a key, so kopf calls them on its loop instead of handing each event to a thread.
 kopf runs standalone because leadership is the controller's Lease. Watched:
 - ModelServings: their key is queued;
-- (Pods and Services with the ModelServing name label are watched by ``controller.watch``, not
-  kopf: thousands of events while a big ModelServing comes up);
-- ConfigMaps: the keys of ModelServings whose plugin modules come from them are queued;
-- Nodes (cluster-wide): when one is deleted or turns NotReady, or comes back, every
-  ModelServing's key is queued.
+- ConfigMaps: the keys of ModelServings whose plugin modules come from them are queued.
+
+Pods and Services with the ModelServing name label, and Nodes, are watched by
+``controller.watch``, not kopf: thousands of Pod events while a big ModelServing comes up, and
+a heartbeat of every Node every few seconds.
 """
 
 from __future__ import annotations
@@ -119,10 +119,6 @@ def registry_for(controller: Controller) -> kopf.OperatorRegistry:
     @kopf.on.event(labels.GROUP, labels.VERSION, labels.PLURAL, registry=registry)
     async def model_serving(event: Mapping[str, Any], **_: Any) -> None:
         controller.model_serving_event(event.get("type"), event.get("object") or {})
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node(event: Mapping[str, Any], **_: Any) -> None:
-        controller.node_event(event.get("type"), event.get("object") or {})
 
     @kopf.on.event("", "v1", "configmaps", registry=registry)
     async def config_map(event: Mapping[str, Any], **_: Any) -> None:

@@ -1,12 +1,12 @@
 """The running controller: leader election, kopf watches, reconcile workers, metrics and health.
 
 ``Controller.run`` is what ``modelserving run`` calls. It serves /healthz at once (a standby
-replica is alive too), waits to lead (a Lease), then starts the workers, the Pods' and
-Services' watches (``controller.watch``, into the ``controller.cache`` the passes read) and kopf
-(ModelServings, ConfigMaps, Nodes). Events only put ModelServing keys in the work queue; the
-workers reconcile one key at a time each, and API writes go through a bounded pool. Losing the
-lease stops everything, so a replica never acts without leading; Kubernetes restarts the
-container and it waits as standby.
+replica is alive too), waits to lead (a Lease), then starts the workers, the Pods', Services'
+and Nodes' watches (``controller.watch``; Pods and Services into the ``controller.cache`` the
+passes read) and kopf (ModelServings, ConfigMaps). Events only put ModelServing keys in the
+work queue; the workers reconcile one key at a time each, and API writes go through a bounded
+pool. Losing the lease stops everything, so a replica never acts without leading; Kubernetes
+restarts the container and it waits as standby.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from modelserving.controller import handlers
 from modelserving.controller.cache import ObjectCache, owner_of
 from modelserving.controller.config import pod_namespace, sandbox_settings
 from modelserving.controller.events import EventRecorder
-from modelserving.controller.kube import CRDS, PODS, SERVICES, ApiError, Kube
+from modelserving.controller.kube import CRDS, NODES, PODS, SERVICES, ApiError, Kube
 from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
 from modelserving.controller.metrics import Metrics
 from modelserving.controller.nodes import NodeStates
@@ -498,9 +498,11 @@ class Controller:
         return sum(watch.events for watch in self.watches)
 
     def _watches(self) -> list[Watch]:
-        """The Pods' and Services' watches (one per watched namespace, or one for all)."""
+        """The Pods' and Services' watches (one per watched namespace, or one for all), and the
+        Nodes' (every Node: kwok's and kubelets' heartbeats bring an event per Node every few
+        seconds, which kopf's machinery made the idle controller's largest cost)."""
         namespaces: list[str | None] = list(self.config.watch_namespaces) or [None]
-        return [
+        owned = [
             Watch(
                 self.kube,
                 res,
@@ -512,6 +514,15 @@ class Controller:
             for res in (PODS, SERVICES)
             for namespace in namespaces
         ]
+        nodes = Watch(self.kube, NODES, "", None, self.node_event, self._nodes_relisted)
+        return [*owned, nodes.start()]
+
+    def _nodes_relisted(self) -> None:
+        """The Node watch listed again (its resourceVersion was too old): every ModelServing
+        is looked at with the Nodes' states as listed (as kopf's watch did, a Node deleted in
+        between sends no event; its Pods are then recovered when they fail or go)."""
+        for key in list(self.known):
+            self.enqueue(key)
 
     @staticmethod
     def _close(servers: list[Any]) -> None:

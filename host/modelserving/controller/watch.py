@@ -1,11 +1,12 @@
-"""A lean list-and-watch of the ModelServings' Pods and Services, in a thread.
+"""A lean list-and-watch of the ModelServings' Pods and Services, and of the Nodes, in a thread.
 
-kopf watches ModelServings, ConfigMaps and Nodes. The Pods are another matter: 800 of them turning
+kopf watches ModelServings and ConfigMaps. The Pods are another matter: 800 of them turning
 Ready bring thousands of events, and kopf's machinery around each one (causes, handler
 invocation, its logging context) was the larger half of the controller's CPU while a big
 ModelServing came up. ``Watch`` reads the same event stream (objects with the ModelServing name
 label) and hands each object straight to the controller, which keeps it in its cache and queues
-the ModelServing.
+the ModelServing. Nodes too: every Node's heartbeat is an event every few seconds, whatever
+the ModelServings do.
 
 - It lists first, then watches from the list's resourceVersion, with bookmarks; a watch the
   server ends is resumed from the last resourceVersion seen.

@@ -146,17 +146,32 @@ def test_events_of_a_model_serving_whose_decision_is_long_gather_for_its_share(
         assert _pending(ctl.queue) == [key]
 
 
-def test_pods_and_services_are_watched_in_each_watched_namespace(
+def test_pods_and_services_are_watched_in_each_watched_namespace_and_every_node(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(Watch, "start", lambda self: self)  # no threads
     for namespaces, expected in (([], [None]), (["a", "b"], ["a", "b"])):
         with controller(tmp_path, watchNamespaces=namespaces) as ctl:
             watches = ctl._watches()
-            assert sorted((w.res.plural, w.namespace or "") for w in watches) == sorted(
+            owned = [w for w in watches if w.res.plural != "nodes"]
+            assert sorted((w.res.plural, w.namespace or "") for w in owned) == sorted(
                 (plural, ns or "") for plural in ("pods", "services") for ns in expected
             )
-            assert {w.selector for w in watches} == {NAME_LABEL}
+            assert {w.selector for w in owned} == {NAME_LABEL}
+            (nodes,) = (w for w in watches if w.res.plural == "nodes")
+            assert nodes.namespace is None and nodes.selector == ""  # every Node
+            assert nodes.handler == ctl.node_event
+
+
+def test_a_node_list_after_a_gone_watch_looks_at_every_model_serving(tmp_path: Path) -> None:
+    """Once the Nodes are listed again after the watch was gone, every ModelServing gets a
+    pass with the Nodes' states as listed."""
+    with controller(tmp_path) as ctl:
+        queued: list[Any] = []
+        ctl.known = {("a", "x"), ("b", "y")}
+        ctl.enqueue = lambda key, change=False: queued.append(key)  # type: ignore[method-assign]
+        ctl._nodes_relisted()
+        assert sorted(queued) == [("a", "x"), ("b", "y")]
 
 
 def test_writes_are_paced_and_the_pod_watch_feeds_the_start_backlog(tmp_path: Path) -> None:
