@@ -357,6 +357,29 @@ class PatchValidator:
                 self._known.popitem(last=False)
             return known
 
+    def related(self, pod: Mapping[str, Any], sibling: Mapping[str, Any]) -> None:
+        """Let ``pod``'s facts, when first needed, be found from those already found of
+        ``sibling``, a Pod made from the same template (``workload.pods``: such Pods share what
+        they took from it unchanged). Only the parts made of the same objects are taken, so
+        the facts are the same as those read from ``pod`` whole; a sibling whose facts are not
+        known, or a Pod already read or linked, is left as it is."""
+        if not self.memo or pod is sibling:
+            return
+        with self._known_lock:
+            other = self._known.get(id(sibling))
+        if other is None or other.pod is not sibling:
+            return
+        if other.pss is None and other.access is None:
+            return
+        known = self._entry(pod)
+        if known.parent is not None or known.pss is not None or known.access is not None:
+            return
+        # a detached copy of what is known of the sibling: no chain of Pods, each holding the
+        # one made before it, can form
+        holder = _Known(sibling)
+        holder.pss, holder.access, holder.granted = other.pss, other.access, other.granted
+        known.parent = holder
+
     def _pss(self, known: _Known, template: _Known | None = None) -> pss.PodFacts:
         """The Pod Security facts of ``known``'s Pod (from ``template``'s where they are the
         same)."""
@@ -424,7 +447,12 @@ class PatchValidator:
             return
         old = old or self._entry(before)
         if old.granted is None:
-            old.granted = self._granted(self._pss(old), before)
+            facts = self._pss(old)
+            source = old.parent
+            if source is not None and source.pss is facts and source.granted is not None:
+                old.granted = source.granted  # the same facts: every part the same objects
+            else:
+                old.granted = self._granted(facts, before)
         granted = old.granted
         if not granted:
             return

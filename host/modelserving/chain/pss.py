@@ -140,7 +140,8 @@ class Part:
     facts: dict[Key, Fact]
     extra: Any = None
     """A volume part's hostPath volume, ``(name, what)`` (None when it is none); a container
-    part's: the hostPath volumes of its Pod it was read with."""
+    part's: the hostPath volumes of its Pod it was read with; the Pod's own part: its AppArmor
+    annotations (``_apparmor``), compared by value."""
 
     def same(self, inputs: tuple[Any, ...]) -> bool:
         old = self.inputs
@@ -199,19 +200,25 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
     Each part of ``pod`` (its own fields, a volume, a container) whose facts depend only on
     objects that are the same in that Pod, at the same place, takes its facts from there
     instead of reading them again: the result is the same as without ``reuse``, in the same
-    order (a property test checks this), at the cost of the parts a patch touched."""
+    order (a property test checks this), at the cost of the parts a patch touched. When every
+    part is taken so (a Pod made from the same template as ``reuse``'s), ``reuse`` itself is
+    the answer."""
     old = reuse.parts if reuse is not None else {}
+    taken = 0  # parts taken from ``reuse``
     parts: dict[tuple[str, int], Part] = {}
     spec = _as_map(pod.get("spec"))
     raw_sc = spec.get("securityContext")
     pod_sc = _as_map(raw_sc)
     out: dict[Key, Fact] = {}
     annotations = _as_map(pod.get("metadata")).get("annotations")
-    inputs = (raw_sc, annotations, *(spec.get(f) for f in _POD_FIELDS))
+    inputs = (raw_sc, *(spec.get(f) for f in _POD_FIELDS))
+    apparmor = _apparmor(annotations)
     part = old.get(_POD_PART)
-    if part is None or not part.same(inputs):
-        part = Part(inputs, {})
-        _pod_level(dict(zip(_POD_FIELDS, inputs[2:], strict=True)), pod_sc, annotations, part.facts)
+    if part is None or part.extra != apparmor or not part.same(inputs):
+        part = Part(inputs, {}, apparmor)
+        _pod_level(dict(zip(_POD_FIELDS, inputs[1:], strict=True)), pod_sc, annotations, part.facts)
+    else:
+        taken += 1
     parts[_POD_PART] = part
     out.update(part.facts)
     host_volumes: dict[str, str] = {}
@@ -220,6 +227,8 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
         if part is None or part.inputs[0] is not volume:
             part = Part((volume,), {})
             part.extra = _volume(_as_map(volume), i, part.facts)
+        else:
+            taken += 1
         parts["volumes", i] = part
         out.update(part.facts)
         if part.extra is not None:
@@ -238,6 +247,8 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
             if part is None or not part.same((raw_sc, name, security)):
                 part = Part((raw_sc, name, security), {})
                 _security(_as_map(security), subject, base, pod_sc, part.facts)
+            else:
+                taken += 1
             parts[kind, i] = part
             out.update(part.facts)
             inputs = (name, *(container.get(f) for f in _REACH_FIELDS))
@@ -246,8 +257,12 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
                 part = Part(inputs, {}, host_volumes)
                 view = dict(zip(_REACH_FIELDS, inputs[1:], strict=True))
                 _reach(view, subject, base, host_volumes, part.facts)
+            else:
+                taken += 1
             parts[reach_kind, i] = part
             out.update(part.facts)
+    if reuse is not None and taken == len(parts) == len(old):
+        return reuse  # every part the same objects: the same facts
     return PodFacts(out, containers, pod_sc, parts=parts)
 
 
@@ -273,6 +288,16 @@ def container_subject(kind: str, container: Mapping[str, Any]) -> str:
 
 
 _HOST_USERS = "shares the node's user namespace (hostUsers is not false)"
+
+
+def _apparmor(annotations: Any) -> tuple[tuple[str, str], ...]:
+    """What the Pod's own facts read of its annotations: each AppArmor one, its key and the
+    text of its value (a Pod's other annotations, its name's among them, change no fact)."""
+    return tuple(
+        (str(key), repr(value))
+        for key, value in _as_map(annotations).items()
+        if str(key).startswith(_APPARMOR_ANNOTATION)
+    )
 
 
 def _pod_level(

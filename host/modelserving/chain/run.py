@@ -11,7 +11,6 @@ metrics) as a ``CallRecord``.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,6 +83,11 @@ class Chain:
         self.observer: CallObserver | None = None
         self.announced = False
         """Set by the controller once it has reported this chain (a new chain starts False)."""
+        self._applied_texts: dict[tuple[int, ...], str] = {}
+        """The plugins-applied annotation's text by the indexes of the plugins applied."""
+        self._last_made: dict[tuple[str, bool], dict[str, Any]] = {}
+        """The last Pod each role's entry or worker template made that the chain patched: the
+        validator may find the next one's facts from its (``PatchValidator.related``)."""
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -125,11 +129,22 @@ class Chain:
         ``ms`` is the ModelServing as the caller sees it now (its labels and annotations may have
         changed without a new generation); by default the one the chain was built from.
         """
-        pod, outcomes = self.run(Hook.ON_POD_CREATE, desired, desired.pod, ms)
+        made = desired.pod
+        key = (desired.place.role_name, desired.place.is_entry)
+        sibling = self._last_made.get(key)
+        if sibling is not None:
+            self.validator.related(made, sibling)
+        self._last_made[key] = made
+        pod, outcomes = self.run(Hook.ON_POD_CREATE, desired, made, ms)
         if pod is desired.pod:
             pod = json_copy(pod)
-        applied = {o.index for o in outcomes if o.applied and not o.monitored}
-        pod = record_applied(pod, [e for e in self.entries if e.index in applied])
+        applied = tuple(o.index for o in outcomes if o.failure is None and not o.monitored)
+        if applied:
+            text = self._applied_texts.get(applied)
+            if text is None:  # the same few sets of plugins apply to every Pod of the chain
+                entries = [e for e in self.entries if e.index in applied]
+                text = self._applied_texts[applied] = applied_text(entries)
+            pod = _annotated(pod, text)
         return CreateResult(pod=pod, outcomes=outcomes)
 
     def on_pod_ready(
@@ -215,23 +230,25 @@ def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> dict[s
     everything it shares with earlier Pods stay unchanged."""
     if not entries:
         return pod
+    return _annotated(pod, applied_text(entries))
+
+
+def _annotated(pod: dict[str, Any], text: str) -> dict[str, Any]:
+    """``pod`` with the plugins-applied annotation ``text``, copy-on-write."""
     metadata = dict(pod.get("metadata") or {})
     annotations = dict(metadata.get("annotations") or {})
-    annotations[PLUGINS_APPLIED_ANNOTATION] = _applied_text(
-        tuple((e.name, e.runtime, e.digest) for e in entries)
-    )
+    annotations[PLUGINS_APPLIED_ANNOTATION] = text
     metadata["annotations"] = annotations
     return {**pod, "metadata": metadata}
 
 
-@functools.lru_cache(maxsize=256)
-def _applied_text(applied: tuple[tuple[str, str, str | None], ...]) -> str:
-    """The annotation's value for plugins ``(name, runtime, digest)`` (the same few sets of
-    plugins apply to every Pod of a chain: each text is made once)."""
+def applied_text(entries: Sequence[ChainEntry]) -> str:
+    """The plugins-applied annotation's value for ``entries``: each one's name, runtime and,
+    for WebAssembly, module digest, in order."""
     items = []
-    for name, runtime, digest in applied:
-        item = {"name": name, "runtime": runtime}
-        if digest:
-            item["sha256"] = digest
+    for entry in entries:
+        item = {"name": entry.name, "runtime": entry.runtime}
+        if entry.digest:
+            item["sha256"] = entry.digest
         items.append(item)
     return json.dumps(items, separators=(",", ":"))

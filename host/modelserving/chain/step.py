@@ -61,7 +61,7 @@ class ChainEntry:
         return hook in self.plugin.hooks and self.spec.applies_to(place.role_name, place.is_entry)
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What one plugin's hook did: the validated patch and the Pod after it (patching hooks),
     the observations (observing hooks), the owned objects the object policy let through
@@ -121,39 +121,52 @@ def invoke(
     """Call ``request.hook`` of ``entry``; never raises for a plugin's failure (it is in the
     outcome, classified, naming plugin, hook and Pod or ServingGroup)."""
     hook = request.hook
-    plugin = entry.plugin
-    outcome = Outcome(entry.name, entry.index, entry.runtime, hook, monitored=entry.spec.monitor)
     start = time.perf_counter()
-    reply = _call(plugin, request)
-    group = request.serving_group if isinstance(request, GroupRequest) else None
-    if reply.failure is None and isinstance(request, GroupRequest):
-        reply = _own(outcome, reply, request, objects or ObjectValidator())
+    reply = _call(entry.plugin, request)
+    pod: dict[str, Any] | None = None
+    patch: list[PatchOperation] = []
+    owned: list[dict[str, Any]] = []
+    group = None
+    if isinstance(request, GroupRequest):
+        group = request.serving_group
+        if reply.failure is None:
+            reply, owned = _own(reply, request, objects or ObjectValidator())
     elif reply.failure is None and SPEC[hook].patches:
         assert isinstance(request, HookRequest)
-        reply = _apply(
-            outcome, reply, request.pod, validator or PatchValidator(), plugin.copies_values
+        reply, pod, patch = _apply(
+            reply, request.pod, validator or PatchValidator(), entry.plugin.copies_values
         )
-    outcome.reply = reply
+    failure = None
     if reply.failure is not None:
-        outcome.failure = reply.failure_of(entry.name, hook, request.pod_name, group)
-    outcome.duration_us = (time.perf_counter() - start) * 1e6
-    return outcome
+        failure = reply.failure_of(entry.name, hook, request.pod_name, group)
+    return Outcome(
+        entry.spec.name,
+        entry.index,
+        entry.plugin.runtime,
+        hook,
+        patch,
+        (time.perf_counter() - start) * 1e6,
+        failure,
+        pod,
+        reply,
+        owned,
+        entry.spec.monitor,
+    )
 
 
 def _own(
-    outcome: Outcome, reply: Reply, request: GroupRequest, validator: ObjectValidator
-) -> Reply:
-    """Check the reply's objects with the object policy into ``outcome``; a refusal is
-    ForbiddenObject."""
+    reply: Reply, request: GroupRequest, validator: ObjectValidator
+) -> tuple[Reply, list[dict[str, Any]]]:
+    """The reply and its objects the object policy let through; a refusal is ForbiddenObject
+    (and no objects)."""
     namespace = request.model_serving.namespace
     try:
-        outcome.objects = validator.check(reply.objects, request.serving_group, namespace)
-        return reply
+        return reply, validator.check(reply.objects, request.serving_group, namespace)
     except ObjectRejected as exc:
         message = str(exc)
     except Exception as exc:  # a validator bug must not escape the failure policy
         message = f"the objects could not be validated: {type(exc).__name__}: {exc}"
-    return dataclasses.replace(reply, failure=FailureClass.FORBIDDEN_OBJECT, message=message)
+    return dataclasses.replace(reply, failure=FailureClass.FORBIDDEN_OBJECT, message=message), []
 
 
 def _call(plugin: PluginAdapter, request: Request) -> Reply:
@@ -171,15 +184,17 @@ def _call(plugin: PluginAdapter, request: Request) -> Reply:
 
 
 def _apply(
-    outcome: Outcome, reply: Reply, pod: dict[str, Any], validator: PatchValidator, copy: bool
-) -> Reply:
-    """Validate and apply the reply's patch into ``outcome``; a refusal is ForbiddenPatch."""
+    reply: Reply, pod: dict[str, Any], validator: PatchValidator, copy: bool
+) -> tuple[Reply, dict[str, Any] | None, list[PatchOperation]]:
+    """The reply, the patched Pod and the validated operations; a refusal is ForbiddenPatch
+    (and no Pod)."""
     raw = [] if reply.patch is None else reply.patch
     try:
-        outcome.pod, outcome.patch = validator.apply_patch(pod, raw, copy)
-        return reply
+        patched, ops = validator.apply_patch(pod, raw, copy)
+        return reply, patched, ops
     except PatchRejected as exc:
         message = str(exc)
     except Exception as exc:  # a validator bug must not escape the failure policy
         message = f"the patch could not be validated: {type(exc).__name__}: {exc}"
-    return dataclasses.replace(reply, failure=FailureClass.FORBIDDEN_PATCH, message=message)
+    failed_reply = dataclasses.replace(reply, failure=FailureClass.FORBIDDEN_PATCH, message=message)
+    return failed_reply, None, []

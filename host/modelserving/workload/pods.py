@@ -2,6 +2,14 @@
 
 Pure functions from a validated ModelServing to JSON-compatible Pod dicts; the plugin chain runs
 on their output. Called by ``workload.plan``.
+
+The Pods made from one template share what they take from it unchanged: the template's spec is
+copied once (and remembered by its identity), and each Pod gets its own spec map, container
+lists and container maps (the env and the scheduler name are written there), the rest of the
+copy (a container's resources, args, securityContext, probes, mounts; the volumes) shared.
+Every Pod is read-only from then on: plugins patch copy-on-write. Sharing saves a deep copy of
+the template per Pod, and lets the patch policy find a Pod's facts from a sibling's by identity
+(``PatchValidator.related``).
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from typing import Any
 from modelserving.api import labels
 from modelserving.api.jsondata import json_copy
 from modelserving.api.modelserving import ModelServing, PodTemplateSpec, Role
+from modelserving.workload.kept import Kept
 from modelserving.workload.names import pod_name, role_id
 from modelserving.workload.revision import role_template_hash
 
@@ -73,16 +82,30 @@ def _base_pod(
     }
 
 
-def _apply_template(pod: dict[str, Any], template: PodTemplateSpec, scheduler: str) -> None:
+def _apply_template(
+    pod: dict[str, Any], template: PodTemplateSpec, scheduler: str, template_hash: str
+) -> None:
     meta = pod["metadata"]
     if template.metadata is not None:
         if template.metadata.labels:
             meta["labels"].update(template.metadata.labels)
         if template.metadata.annotations:
             meta.setdefault("annotations", {}).update(template.metadata.annotations)
-    spec = json_copy(template.spec)
+    # the role's template hash too: a template changed in place is copied again
+    spec = dict(_TEMPLATE_SPECS(id(template.spec), template.spec, template_hash))
+    for key in _CONTAINER_LISTS:
+        listed = spec.get(key)
+        if type(listed) is list:
+            spec[key] = [dict(c) if type(c) is dict else c for c in listed]
     spec["schedulerName"] = scheduler
     pod["spec"] = spec
+
+
+_TEMPLATE_SPECS = Kept(lambda spec, _hash: json_copy(spec), limit=1024)
+"""One deep copy of each template's spec, by the template's identity and its role's template
+hash, shared by its Pods."""
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+"""The container lists a Pod gets its own copy of, down to each container's map."""
 
 
 def _common_env(
@@ -107,7 +130,8 @@ def entry_pod(
     name = pod_name(group, role_id(role.name, role_index), 0)
     pod = _base_pod(ms, name, group, role, role_index, revision, template_hash)
     pod["metadata"]["labels"][labels.ENTRY_LABEL] = "true"
-    _apply_template(pod, role.entry_template, ms.spec.scheduler_name)
+    hash_ = pod["metadata"]["labels"][labels.ROLE_TEMPLATE_HASH_LABEL]
+    _apply_template(pod, role.entry_template, ms.spec.scheduler_name, hash_)
     upsert_env(pod["spec"], _common_env(role, name, ms.namespace, 0))
     return pod
 
@@ -127,7 +151,8 @@ def worker_pod(
     rid = role_id(role.name, role_index)
     name = pod_name(group, rid, worker_index)
     pod = _base_pod(ms, name, group, role, role_index, revision, template_hash)
-    _apply_template(pod, role.worker_template, ms.spec.scheduler_name)
+    hash_ = pod["metadata"]["labels"][labels.ROLE_TEMPLATE_HASH_LABEL]
+    _apply_template(pod, role.worker_template, ms.spec.scheduler_name, hash_)
     entry_name = pod_name(group, rid, 0)
     upsert_env(pod["spec"], _common_env(role, entry_name, ms.namespace, worker_index))
     return pod

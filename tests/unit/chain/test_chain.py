@@ -802,3 +802,25 @@ def test_a_monitored_plugin_never_blocks_even_under_fail(
     assert watched.failure is not None
     assert result.ignored == []
     assert applied(result.pod) == [{"name": "annotate", "runtime": "Native"}]
+
+
+def test_a_pod_made_from_a_template_is_judged_with_what_the_last_one_showed(
+    two_role_ms: MsFactory,
+) -> None:
+    """The chain tells its validator the last Pod each role's entry or worker template made
+    (``PatchValidator.related``): the next Pod's facts are found from it where the two share
+    objects, and the chain gives the Pods a validator reading each Pod whole gives."""
+    tweaks = plugin("demo-pod-tweaks", {"env": [{"name": "NCCL_DEBUG", "value": "INFO"}]})
+    ms = two_role_ms([tweaks])
+    chain = build_chain(ms)
+    whole = build_chain(ms, validator=PatchValidator(memo=False))
+    pods = desired_pods(ms)
+    workers = [pods[name] for name in DECODE_WORKERS]
+    entry = pods[DECODE_ENTRY]
+    for desired in (workers[0], entry, workers[1]):
+        assert chain.on_pod_create(desired).pod == whole.on_pod_create(desired).pod
+    known = chain.validator._entry(workers[1].pod)
+    # the last worker's, not the entry's
+    assert known.parent is not None and known.parent.pod is workers[0].pod
+    assert known.parent.parent is None
+    assert chain.validator._entry(entry.pod).parent is None  # the first entry Pod of its role

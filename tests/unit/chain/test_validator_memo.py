@@ -8,6 +8,7 @@ validator and on one that already knows the template, and along a chain of patch
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 import pytest
@@ -411,3 +412,114 @@ def test_a_container_is_read_again_only_in_the_part_a_patch_changed(
     assert read.count("_security") == security and read.count("_reach") == reach
     monkeypatch.undo()
     assert list(found.facts.items()) == list(pss.pod_facts(after).facts.items())
+
+
+def _made_from(template: dict[str, Any]) -> dict[str, Any]:
+    """A Pod as ``workload.pods`` makes one from a template: its own metadata, spec map,
+    container lists and container maps, the rest (securityContext, ports, volumes...) the
+    template's objects."""
+    spec = dict(template["spec"])
+    for kind in ("containers", "initContainers"):
+        if kind in spec:
+            spec[kind] = [dict(c) for c in spec[kind]]
+    return {**template, "metadata": copy.deepcopy(template["metadata"]), "spec": spec}
+
+
+@SETTINGS
+@given(
+    template=st.sampled_from(TEMPLATES),
+    policy=st.sampled_from(POLICIES),
+    first=PATCHES,
+    differ=st.lists(st.one_of(OPS, HOSTILE), max_size=2),
+    second=PATCHES,
+)
+def test_facts_found_from_a_sibling_judge_as_the_full_walk_does(
+    template: dict[str, Any], policy: PatchPolicy, first: Any, differ: Any, second: Any
+) -> None:
+    """A Pod linked to a sibling (``related``) is judged as reading it whole judges it, whether
+    it is made from the same template as the sibling or differs from it (``differ``: hostile
+    and random changes, copy-on-write, so the rest stays shared)."""
+    sibling = _made_from(template)
+    pod = _patched(_made_from(template), differ) or _made_from(template)
+    reference, fast = PatchValidator(policy, memo=False), PatchValidator(policy)
+    verdict(fast, sibling, first)
+    known = fast._entry(sibling)
+    fast._pss(known), fast._access(known)  # every fact of the sibling known, whatever it needed
+    fast.related(pod, sibling)
+    assert verdict(fast, pod, second) == verdict(reference, pod, second)
+    assert verdict(fast, pod, first) == verdict(reference, pod, first)
+
+
+def test_a_pod_made_from_the_same_template_takes_its_siblings_facts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every part of a sibling made from the same template is the same object: none is read
+    again, and the facts are those of the Pod read whole. Linking never makes a chain: each
+    Pod holds only what was known of the one before it."""
+    template = TEMPLATES[1]
+    validator = PatchValidator()
+    env = [_op("add", "/spec/containers/0/env/-", {"name": "B", "value": "1"})]
+    pods = [_made_from(template) for _ in range(3)]
+    validator.apply(pods[0], env)
+    validator._pss(validator._entry(pods[0]))
+    read: list[str] = []
+    real = pss._security
+
+    def counting(view: Any, subject: str, *args: Any) -> None:
+        read.append(subject)
+        real(view, subject, *args)
+
+    monkeypatch.setattr(pss, "_security", counting)
+    found = []
+    for before, pod in itertools.pairwise(pods):
+        validator.related(pod, before)
+        validator.apply(pod, env)
+        known = validator._entry(pod)
+        found.append(list(validator._pss(known).facts.items()))
+        assert known.parent is not None and known.parent.parent is None
+    assert [s for s in read if s] == []
+    monkeypatch.undo()
+    assert found == [list(pss.pod_facts(pod).facts.items()) for pod in pods[1:]]
+    # every part the same objects: the sibling's facts themselves, and what its template grants
+    first, last = validator._entry(pods[0]), validator._entry(pods[2])
+    assert last.pss is first.pss and last.granted is first.granted and first.granted
+    linked = last.parent
+    assert linked is not None and linked.pod is pods[1]
+
+
+def test_a_sibling_that_differs_gets_facts_and_grants_of_its_own() -> None:
+    """A Pod whose agent container is no longer privileged (its securityContext a new object)
+    takes the other parts from its sibling, but its facts and what its template grants are its
+    own: a plugin may then change what runs in that container."""
+    validator = PatchValidator(PatchPolicy(allowed_paths=OPEN))
+    sibling = _made_from(TEMPLATES[1])
+    env = [_op("add", "/spec/containers/0/env/-", {"name": "B", "value": "1"})]
+    validator.apply(sibling, env)
+    pod = _made_from(TEMPLATES[1])
+    pod["spec"]["containers"][1] = {**pod["spec"]["containers"][1], "securityContext": {}}
+    validator.related(pod, sibling)
+    image = [_op("replace", "/spec/containers/1/image", "evil:1")]
+    with pytest.raises(PatchRejected, match="agent"):
+        validator.apply(sibling, image)
+    assert validator.apply(pod, image)["spec"]["containers"][1]["image"] == "evil:1"
+    known, other = validator._entry(pod), validator._entry(sibling)
+    assert known.pss is not other.pss and known.granted != other.granted
+
+
+def test_a_pod_is_linked_only_to_a_known_sibling_and_only_once() -> None:
+    validator = PatchValidator()
+    first, second, third = (_made_from(TEMPLATES[0]) for _ in range(3))
+    validator.related(second, first)  # nothing known of the first: nothing to take
+    assert validator._entry(second).parent is None
+    validator._pss(validator._entry(first))
+    validator._pss(validator._entry(third))
+    validator.related(third, first)  # the third's own facts are known already
+    assert validator._entry(third).parent is None
+    validator.related(second, first)
+    assert validator._entry(second).parent is not None
+    validator.related(second, third)  # linked once
+    parent = validator._entry(second).parent
+    assert parent is not None and parent.pod is first
+    off = PatchValidator(memo=False)
+    off.related(second, first)
+    assert not off._known

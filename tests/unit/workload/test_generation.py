@@ -183,6 +183,32 @@ def test_pods_do_not_share_state_with_the_template(make_ms: MakeMs) -> None:
     assert "env" not in ms.spec.template.roles[0].entry_template.spec["containers"][0]
 
 
+def test_pods_of_one_template_share_what_they_take_from_it_unchanged(make_ms: MakeMs) -> None:
+    """Each Pod has its own spec map, container lists and container maps (its env, its
+    scheduler name); what it takes from the template unchanged (a container's securityContext,
+    ports, args; the volumes) is one copy of the template's, shared by every Pod made from it,
+    never the template's own objects. A template changed in place is copied again."""
+    r = role("server", replicas=2)
+    r["entryTemplate"]["spec"]["containers"][0]["securityContext"] = {"runAsNonRoot": True}
+    r["entryTemplate"]["spec"]["containers"][0]["ports"] = [{"containerPort": 80}]
+    r["entryTemplate"]["spec"]["volumes"] = [{"name": "shm", "emptyDir": {}}]
+    ms = make_ms(roles=[r])
+    first, second = (p.pod for p in all_pods(ms))
+    a, b = first["spec"]["containers"][0], second["spec"]["containers"][0]
+    assert first["spec"] is not second["spec"] and a is not b
+    assert first["spec"]["containers"] is not second["spec"]["containers"]
+    assert a["env"] is not b["env"] and a["env"] != b["env"]  # the entry address differs
+    assert a["securityContext"] is b["securityContext"] and a["ports"] is b["ports"]
+    assert first["spec"]["volumes"] is second["spec"]["volumes"]
+    template = ms.spec.template.roles[0].entry_template.spec
+    assert a["securityContext"] is not template["containers"][0]["securityContext"]
+    assert a["securityContext"] == template["containers"][0]["securityContext"]
+    template["containers"][0]["securityContext"] = {"runAsNonRoot": False}  # changed in place
+    again = all_pods(ms)[0].pod["spec"]["containers"][0]
+    assert again["securityContext"] == {"runAsNonRoot": False}
+    assert a["securityContext"] == {"runAsNonRoot": True}  # the Pods made before keep theirs
+
+
 def test_zero_replicas_plan_nothing(make_ms: MakeMs) -> None:
     assert plan(make_ms(replicas=0)) == []
     assert all_pods(make_ms(roles=[role("server", replicas=0)])) == []
