@@ -8,9 +8,12 @@ time until every Pod is created and until every ModelServing is available, the c
 to available per Pod (and the control plane's, which the controller's requests and watches
 cost too), its API requests per Pod, the process's peak resident memory, and a
 rolling update of the whole fleet (a new image; ``maxUnavailable: 25%``) until every
-ServingGroup is updated and available again, with its CPU per Pod. The cost per Pod should stay
-flat as the fleet grows. Figures are printed, never asserted; the sizes run in order, smallest
-first, and a size that does not finish in time is reported and ends the benchmark.
+ServingGroup is updated and available again, with its CPU per Pod, its watch events and API
+requests per Pod and its CPU per event; and the controller's CPU per second while idle (``IDLE_S``
+once the fleet is available), which a rollout pays for as long as it lasts. The cost per Pod
+should stay flat as the fleet grows. Figures are printed, never asserted; the sizes run in
+order, smallest first, and a size that does not finish in time is reported and ends the
+benchmark.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """``make bench``, plugin part: each built-in's hook, native against WebAssembly.
 
-For every built-in with a compiled module, one Pod of about 10 KB goes through the chain as the
-controller runs it (native: copy, hook, validate and apply; WebAssembly: encode, fresh instance,
-call, decode, validate and apply), with fuel and the deadline on: OnPodCreate, or OnPodReady
+For every built-in with a compiled module, Pods of about 10 KB go through the chain as the
+controller runs it, each call on a Pod the chain has not met (``PODS`` made from the template;
+native: copy, hook, validate and apply; WebAssembly: encode, fresh instance, call, decode,
+validate and apply), with fuel and the deadline on: OnPodCreate, or OnPodReady
 (a Running and Ready Pod) for the built-ins that only observe. Also: the cost of a fresh
 instance alone, and loading a module cold (compile), from the disk cache (a restart) and from
 memory; the same plugin built with Rust, TinyGo and standard Go (``bench.toolchains``). Figures
