@@ -479,9 +479,7 @@ def test_the_idle_cpu_is_read_over_the_window_once_settled(monkeypatch: pytest.M
     settled_for: list[tuple[int, ...]] = []
     monkeypatch.setattr(bench, "settle", settled_for.append)
     clock = iter([100.0, 102.0])
-    monkeypatch.setattr(fleet.time, "perf_counter", lambda: next(clock))
     slept: list[float] = []
-    monkeypatch.setattr(fleet.time, "sleep", slept.append)
 
     class Probe(bench.Probe):
         pids: tuple[int, ...] = (7,)
@@ -490,7 +488,8 @@ def test_the_idle_cpu_is_read_over_the_window_once_settled(monkeypatch: pytest.M
         def cpu(self) -> float:
             return next(self.readings)
 
-    assert fleet._idle(Probe(), (1, 2), 2.0) == pytest.approx(25.0)  # 50 ms over 2 s
+    read = fleet._idle(Probe(), (1, 2), 2.0, lambda: next(clock), slept.append)
+    assert read == pytest.approx(25.0)  # 50 ms over 2 s
     assert settled_for == [(1, 2, 7)] and slept == [2.0]
     assert fleet._idle(Probe(), (1,), 0) is None  # not read
     assert fleet.Settings(idle=5.0).arguments()[-2:] == ["--idle", "5.0"]
@@ -500,8 +499,13 @@ def test_the_idle_cpu_is_read_over_the_window_once_settled(monkeypatch: pytest.M
 def test_the_controller_counts_the_events_of_its_watches() -> None:
     from types import SimpleNamespace
 
+    from modelserving.controller.kube import NODES, PODS, SERVICES
     from modelserving.controller.manager import Controller
 
-    ctl = SimpleNamespace(watches=[SimpleNamespace(events=3), SimpleNamespace(events=4)])
-    assert Controller.watch_events.fget(ctl) == 7  # type: ignore[attr-defined]
+    watches = [
+        SimpleNamespace(res=PODS, events=3),
+        SimpleNamespace(res=SERVICES, events=4),
+        SimpleNamespace(res=NODES, events=50),  # heartbeats: not the fleet's events
+    ]
+    assert Controller.watch_events.fget(SimpleNamespace(watches=watches)) == 7  # type: ignore[attr-defined]
     assert Controller.watch_events.fget(SimpleNamespace(watches=[])) == 0  # type: ignore[attr-defined]

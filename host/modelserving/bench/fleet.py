@@ -23,6 +23,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -247,15 +248,21 @@ def measure(
         run.peak_rss_mb = _peak_mb(probe)
 
 
-def _idle(probe: bench.Probe, pids: tuple[int, ...], seconds: float) -> float | None:
+def _idle(
+    probe: bench.Probe,
+    pids: tuple[int, ...],
+    seconds: float,
+    clock: Callable[[], float] = time.perf_counter,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float | None:
     """The controller's CPU per second (in ms) over ``seconds`` once the control plane has
     settled: its watches, resyncs and timers, with no Pod changing (None: not measured)."""
     if seconds <= 0:
         return None
     bench.settle(pids + probe.pids)
-    cpu, started = probe.cpu(), time.perf_counter()
-    time.sleep(seconds)
-    return (probe.cpu() - cpu) / (time.perf_counter() - started) * 1000
+    cpu, started = probe.cpu(), clock()
+    sleep(seconds)
+    return (probe.cpu() - cpu) / (clock() - started) * 1000
 
 
 def _peak_mb(probe: bench.Probe) -> float | None:

@@ -494,8 +494,8 @@ class Controller:
 
     @property
     def watch_events(self) -> int:
-        """The Pod and Service watch events handled so far (for benchmarks)."""
-        return sum(watch.events for watch in self.watches)
+        """The Pod and Service watch events handled so far (for benchmarks; not the Nodes')."""
+        return sum(watch.events for watch in self.watches if watch.res != NODES)
 
     def _watches(self) -> list[Watch]:
         """The Pods' and Services' watches (one per watched namespace, or one for all), and the
@@ -514,13 +514,19 @@ class Controller:
             for res in (PODS, SERVICES)
             for namespace in namespaces
         ]
-        nodes = Watch(self.kube, NODES, "", None, self.node_event, self._nodes_relisted)
+        nodes = Watch(self.kube, NODES, "", None, self.node_event, lambda: None, self._nodes_listed)
         return [*owned, nodes.start()]
 
-    def _nodes_relisted(self) -> None:
-        """The Node watch listed again (its resourceVersion was too old): every ModelServing
-        is looked at with the Nodes' states as listed (as kopf's watch did, a Node deleted in
-        between sends no event; its Pods are then recovered when they fail or go)."""
+    def _nodes_listed(self, items: list[dict[str, Any]]) -> None:
+        """The Node watch listed again (its resourceVersion was too old), each listed Node
+        handled: a Node missing from the list was deleted meanwhile and sent no event. It is
+        taken as deleted (a pass reads the Node before it deletes a Pod for it), and every
+        ModelServing is looked at."""
+        names = {str((node.get("metadata") or {}).get("name", "")) for node in items}
+        gone = self.nodes.listed(names)
+        if not gone:
+            return
+        log.info("Nodes deleted while their watch was gone: %s", ", ".join(gone))
         for key in list(self.known):
             self.enqueue(key)
 

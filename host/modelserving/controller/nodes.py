@@ -32,12 +32,18 @@ class NodeStates:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._lost: dict[str, str] = {}
+        self._present: set[str] = set()
+        """Every Node the watch has shown and not seen deleted."""
 
     def event(self, event_type: str | None, node: Mapping[str, Any]) -> bool:
         """Take one watch event in; whether the Node's state changed (lost, or back)."""
         name = str((node.get("metadata") or {}).get("name", ""))
         state = node_state(event_type, node)
         with self._lock:
+            if event_type == "DELETED":
+                self._present.discard(name)
+            else:
+                self._present.add(name)
             before = self._lost.get(name)
             if state is None:
                 self._lost.pop(name, None)
@@ -46,6 +52,15 @@ class NodeStates:
             # a deleted Node's record is kept until its Pods are gone: it is small, and a Node
             # of that name that comes back replaces it
         return before != state
+
+    def listed(self, names: set[str]) -> list[str]:
+        """A fresh list of the Nodes (after the watch was gone): those shown before and not
+        in it were deleted meanwhile, with no event; they are taken as deleted, and returned."""
+        with self._lock:
+            gone = sorted(self._present - names)
+        for name in gone:
+            self.event("DELETED", {"metadata": {"name": name}})
+        return gone
 
     def lost(self) -> dict[str, str]:
         with self._lock:

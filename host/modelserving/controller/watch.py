@@ -52,6 +52,7 @@ class Watch:
         namespace: str | None,
         handler: Handler,
         relisted: Callable[[], None],
+        listed: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self.kube = kube
         self.res = res
@@ -59,6 +60,9 @@ class Watch:
         self.namespace = namespace
         self.handler = handler
         self.relisted = relisted
+        self.listed = listed
+        """Called with every object of a list after the first, once each was handled: what
+        is not among them was deleted while the watch was gone."""
         self.events = 0
         self.lists = 0
         self._stop = threading.Event()
@@ -111,6 +115,8 @@ class Watch:
             self.relisted()
         for obj in items:
             self.handler("ADDED", obj)
+        if self.lists > 1 and self.listed is not None:
+            self.listed(items)
         return version
 
     def _watch(self, version: str) -> str:

@@ -419,7 +419,7 @@ def _made_from(template: dict[str, Any]) -> dict[str, Any]:
     container lists and container maps, the rest (securityContext, ports, volumes...) the
     template's objects."""
     spec = dict(template["spec"])
-    for kind in ("containers", "initContainers"):
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
         if kind in spec:
             spec[kind] = [dict(c) for c in spec[kind]]
     return {**template, "metadata": copy.deepcopy(template["metadata"]), "spec": spec}

@@ -28,6 +28,7 @@ from modelserving.controller.manager import (
 from modelserving.controller.queue import WorkQueue
 from modelserving.controller.watch import Watch
 from modelserving.plugins.exports import set_default_sandbox
+from modelserving.workload.observed import NODE_DELETED
 
 
 def test_stopping_the_health_server_closes_its_socket() -> None:
@@ -160,18 +161,30 @@ def test_pods_and_services_are_watched_in_each_watched_namespace_and_every_node(
             assert {w.selector for w in owned} == {NAME_LABEL}
             (nodes,) = (w for w in watches if w.res.plural == "nodes")
             assert nodes.namespace is None and nodes.selector == ""  # every Node
-            assert nodes.handler == ctl.node_event
+            assert nodes.handler == ctl.node_event and nodes.listed == ctl._nodes_listed
+            ctl.watches = watches
+            for watch in watches:
+                watch.events = 2
+            assert ctl.watch_events == 2 * len(owned)  # the Nodes' heartbeats are not counted
 
 
-def test_a_node_list_after_a_gone_watch_looks_at_every_model_serving(tmp_path: Path) -> None:
-    """Once the Nodes are listed again after the watch was gone, every ModelServing gets a
-    pass with the Nodes' states as listed."""
+def test_a_node_missing_from_a_list_after_a_gone_watch_is_taken_as_deleted(
+    tmp_path: Path,
+) -> None:
+    """A Node deleted while the Node watch was gone sent no event: once the Nodes are listed
+    again, it is taken as deleted and every ModelServing gets a pass; a list that misses none
+    queues nothing."""
     with controller(tmp_path) as ctl:
         queued: list[Any] = []
         ctl.known = {("a", "x"), ("b", "y")}
         ctl.enqueue = lambda key, change=False: queued.append(key)  # type: ignore[method-assign]
-        ctl._nodes_relisted()
+        for name in ("n1", "n2"):
+            ctl.node_event("ADDED", {"metadata": {"name": name}})
+        ctl._nodes_listed([{"metadata": {"name": "n1"}}, {"metadata": {"name": "n2"}}])
+        assert queued == []
+        ctl._nodes_listed([{"metadata": {"name": "n1"}}])
         assert sorted(queued) == [("a", "x"), ("b", "y")]
+        assert ctl.reconciler.lost_nodes() == {"n2": NODE_DELETED}
 
 
 def test_writes_are_paced_and_the_pod_watch_feeds_the_start_backlog(tmp_path: Path) -> None:

@@ -133,3 +133,15 @@ def test_a_node_event_queues_every_model_serving_only_when_its_state_changes(
     finally:
         ctl.writes.shutdown()
         set_default_sandbox(None)
+
+
+def test_a_node_missing_from_a_fresh_list_is_taken_as_deleted() -> None:
+    """A Node deleted while the watch was gone sends no event; the list after it does not show
+    it, and it is taken as deleted (a Node that was never shown, or already gone, is not)."""
+    states = NodeStates()
+    for name in ("a", "b", "c"):
+        states.event("ADDED", node(name))
+    states.event("DELETED", node("c"))
+    assert states.listed({"a"}) == ["b"]
+    assert states.lost() == {"b": NODE_DELETED, "c": NODE_DELETED}
+    assert states.listed({"a"}) == []  # taken once

@@ -80,3 +80,25 @@ def test_a_gone_watch_lists_again_and_every_model_serving_relists() -> None:
     assert versions == ["10", "20", "20"]  # listed, gone: listed again, error: resumed
     assert kube.lists == 2 and relisted == [1]  # the first list is no relist
     assert seen == [("ADDED", "a"), ("ADDED", "a")]
+
+
+def test_a_list_after_the_first_is_handed_whole_once_each_object_was_handled() -> None:
+    """``listed`` gets every object of a list after the first, after the handler had each: what
+    is not among them went while the watch was gone (the Node watch takes them as deleted)."""
+    kube = ListingKube([pod("a", "5"), pod("b", "6")])
+    seen: list[tuple[str, str]] = []
+    lists: list[tuple[list[str], int]] = []
+    watch = Watch(
+        kube,
+        PODS,
+        "",
+        None,
+        lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
+        lambda: None,
+        lambda items: lists.append(([o["metadata"]["name"] for o in items], len(seen))),
+    )
+    watch._list()
+    assert lists == []  # the first list: nothing was shown before it
+    kube.items = [pod("b", "7")]
+    watch._list()
+    assert lists == [(["b"], 3)]  # after the handler had "b"
