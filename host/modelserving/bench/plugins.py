@@ -177,14 +177,18 @@ def bench_builtin(name: str, sandbox: Sandbox) -> None:
     assert floor(wasm_pods[0].pod) == wasm_pod, "the floor does not do what the chain does"
     hook = native.entries[0].plugin
     requests = [native.request(Hook.ON_POD_CREATE, d, json_copy(d.pod)) for d in native_pods]
-    next_native, next_wasm = itertools.cycle(native_pods).__next__, itertools.cycle(wasm_pods)
-    next_request, next_floor = itertools.cycle(requests).__next__, itertools.cycle(wasm_pods)
+    next_native, next_wasm = (
+        itertools.cycle(native_pods).__next__,
+        itertools.cycle(wasm_pods).__next__,
+    )
+    next_request = itertools.cycle(requests).__next__
+    next_floor = itertools.cycle(wasm_pods).__next__
     times = interleaved(
         {
             "native": lambda: native.on_pod_create(next_native()),
             "hook": lambda: hook.call(Hook.ON_POD_CREATE, next_request()),
-            "wasm": lambda: wasm.on_pod_create(next(next_wasm)),
-            "floor": lambda: floor(next(next_floor).pod),
+            "wasm": lambda: wasm.on_pod_create(next_wasm()),
+            "floor": lambda: floor(next_floor().pod),
         },
         ITERATIONS,
         WARMUP,

@@ -143,7 +143,7 @@ class Chain:
             text = self._applied_texts.get(applied)
             if text is None:  # the same few sets of plugins apply to every Pod of the chain
                 entries = [e for e in self.entries if e.index in applied]
-                text = self._applied_texts[applied] = applied_text(entries)
+                text = self._applied_texts[applied] = _applied_text(entries)
             pod = _annotated(pod, text)
         return CreateResult(pod=pod, outcomes=outcomes)
 
@@ -224,17 +224,9 @@ class Chain:
         )
 
 
-def record_applied(pod: dict[str, Any], entries: Sequence[ChainEntry]) -> dict[str, Any]:
-    """The Pod annotated with the plugins applied to it: those whose OnPodCreate succeeded
-    (name, runtime and, for WebAssembly, the module digest). Copy-on-write: ``pod`` itself and
-    everything it shares with earlier Pods stay unchanged."""
-    if not entries:
-        return pod
-    return _annotated(pod, applied_text(entries))
-
-
 def _annotated(pod: dict[str, Any], text: str) -> dict[str, Any]:
-    """``pod`` with the plugins-applied annotation ``text``, copy-on-write."""
+    """``pod`` with the plugins-applied annotation ``text``. Copy-on-write: ``pod`` itself and
+    everything it shares with earlier Pods stay unchanged."""
     metadata = dict(pod.get("metadata") or {})
     annotations = dict(metadata.get("annotations") or {})
     annotations[PLUGINS_APPLIED_ANNOTATION] = text
@@ -242,9 +234,9 @@ def _annotated(pod: dict[str, Any], text: str) -> dict[str, Any]:
     return {**pod, "metadata": metadata}
 
 
-def applied_text(entries: Sequence[ChainEntry]) -> str:
-    """The plugins-applied annotation's value for ``entries``: each one's name, runtime and,
-    for WebAssembly, module digest, in order."""
+def _applied_text(entries: Sequence[ChainEntry]) -> str:
+    """The plugins-applied annotation's value for ``entries`` (those whose OnPodCreate
+    succeeded): each one's name, runtime and, for WebAssembly, module digest, in order."""
     items = []
     for entry in entries:
         item = {"name": entry.name, "runtime": entry.runtime}

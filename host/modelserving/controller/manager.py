@@ -281,7 +281,7 @@ class Controller:
         self.pass_cpu_seconds = 0.0
         """The CPU seconds of every pass so far, in its worker thread (for benchmarks)."""
         self.watches: list[Watch] = []
-        """The Pods' and Services' watches while the controller runs."""
+        """The Pods', Services' and Nodes' watches while the controller runs."""
         self.leading = threading.Event()
         self.lost_leadership = False
 
@@ -514,7 +514,7 @@ class Controller:
             for res in (PODS, SERVICES)
             for namespace in namespaces
         ]
-        nodes = Watch(self.kube, NODES, "", None, self.node_event, lambda: None, self._nodes_listed)
+        nodes = Watch(self.kube, NODES, "", None, self.node_event, listed=self._nodes_listed)
         return [*owned, nodes.start()]
 
     def _nodes_listed(self, items: list[dict[str, Any]]) -> None:

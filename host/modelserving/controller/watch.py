@@ -51,7 +51,7 @@ class Watch:
         selector: str,
         namespace: str | None,
         handler: Handler,
-        relisted: Callable[[], None],
+        relisted: Callable[[], None] | None = None,
         listed: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self.kube = kube
@@ -111,7 +111,7 @@ class Watch:
     def _list(self) -> str:
         items, version = self.kube.list_at(self.res, self.namespace, self.selector)
         self.lists += 1
-        if self.lists > 1:
+        if self.lists > 1 and self.relisted is not None:
             self.relisted()
         for obj in items:
             self.handler("ADDED", obj)

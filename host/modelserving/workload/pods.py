@@ -61,7 +61,7 @@ def _base_pod(
     role: Role,
     role_index: int,
     revision: str,
-    template_hash: str | None,
+    template_hash: str,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -75,7 +75,7 @@ def _base_pod(
                 labels.ROLE_LABEL: role.name,
                 labels.ROLE_ID_LABEL: role_id(role.name, role_index),
                 labels.REVISION_LABEL: revision,
-                labels.ROLE_TEMPLATE_HASH_LABEL: template_hash or role_template_hash(role),
+                labels.ROLE_TEMPLATE_HASH_LABEL: template_hash,
             },
             "ownerReferences": [owner_reference(ms)],
         },
@@ -91,7 +91,7 @@ def _apply_template(
             meta["labels"].update(template.metadata.labels)
         if template.metadata.annotations:
             meta.setdefault("annotations", {}).update(template.metadata.annotations)
-    # the role's template hash too: a template changed in place is copied again
+    # by the role's template hash too: a template changed in place is copied again
     spec = dict(_TEMPLATE_SPECS(id(template.spec), template.spec, template_hash))
     for key in _CONTAINER_LISTS:
         listed = spec.get(key)
@@ -128,9 +128,9 @@ def entry_pod(
 ) -> dict[str, Any]:
     """The entry Pod (index 0) of replica ``role_index`` of ``role`` in ServingGroup ``group``."""
     name = pod_name(group, role_id(role.name, role_index), 0)
-    pod = _base_pod(ms, name, group, role, role_index, revision, template_hash)
+    hash_ = template_hash or role_template_hash(role)
+    pod = _base_pod(ms, name, group, role, role_index, revision, hash_)
     pod["metadata"]["labels"][labels.ENTRY_LABEL] = "true"
-    hash_ = pod["metadata"]["labels"][labels.ROLE_TEMPLATE_HASH_LABEL]
     _apply_template(pod, role.entry_template, ms.spec.scheduler_name, hash_)
     upsert_env(pod["spec"], _common_env(role, name, ms.namespace, 0))
     return pod
@@ -150,8 +150,8 @@ def worker_pod(
         raise ValueError(f"role '{role.name}' has workers but no workerTemplate")
     rid = role_id(role.name, role_index)
     name = pod_name(group, rid, worker_index)
-    pod = _base_pod(ms, name, group, role, role_index, revision, template_hash)
-    hash_ = pod["metadata"]["labels"][labels.ROLE_TEMPLATE_HASH_LABEL]
+    hash_ = template_hash or role_template_hash(role)
+    pod = _base_pod(ms, name, group, role, role_index, revision, hash_)
     _apply_template(pod, role.worker_template, ms.spec.scheduler_name, hash_)
     entry_name = pod_name(group, rid, 0)
     upsert_env(pod["spec"], _common_env(role, entry_name, ms.namespace, worker_index))
