@@ -14,7 +14,7 @@ from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import Sandbox
 from tests.vectors import MODEL_SERVING
 from tests.wasm.conftest import sample_pod
-from tests.wasm.guests import LOG_IMPORT, guest, hook, returns
+from tests.wasm.guests import LOG_IMPORT, MIRROR, guest, hook, responding, returns
 
 NO_CHANGE = guest(hook(returns(0, 0)))
 
@@ -81,3 +81,42 @@ def test_guest_logs_are_attributed_to_the_plugin_hook_and_pod(
         "sample-0-server-0-0",
         "log",
     )
+
+
+def _answer(value: object) -> bytes:
+    """A request MIRROR answers with the msgpack of ``value``."""
+    return b"\x01" + bytes(msgpack.packb(value))
+
+
+ADD = {"op": "add", "path": "/metadata/labels/a", "value": "b"}
+
+
+def test_the_same_response_bytes_are_decoded_once(sandbox: Sandbox) -> None:
+    plugin = WasmPlugin("p", None, sandbox.load(MIRROR), sandbox, sandbox.limits())
+    first = plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [ADD]}))
+    again = plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [ADD]}))
+    other = plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [{**ADD, "value": "c"}]}))
+    assert first.patch == [ADD] and again.patch is first.patch
+    assert other.patch == [{**ADD, "value": "c"}]
+    assert len(plugin._responses) == 2
+
+
+@pytest.mark.parametrize(
+    ("answer", "failure"),
+    [({"error": "no GPU"}, "PluginError"), ({"patch": "x"}, "InvalidResponse")],
+)
+def test_a_failed_response_is_decoded_every_time(
+    sandbox: Sandbox, answer: dict[str, object], failure: str
+) -> None:
+    plugin = WasmPlugin("p", None, sandbox.load(MIRROR), sandbox, sandbox.limits())
+    for _ in range(2):
+        reply = plugin.call_bytes(Hook.ON_POD_CREATE, _answer(answer))
+        assert str(reply.failure) == failure
+    assert not plugin._responses
+
+
+def test_an_observing_hooks_response_is_not_kept(sandbox: Sandbox) -> None:
+    module = responding(msgpack.packb({}), hooks=("ms_on_pod_ready",))
+    plugin = WasmPlugin("p", None, sandbox.load(module), sandbox, sandbox.limits())
+    assert plugin.call_bytes(Hook.ON_POD_READY, b"").failure is None
+    assert not plugin._responses

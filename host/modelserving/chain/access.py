@@ -199,8 +199,10 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
     """``access_facts`` with its parts. ``reuse``: the facts of a Pod ``pod`` shares objects
     with; as in ``pss.pod_facts``, a part (the identity fields, a volume, a container's env, the
     image pull Secrets) whose objects are the same there, at the same place, takes its facts
-    from there: the result is the same as without ``reuse``, in the same order."""
+    from there: the result is the same as without ``reuse``, in the same order; ``reuse`` itself
+    when every part is taken so."""
     old = reuse.parts if reuse is not None else {}
+    taken = 0  # parts taken from ``reuse``
     parts: dict[tuple[str, int], pss.Part] = {}
     spec = _as_map(pod.get("spec"))
     out: dict[pss.Key, pss.Fact] = {}
@@ -209,6 +211,8 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
     if part is None or not part.same(inputs):
         part = pss.Part(inputs, {})
         _identity(dict(zip(_IDENTITY_FIELDS, inputs, strict=True)), part.facts)
+    else:
+        taken += 1
     parts[_IDENTITY_PART] = part
     out.update(part.facts)
     for i, volume in enumerate(_as_list(spec.get("volumes"))):
@@ -216,6 +220,8 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
         if part is None or part.inputs[0] is not volume:
             part = pss.Part((volume,), {})
             _volume(_as_map(volume), f"/spec/volumes/{i}", part.facts)
+        else:
+            taken += 1
         parts["volumes", i] = part
         _merge(out, part.facts)
     for kind in pss.CONTAINER_KINDS:
@@ -226,6 +232,8 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
             if part is None or not part.same(inputs):
                 part = pss.Part(inputs, {})
                 _container(inputs[0], inputs[1], f"/spec/{kind}/{i}", part.facts)
+            else:
+                taken += 1
             parts[kind, i] = part
             _merge(out, part.facts)
     refs = spec.get("imagePullSecrets")
@@ -234,8 +242,12 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
         part = pss.Part((refs,), {})
         for i, ref in enumerate(_as_list(refs)):
             _secret(_as_map(ref).get("name"), f"/spec/imagePullSecrets/{i}", part.facts)
+    else:
+        taken += 1
     parts[_PULL_PART] = part
     _merge(out, part.facts)
+    if reuse is not None and taken == len(parts) == len(old):
+        return reuse  # every part the same objects: the same facts
     return AccessFacts(out, parts)
 
 

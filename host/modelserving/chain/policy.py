@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PatchOperation
 from modelserving.api.policy import PatchPolicy, capability_name, sysctl_name
@@ -110,6 +112,33 @@ KNOWN_PODS = 32
 """How many Pods a validator keeps the facts of: the template of each Pod in the works, and
 each plugin's patched Pod, which the next plugin of the chain patches."""
 
+KNOWN_PATCHES = 64
+"""How many accepted patches a validator keeps checked (``PatchValidator.apply_patch``)."""
+_PATCH_KEY_BYTES = 64 * 1024
+"""A patch longer than this as msgpack is checked every time (and not kept)."""
+
+
+@dataclass(slots=True, eq=False)
+class _Checked:
+    """A patch whose shape and paths passed: its operations (read-only), what they can change
+    whatever the Pod, and those whose answer reads the Pod too."""
+
+    ops: list[PatchOperation]
+    effects: int
+    by_pod: tuple[PatchOperation, ...]
+
+
+def _patch_key(raw: Any) -> bytes | None:
+    """A patch's msgpack bytes, by which an equal patch is known again: with strict types, so
+    only exact lists, maps, strings, integers, floats, booleans and nulls have bytes (a tuple
+    or a subclass has none, nor an integer msgpack cannot hold), and equal bytes mean equal
+    data of the same types. None when it has none or is longer than ``_PATCH_KEY_BYTES``."""
+    try:
+        key = msgpack.packb(raw, strict_types=True)
+    except (TypeError, ValueError, OverflowError, UnicodeError):
+        return None
+    return key if len(key) <= _PATCH_KEY_BYTES else None
+
 
 class PatchValidator:
     """Validates and applies patches under one PatchPolicy (compiled once).
@@ -128,6 +157,7 @@ class PatchValidator:
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
         self._op_effects: dict[tuple[str, str], int] = {}
+        self._patches: dict[bytes, _Checked] = {}
         self._prefixes = tuple(self.policy.protected_prefixes)
         self._protections = Protections(self.policy.protected_fields)
         self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
@@ -171,20 +201,46 @@ class PatchValidator:
     def apply_patch(
         self, pod: Mapping[str, Any], raw_ops: Any, copy_values: bool = True
     ) -> tuple[dict[str, Any], list[PatchOperation]]:
-        """The patched Pod and the validated operations (copies, safe to keep).
+        """The patched Pod and the validated operations (safe to keep; read-only: their values
+        are in the Pod).
 
         ``pod`` is never changed. The patched Pod is built copy-on-write: only the maps and lists
         on the path of an operation are new, everything else is shared with ``pod``, so treat
         both as read-only (or copy the part you change). ``copy_values=False`` puts the
         operations' values into the Pod as they are: only for operations no one else holds.
-        """
-        ops = check_shape(raw_ops, copy_values)
-        return self._apply_checked(pod, ops), ops
 
-    def _apply_checked(self, pod: Mapping[str, Any], ops: list[PatchOperation]) -> dict[str, Any]:
+        What does not depend on the Pod (the operations' shape, their paths against the
+        allow-list, what their values can change) is worked out once per patch: a patch equal
+        to one of the last ``KNOWN_PATCHES`` accepted (the same msgpack bytes) takes that one's
+        checked operations, and so its copied values, again. Every Pod gets the same patch from
+        most plugins.
+        """
+        checked = self._checked(raw_ops, copy_values)
+        return self._apply_checked(pod, checked), list(checked.ops)
+
+    def _checked(self, raw_ops: Any, copy_values: bool) -> _Checked:
+        """``raw_ops`` checked: shape, paths and the effects their values decide (raises
+        PatchRejected); kept by the patch's bytes when it passes."""
+        key = _patch_key(raw_ops) if self.memo else None
+        if key is not None:
+            kept = self._patches.get(key)
+            if kept is not None:
+                return kept
+        ops = check_shape(raw_ops, copy_values)
+        self.check_paths(ops)
+        effects, by_pod = self._value_effects(ops)
+        checked = _Checked(ops, effects, by_pod)
+        if key is not None:
+            with self._known_lock:
+                while len(self._patches) >= KNOWN_PATCHES:
+                    del self._patches[next(iter(self._patches))]
+                self._patches[key] = checked
+        return checked
+
+    def _apply_checked(self, pod: Mapping[str, Any], checked: _Checked) -> dict[str, Any]:
+        ops = checked.ops
         if not ops:
             return dict(pod)
-        self.check_paths(ops)
         after: Any = pod
         owned: set[int] = set()  # containers this patch copied: changed in place from then on
         for op in ops:  # one by one, so that an 'add' is judged by what it does to this Pod
@@ -201,7 +257,7 @@ class PatchValidator:
             after = apply_one(after, op, owned)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
-        self.check_invariants(pod, after, ops)
+        self._check_invariants(pod, after, self._patch_effects(checked, pod))
         return after
 
     def check_invariants(
@@ -213,6 +269,14 @@ class PatchValidator:
         """Identity, protected labels, annotations and fields, container and volume names, and
         privileges. With the ``ops`` that led from ``before`` to ``after``, the name and
         privilege checks are skipped when no operation can affect them."""
+        self._check_invariants(
+            before, after, _ALL_EFFECTS if ops is None else self._effects(ops, before)
+        )
+
+    def _check_invariants(
+        self, before: Mapping[str, Any], after: Mapping[str, Any], effects: int
+    ) -> None:
+        """``check_invariants`` with what the operations can change (``_effects``)."""
         meta_b, meta_a = _meta(before), _meta(after)
         for key in _IDENTITY if meta_a is not meta_b else ():
             if meta_b.get(key) != meta_a.get(key):
@@ -234,7 +298,6 @@ class PatchValidator:
         ):
             raise PatchRejected("", "plugins may never change apiVersion or kind")
         self._protections.check(before, after)
-        effects = _ALL_EFFECTS if ops is None else self._effects(ops, before)
         if effects & _CONTAINER_NAMES:
             _check_unique_container_names(after)
         if effects & _VOLUME_NAMES:
@@ -257,8 +320,28 @@ class PatchValidator:
         so they are kept per validator; the others read its value (``grants.reads_value``,
         ``access.reads_value``, volumes: ``_volumes_may_weaken``) or ``before`` too
         (``_may_grant_in``)."""
+        effects, by_pod = self._value_effects(ops)
+        return self._patch_effects(_Checked(list(ops), effects, by_pod), before)
+
+    def _patch_effects(self, checked: _Checked, before: Mapping[str, Any]) -> int:
+        """``_effects`` of a checked patch: what its values decide (found once per patch), and
+        what its operations whose answer reads the Pod can change in ``before``."""
+        found = checked.effects
+        for op in checked.by_pod:
+            if not found & _GRANTS and self._may_grant_in(op, before):
+                found |= _GRANTS
+        return found
+
+    def _value_effects(
+        self, ops: Sequence[PatchOperation]
+    ) -> tuple[int, tuple[PatchOperation, ...]]:
+        """What the operations can change whatever the Pod (their names, paths and values), and
+        the operations whose answer also reads the Pod (``_GRANTS_BY_POD``). A value is read
+        only for an effect no operation has already shown."""
         found = 0  # a bit per effect
+        by_pod: list[PatchOperation] = []
         cache = self._op_effects
+        deferred = []
         for op in ops:
             key = (op["op"], op["path"])
             bits = cache.get(key)
@@ -267,14 +350,16 @@ class PatchValidator:
                     cache.clear()
                 bits = cache[key] = self._op_bits(op)
             if bits & _DEPENDS:  # some depend on the value or the Pod, not only on the path
-                if bits & _GRANTS_BY_VALUE and self._may_grant(op):
-                    bits |= _GRANTS
-                if bits & _ACCESS_BY_VALUE and access.may_change(op):
-                    bits |= _ACCESS
-                if bits & _GRANTS_BY_POD and self._may_grant_in(op, before):
-                    bits |= _GRANTS
+                deferred.append((op, bits))
             found |= bits
-        return found & _ALL_EFFECTS
+        for op, bits in deferred:
+            if bits & _GRANTS_BY_VALUE and not found & _GRANTS and self._may_grant(op):
+                found |= _GRANTS
+            if bits & _ACCESS_BY_VALUE and not found & _ACCESS and access.may_change(op):
+                found |= _ACCESS
+            if bits & _GRANTS_BY_POD:
+                by_pod.append(op)
+        return found & _ALL_EFFECTS, tuple(by_pod)
 
     @staticmethod
     def _op_bits(op: PatchOperation) -> int:

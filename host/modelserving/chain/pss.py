@@ -203,6 +203,8 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
     order (a property test checks this), at the cost of the parts a patch touched. When every
     part is taken so (a Pod made from the same template as ``reuse``'s), ``reuse`` itself is
     the answer."""
+    if reuse is not None and _unchanged(pod, reuse.parts):
+        return reuse
     old = reuse.parts if reuse is not None else {}
     taken = 0  # parts taken from ``reuse``
     parts: dict[tuple[str, int], Part] = {}
@@ -264,6 +266,58 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
     if reuse is not None and taken == len(parts) == len(old):
         return reuse  # every part the same objects: the same facts
     return PodFacts(out, containers, pod_sc, parts=parts)
+
+
+def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) -> bool:
+    """Whether ``pod_facts`` would take every part of ``pod`` from ``parts`` (each made of the
+    same objects, and no part more or fewer): the same test, without building anything, for a
+    Pod made from the same template as the one ``parts`` were read from."""
+    spec = _as_map(pod.get("spec"))
+    raw_sc = spec.get("securityContext")
+    part = parts.get(_POD_PART)
+    if part is None:
+        return False
+    inputs = part.inputs
+    if inputs[0] is not raw_sc:
+        return False
+    for i, pod_field in enumerate(_POD_FIELDS, 1):
+        if spec.get(pod_field) is not inputs[i]:
+            return False
+    annotations = _as_map(pod.get("metadata")).get("annotations")
+    if part.extra != (_apparmor(annotations) if annotations else ()):
+        return False
+    count = 1
+    for i, volume in enumerate(_as_list(spec.get("volumes"))):
+        part = parts.get(("volumes", i))
+        if part is None or part.inputs[0] is not volume:
+            return False
+        count += 1
+    # with every volume the same, so are the hostPath volumes the containers' reach parts read
+    for kind, reach_kind in _PART_KINDS:
+        for i, container in enumerate(_as_list(spec.get(kind))):
+            container = _as_map(container)
+            name = container.get("name")
+            part = parts.get((kind, i))
+            if part is None:
+                return False
+            inputs = part.inputs
+            if (
+                inputs[0] is not raw_sc
+                or inputs[1] is not name
+                or inputs[2] is not container.get("securityContext")
+            ):
+                return False
+            part = parts.get((reach_kind, i))
+            if part is None:
+                return False
+            inputs = part.inputs
+            if inputs[0] is not name:
+                return False
+            for j, field_name in enumerate(_REACH_FIELDS, 1):
+                if container.get(field_name) is not inputs[j]:
+                    return False
+            count += 2
+    return count == len(parts)
 
 
 _POD_PART = ("pod", 0)

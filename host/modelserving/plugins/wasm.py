@@ -29,6 +29,11 @@ from modelserving.plugins.exports import export_name, module_hooks
 from modelserving.plugins.logs import OBSERVE_PREFIX, emit, parse_observation
 from modelserving.sandbox import CallFailure, CallResult, CompiledModule, Limits, LogRecord, Sandbox
 
+KEPT_RESPONSES = 8
+"""How many decoded responses of patching hooks a WebAssembly plugin keeps by their bytes."""
+KEPT_RESPONSE_BYTES = 64 * 1024
+"""A longer response is decoded every time (and not kept)."""
+
 
 def _request_view(ms: ModelServing) -> dict[str, Any]:
     """The ModelServing as a request carries it: apiVersion, kind, metadata and spec (no status)."""
@@ -79,6 +84,7 @@ class WasmPlugin:
         self._exports = {hook: export_name(hook, compiled.info.flavour) for hook in Hook}
         self.last: HookOutcome | None = None
         self._warned_observation = False
+        self._responses: dict[tuple[Hook, bytes], Response] = {}
 
     @property
     def digest(self) -> str:
@@ -138,7 +144,7 @@ class WasmPlugin:
         records, observations = self._take_observations(hook, call.logs)
         self._emit(hook, pod, records)
         try:
-            response = decode_response(call.response, hook, self.abi_version)
+            response = self._decode(hook, call.response)
         except ResponseError as exc:
             return failed(FailureClass.INVALID_RESPONSE, str(exc), call.logs)
         outcome = HookOutcome(response, call, observations + response.observations)
@@ -146,6 +152,22 @@ class WasmPlugin:
         if response.error:
             return failed(FailureClass.PLUGIN_ERROR, response.error, call.logs)
         return outcome
+
+    def _decode(self, hook: Hook, data: bytes) -> Response:
+        """The decoded response; a patching hook's successful response is kept by its bytes
+        (the last ``KEPT_RESPONSES``), as most modules answer every Pod with the same bytes. A
+        kept response is shared by every call that returned those bytes: read-only."""
+        if not SPEC[hook].patches or len(data) > KEPT_RESPONSE_BYTES:
+            return decode_response(data, hook, self.abi_version)
+        key = (hook, data)
+        response = self._responses.get(key)
+        if response is None:
+            response = decode_response(data, hook, self.abi_version)
+            if not response.error:
+                while len(self._responses) >= KEPT_RESPONSES:
+                    del self._responses[next(iter(self._responses))]
+                self._responses[key] = response
+        return response
 
     def validate_config(self) -> None:
         """Run ms_validate_config, when exported; PluginFailure when the config is refused."""

@@ -26,7 +26,7 @@ ENV = "/spec/containers/0/env"
 class EveryCheck(PatchValidator):
     """The reference: every check runs for every patch."""
 
-    def _effects(self, ops: Any, before: Any) -> int:
+    def _patch_effects(self, checked: Any, before: Any) -> int:
         return policy._ALL_EFFECTS
 
 
