@@ -125,7 +125,10 @@ class _Checked:
 
     ops: list[PatchOperation]
     effects: int
-    by_pod: tuple[PatchOperation, ...]
+    by_pod: tuple[tuple[PatchOperation, bool | None], ...]
+    """Each operation whose privilege answer reads the Pod, with its answer when it replaces
+    nothing there (None: a volume mount, whose answer is whether the Pod has a hostPath
+    volume)."""
 
 
 def _patch_key(raw: Any) -> bytes | None:
@@ -319,7 +322,7 @@ class PatchValidator:
         (``takeover.may_change``). Most answers depend on the operation's name and path alone,
         so they are kept per validator; the others read its value (``grants.reads_value``,
         ``access.reads_value``, volumes: ``_volumes_may_weaken``) or ``before`` too
-        (``_may_grant_in``)."""
+        (a volume mount; an operation that only adds capabilities: ``_patch_effects``)."""
         effects, by_pod = self._value_effects(ops)
         return self._patch_effects(_Checked(list(ops), effects, by_pod), before)
 
@@ -327,19 +330,27 @@ class PatchValidator:
         """``_effects`` of a checked patch: what its values decide (found once per patch), and
         what its operations whose answer reads the Pod can change in ``before``."""
         found = checked.effects
-        for op in checked.by_pod:
-            if not found & _GRANTS and self._may_grant_in(op, before):
+        for op, fresh in checked.by_pod:
+            if found & _GRANTS:
+                break
+            if fresh is None:
+                grants = _has_host_volumes(before)
+            elif replaces_member(before, op["path"]):
+                grants = may_grant(op)
+            else:
+                grants = fresh
+            if grants:
                 found |= _GRANTS
         return found
 
     def _value_effects(
         self, ops: Sequence[PatchOperation]
-    ) -> tuple[int, tuple[PatchOperation, ...]]:
+    ) -> tuple[int, tuple[tuple[PatchOperation, bool | None], ...]]:
         """What the operations can change whatever the Pod (their names, paths and values), and
         the operations whose answer also reads the Pod (``_GRANTS_BY_POD``). A value is read
         only for an effect no operation has already shown."""
         found = 0  # a bit per effect
-        by_pod: list[PatchOperation] = []
+        by_pod: list[tuple[PatchOperation, bool | None]] = []
         cache = self._op_effects
         deferred = []
         for op in ops:
@@ -357,8 +368,13 @@ class PatchValidator:
                 found |= _GRANTS
             if bits & _ACCESS_BY_VALUE and not found & _ACCESS and access.may_change(op):
                 found |= _ACCESS
-            if bits & _GRANTS_BY_POD:
-                by_pod.append(op)
+            if bits & _GRANTS_BY_POD and not found & _GRANTS:
+                if _mounts(op):
+                    by_pod.append((op, None))
+                elif not adds_capabilities_only(op):
+                    found |= _GRANTS * may_grant(op)
+                else:
+                    by_pod.append((op, self._capabilities_may_grant(op)))
         return found & _ALL_EFFECTS, tuple(by_pod)
 
     @staticmethod
@@ -388,19 +404,15 @@ class PatchValidator:
             return may_grant(op)
         return self._volumes_may_weaken(volumes)
 
-    def _may_grant_in(self, op: PatchOperation, before: Mapping[str, Any]) -> bool:
-        """``may_grant`` of a volume mount or of an operation that only adds capabilities, in
-        ``before`` (the Pod the patch starts from) and with this policy. A mount may grant only
-        where the Pod has a hostPath volume: an operation of the same patch that adds one is
-        judged by its own bits. Adding capabilities where the container had none of the
-        settings on the way (the operation creates them, it replaces nothing) adds one fact
-        per capability and nothing else, unless one is a capability every container has by
-        default (adding it back after dropping ALL keeps it): it may grant only when the
-        policy does not allow one of them."""
-        if _mounts(op):
-            return _has_host_volumes(before)
-        if not adds_capabilities_only(op) or replaces_member(before, op["path"]):
-            return may_grant(op)
+    def _capabilities_may_grant(self, op: PatchOperation) -> bool:
+        """``may_grant`` of an operation that only adds capabilities, with this policy, where the
+        container had none of the settings on its way (the operation creates them, it replaces
+        nothing: where it replaces, ``may_grant`` decides). It adds one fact per capability and
+        nothing else, unless one is a capability every container has by default (adding it back
+        after dropping ALL keeps it): it may grant only when the policy does not allow one of
+        them. (A volume mount's answer reads the Pod alone: it may grant only where the Pod has
+        a hostPath volume; an operation of the same patch that adds one is judged by its own
+        bits.)"""
         if pss.CAPABILITIES in self._open:
             return False
         allowed = self._listed[pss.CAPABILITIES]
