@@ -25,6 +25,7 @@ HELD = [
     call._set_fuel,
     call._set_epoch_deadline,
     call._store_limiter,
+    call._memmove,
 ]
 
 

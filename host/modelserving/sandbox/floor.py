@@ -68,7 +68,7 @@ class RawCall:
                 raise RuntimeError("ms_alloc failed")
             ptr = args[0].i32 & 0xFFFFFFFF
             base = ctypes.addressof(raw.memory_data(ctx, ctypes.byref(memory.of.memory)).contents)
-            ctypes.memmove(base + ptr, request, len(request))
+            raw.memmove(base + ptr, request, len(request))
             args[0].i32, args[1].i32 = ptr, len(request)
             if _call(ctx, ctypes.byref(hook.of.func), args, 2, ctypes.byref(trap)) or trap:
                 raise RuntimeError("the call failed")

@@ -9,9 +9,10 @@ every way a call can fail ends in exactly one failure class.
 The GIL: ctypes lets it go around every foreign call, and getting it back can take a whole switch
 interval (5 ms) when other threads run Python, as the controller's API writers do. So the C calls
 that run no guest code and return in microseconds (export lookup, memory and fuel queries, store
-limits) are bound to keep it (:func:`_held`); instantiation (a start function or ``_initialize``
-runs there) and function calls still let it go, so a slow or hostile guest, which may run until its
-deadline, never stops the controller's other threads.
+limits, the request's copy into the guest's memory) are bound to keep it (``core.raw``);
+instantiation (a start function or ``_initialize`` runs there) and function calls still let it
+go, so a slow or hostile guest, which may run until its deadline, never stops the controller's
+other threads.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ _get_fuel = raw.get_fuel
 _set_fuel = raw.set_fuel
 _set_epoch_deadline = raw.set_epoch_deadline
 _store_limiter = raw.store_limiter
+_memmove = raw.memmove
 
 
 class _Failed(Exception):
@@ -288,7 +290,7 @@ def _round_trip(inst: _Instance, hook: bytes, request: bytes, max_response: int)
             f"{ALLOC}({size}) returned {ptr}, which does not leave {size} bytes inside the "
             f"{memory}-byte memory",
         )
-    ctypes.memmove(inst.memory_base() + ptr, request, size)
+    _memmove(inst.memory_base() + ptr, request, size)
     result = inst.call(hook, ptr, size).i64
     out_ptr = (result >> 32) & _U32
     out_len = result & _U32

@@ -35,5 +35,13 @@ set_epoch_deadline = held("wasmtime_context_set_epoch_deadline")
 export_get = held("wasmtime_instance_export_get")
 memory_data = held("wasmtime_memory_data")
 memory_data_size = held("wasmtime_memory_data_size")
+memmove = ctypes.PyDLL(None).memmove
+"""The C library's ``memmove(dest, src, n)``, called holding the GIL (``ctypes.memmove`` lets it
+go): the request's copy into the guest's memory takes microseconds."""
+memmove.restype, memmove.argtypes = (
+    ctypes.c_void_p,
+    [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t],
+)
+
 NO_FINALIZER = ctypes.cast(0, ctypes.CFUNCTYPE(None, ctypes.c_void_p))
 """A store's finalizer argument: none (the caller deletes the store)."""
