@@ -10,7 +10,7 @@ import pytest
 from modelserving.api.hook import Hook, HookRequest
 from modelserving.api.place import PodPlace
 from modelserving.api.validation import parse_model_serving
-from modelserving.plugins.wasm import WasmPlugin
+from modelserving.plugins.wasm import RESPONSES, WasmPlugin
 from modelserving.sandbox import Sandbox
 from tests.vectors import MODEL_SERVING
 from tests.wasm.conftest import sample_pod
@@ -92,13 +92,35 @@ ADD = {"op": "add", "path": "/metadata/labels/a", "value": "b"}
 
 
 def test_the_same_response_bytes_are_decoded_once(sandbox: Sandbox) -> None:
-    plugin = WasmPlugin("p", None, sandbox.load(MIRROR), sandbox, sandbox.limits())
+    """By every plugin of the process: the decode reads nothing but the bytes, hook and ABI."""
+    RESPONSES.clear()
+    module = sandbox.load(MIRROR)
+    plugin = WasmPlugin("p", None, module, sandbox, sandbox.limits())
+    other_plugin = WasmPlugin("q", None, module, sandbox, sandbox.limits())
     first = plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [ADD]}))
-    again = plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [ADD]}))
+    again = other_plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [ADD]}))
     other = plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [{**ADD, "value": "c"}]}))
     assert first.patch == [ADD] and again.patch is first.patch
     assert other.patch == [{**ADD, "value": "c"}]
-    assert len(plugin._responses) == 2
+    assert len(RESPONSES) == 2
+
+
+def test_what_is_kept_is_bounded(sandbox: Sandbox) -> None:
+    """Responses over the size bound are decoded every time; the kept ones' bytes stay within
+    the budget, the newest kept."""
+    RESPONSES.clear()
+    plugin = WasmPlugin("p", None, sandbox.load(MIRROR), sandbox, sandbox.limits())
+    long = {**ADD, "value": "v" * RESPONSES.max_bytes}
+    for _ in range(2):
+        assert plugin.call_bytes(Hook.ON_POD_CREATE, _answer({"patch": [long]})).failure is None
+    assert not RESPONSES
+    big = "v" * (RESPONSES.max_bytes - 100)
+    for i in range(2 * RESPONSES.budget // RESPONSES.max_bytes):
+        answer = _answer({"patch": [{**ADD, "value": f"{i}{big}"}]})
+        plugin.call_bytes(Hook.ON_POD_CREATE, answer)
+    assert RESPONSES.kept_bytes <= RESPONSES.budget < RESPONSES.kept_bytes + RESPONSES.max_bytes
+    again = plugin.call_bytes(Hook.ON_POD_CREATE, answer)
+    assert again.patch is plugin.call_bytes(Hook.ON_POD_CREATE, answer).patch
 
 
 @pytest.mark.parametrize(
@@ -108,15 +130,17 @@ def test_the_same_response_bytes_are_decoded_once(sandbox: Sandbox) -> None:
 def test_a_failed_response_is_decoded_every_time(
     sandbox: Sandbox, answer: dict[str, object], failure: str
 ) -> None:
+    RESPONSES.clear()
     plugin = WasmPlugin("p", None, sandbox.load(MIRROR), sandbox, sandbox.limits())
     for _ in range(2):
         reply = plugin.call_bytes(Hook.ON_POD_CREATE, _answer(answer))
         assert str(reply.failure) == failure
-    assert not plugin._responses
+    assert not RESPONSES
 
 
 def test_an_observing_hooks_response_is_not_kept(sandbox: Sandbox) -> None:
+    RESPONSES.clear()
     module = responding(msgpack.packb({}), hooks=("ms_on_pod_ready",))
     plugin = WasmPlugin("p", None, sandbox.load(module), sandbox, sandbox.limits())
     assert plugin.call_bytes(Hook.ON_POD_READY, b"").failure is None
-    assert not plugin._responses
+    assert not RESPONSES

@@ -112,10 +112,12 @@ KNOWN_PODS = 32
 """How many Pods a validator keeps the facts of: the template of each Pod in the works, and
 each plugin's patched Pod, which the next plugin of the chain patches."""
 
-KNOWN_PATCHES = 64
-"""How many accepted patches a validator keeps checked (``PatchValidator.apply_patch``)."""
-_PATCH_KEY_BYTES = 64 * 1024
-"""A patch longer than this as msgpack is checked every time (and not kept)."""
+PATCH_BYTES = 4096
+"""A patch longer than this as msgpack is checked every time, and not kept: the built-ins'
+are 250 to 900 bytes."""
+KEPT_PATCH_BYTES = 64 * 1024
+"""How many bytes of accepted patches (as msgpack) a validator keeps checked, the newest first
+(``PatchValidator.apply_patch``): as Python objects at most about 70 times that."""
 
 
 @dataclass(slots=True, eq=False)
@@ -135,12 +137,12 @@ def _patch_key(raw: Any) -> bytes | None:
     """A patch's msgpack bytes, by which an equal patch is known again: with strict types, so
     only exact lists, maps, strings, integers, floats, booleans and nulls have bytes (a tuple
     or a subclass has none, nor an integer msgpack cannot hold), and equal bytes mean equal
-    data of the same types. None when it has none or is longer than ``_PATCH_KEY_BYTES``."""
+    data of the same types. None when it has none or is longer than ``PATCH_BYTES``."""
     try:
         key = msgpack.packb(raw, strict_types=True)
     except (TypeError, ValueError, OverflowError, UnicodeError):
         return None
-    return key if len(key) <= _PATCH_KEY_BYTES else None
+    return key if len(key) <= PATCH_BYTES else None
 
 
 class PatchValidator:
@@ -161,6 +163,7 @@ class PatchValidator:
         self._allowed: dict[tuple[str, str], bool] = {}
         self._op_effects: dict[tuple[str, str], int] = {}
         self._patches: dict[bytes, _Checked] = {}
+        self._patch_bytes = 0
         self._prefixes = tuple(self.policy.protected_prefixes)
         self._protections = Protections(self.policy.protected_fields)
         self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
@@ -214,9 +217,9 @@ class PatchValidator:
 
         What does not depend on the Pod (the operations' shape, their paths against the
         allow-list, what their values can change) is worked out once per patch: a patch equal
-        to one of the last ``KNOWN_PATCHES`` accepted (the same msgpack bytes) takes that one's
-        checked operations, and so its copied values, again. Every Pod gets the same patch from
-        most plugins.
+        to one of the last accepted (the same msgpack bytes; ``KEPT_PATCH_BYTES`` of them)
+        takes that one's checked operations, and so its copied values, again. Every Pod gets
+        the same patch from most plugins.
         """
         checked = self._checked(raw_ops, copy_values)
         return self._apply_checked(pod, checked), list(checked.ops)
@@ -234,11 +237,20 @@ class PatchValidator:
         effects, by_pod = self._value_effects(ops)
         checked = _Checked(ops, effects, by_pod)
         if key is not None:
-            with self._known_lock:
-                while len(self._patches) >= KNOWN_PATCHES:
-                    del self._patches[next(iter(self._patches))]
-                self._patches[key] = checked
+            self._keep(key, checked)
         return checked
+
+    def _keep(self, key: bytes, checked: _Checked) -> None:
+        with self._known_lock:
+            kept = self._patches
+            if key in kept:
+                return
+            while kept and self._patch_bytes + len(key) > KEPT_PATCH_BYTES:
+                oldest = next(iter(kept))
+                del kept[oldest]
+                self._patch_bytes -= len(oldest)
+            kept[key] = checked
+            self._patch_bytes += len(key)
 
     def _apply_checked(self, pod: Mapping[str, Any], checked: _Checked) -> dict[str, Any]:
         ops = checked.ops

@@ -14,6 +14,7 @@ values, so the chain and the controller treat both alike.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,61 @@ from modelserving.plugins.exports import export_name, module_hooks
 from modelserving.plugins.logs import OBSERVE_PREFIX, emit, parse_observation
 from modelserving.sandbox import CallFailure, CallResult, CompiledModule, Limits, LogRecord, Sandbox
 
-KEPT_RESPONSES = 8
-"""How many decoded responses of patching hooks a WebAssembly plugin keeps by their bytes."""
-KEPT_RESPONSE_BYTES = 64 * 1024
-"""A longer response is decoded every time (and not kept)."""
+
+class Responses:
+    """Decoded responses of patching hooks kept by their bytes, for every WebAssembly plugin of
+    the process: most modules answer every Pod with the same bytes, and decoding is a pure
+    function of the bytes, the hook and the ABI version. Only successful responses of at most
+    ``max_bytes`` are kept, the newest first, while their bytes come to at most ``budget``, so
+    what modules can make the controller keep is bounded whatever they answer. A kept response
+    is shared by every call that returned those bytes: read-only."""
+
+    def __init__(self, max_bytes: int = 4096, budget: int = 64 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.budget = budget
+        self._kept: dict[tuple[Hook, int, bytes], Response] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+            self._bytes = 0
+
+    def decode(self, data: bytes, hook: Hook, version: int) -> Response:
+        """``decode_response(data, hook, version)``, from what is kept when it can be."""
+        if not SPEC[hook].patches or len(data) > self.max_bytes:
+            return decode_response(data, hook, version)
+        key = (hook, version, data)
+        response = self._kept.get(key)
+        if response is None:
+            response = decode_response(data, hook, version)
+            if not response.error:
+                self._keep(key, response)
+        return response
+
+    def _keep(self, key: tuple[Hook, int, bytes], response: Response) -> None:
+        with self._lock:
+            if key in self._kept:
+                return
+            while self._kept and self._bytes + len(key[2]) > self.budget:
+                oldest = next(iter(self._kept))
+                del self._kept[oldest]
+                self._bytes -= len(oldest[2])
+            self._kept[key] = response
+            self._bytes += len(key[2])
+
+
+RESPONSES = Responses()
+"""The process's kept responses: each at most 4 KiB (the built-ins' are 260 to 905 bytes), 64
+KiB of them in all (as Python objects, at most about 70 times that)."""
 
 
 def _request_view(ms: ModelServing) -> dict[str, Any]:
@@ -84,7 +136,6 @@ class WasmPlugin:
         self._exports = {hook: export_name(hook, compiled.info.flavour) for hook in Hook}
         self.last: HookOutcome | None = None
         self._warned_observation = False
-        self._responses: dict[tuple[Hook, bytes], Response] = {}
 
     @property
     def digest(self) -> str:
@@ -144,7 +195,7 @@ class WasmPlugin:
         records, observations = self._take_observations(hook, call.logs)
         self._emit(hook, pod, records)
         try:
-            response = self._decode(hook, call.response)
+            response = RESPONSES.decode(call.response, hook, self.abi_version)
         except ResponseError as exc:
             return failed(FailureClass.INVALID_RESPONSE, str(exc), call.logs)
         outcome = HookOutcome(response, call, observations + response.observations)
@@ -152,22 +203,6 @@ class WasmPlugin:
         if response.error:
             return failed(FailureClass.PLUGIN_ERROR, response.error, call.logs)
         return outcome
-
-    def _decode(self, hook: Hook, data: bytes) -> Response:
-        """The decoded response; a patching hook's successful response is kept by its bytes
-        (the last ``KEPT_RESPONSES``), as most modules answer every Pod with the same bytes. A
-        kept response is shared by every call that returned those bytes: read-only."""
-        if not SPEC[hook].patches or len(data) > KEPT_RESPONSE_BYTES:
-            return decode_response(data, hook, self.abi_version)
-        key = (hook, data)
-        response = self._responses.get(key)
-        if response is None:
-            response = decode_response(data, hook, self.abi_version)
-            if not response.error:
-                while len(self._responses) >= KEPT_RESPONSES:
-                    del self._responses[next(iter(self._responses))]
-                self._responses[key] = response
-        return response
 
     def validate_config(self) -> None:
         """Run ms_validate_config, when exported; PluginFailure when the config is refused."""

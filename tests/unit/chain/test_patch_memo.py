@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
 from modelserving.api.policy import PatchPolicy, PathRule
-from modelserving.chain.policy import KNOWN_PATCHES, PatchValidator
+from modelserving.chain.policy import KEPT_PATCH_BYTES, PATCH_BYTES, PatchValidator
 from tests.unit.chain.test_access_controls import template
 
 OPEN = PatchPolicy(allowed_paths=[PathRule(path="/**")])
@@ -91,10 +91,15 @@ def test_what_reads_the_pod_is_judged_for_each_pod() -> None:
 
 
 def test_the_kept_patches_are_bounded() -> None:
+    """By their bytes: the newest are kept, never more than ``KEPT_PATCH_BYTES`` of them."""
     validator = PatchValidator(OPEN)
-    for i in range(KNOWN_PATCHES + 10):
-        validator.apply_patch(template(), _add("/metadata/annotations", {"n": str(i)}))
-    assert len(validator._patches) == KNOWN_PATCHES
+    big = "v" * (PATCH_BYTES - 100)
+    for i in range(2 * KEPT_PATCH_BYTES // PATCH_BYTES):
+        validator.apply_patch(template(), _add("/metadata/annotations", {"n": f"{i}{big}"}))
+    kept = validator._patches
+    assert sum(map(len, kept)) <= KEPT_PATCH_BYTES < sum(map(len, kept)) + PATCH_BYTES
+    newest, _ = validator.apply_patch(template(), _add("/metadata/annotations", {"n": f"{i}{big}"}))
+    assert newest["metadata"]["annotations"] is next(reversed(kept.values())).ops[0]["value"]
 
 
 def test_a_patch_without_bytes_is_still_checked() -> None:
