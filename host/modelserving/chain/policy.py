@@ -51,13 +51,16 @@ _ALLOWS_CACHE_SIZE = 8192
 _IDENTITY = ("name", "namespace", "uid", "ownerReferences", "generateName")
 _CONTAINER_KINDS = pss.CONTAINER_KINDS
 # What an operation can change, one bit each (``PatchValidator._effects``): container names,
-# volume names, privileges, access, what runs; two more say that privileges or access depend
+# volume names, privileges, access, what runs, the identity fields (apiVersion, kind and the
+# metadata of ``_IDENTITY``); two more say that privileges or access depend
 # on the operation's value, and one that privileges depend on the Pod too (a volume mount
 # reaches the host only through a hostPath volume; a capability added where there was no
 # setting adds only itself).
-_CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER = (1 << i for i in range(5))
-_ALL_EFFECTS = _CONTAINER_NAMES | _VOLUME_NAMES | _GRANTS | _ACCESS | _TAKEOVER
-_GRANTS_BY_VALUE, _ACCESS_BY_VALUE, _GRANTS_BY_POD = 1 << 5, 1 << 6, 1 << 7
+_CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER, _IDENTITY_FIELDS = (
+    1 << i for i in range(6)
+)
+_ALL_EFFECTS = _CONTAINER_NAMES | _VOLUME_NAMES | _GRANTS | _ACCESS | _TAKEOVER | _IDENTITY_FIELDS
+_GRANTS_BY_VALUE, _ACCESS_BY_VALUE, _GRANTS_BY_POD = 1 << 6, 1 << 7, 1 << 8
 _DEPENDS = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE | _GRANTS_BY_POD
 _ANNOTATIONS = ("metadata", "annotations")
 
@@ -128,6 +131,9 @@ class _Checked:
     ops: list[PatchOperation]
     effects: int
     by_pod: tuple[tuple[PatchOperation, bool | None], ...]
+    guarded: tuple[bool, ...] = ()
+    """Per operation: an ``add`` where the allow-list does not allow a ``replace``, refused
+    when it lands on an existing member."""
     """Each operation whose privilege answer reads the Pod, with its answer when it replaces
     nothing there (None: a volume mount, whose answer is whether the Pod has a hostPath
     volume)."""
@@ -235,7 +241,8 @@ class PatchValidator:
         ops = check_shape(raw_ops, copy_values)
         self.check_paths(ops)
         effects, by_pod = self._value_effects(ops)
-        checked = _Checked(ops, effects, by_pod)
+        guarded = tuple(op["op"] == "add" and not self.allows(op["path"], "replace") for op in ops)
+        checked = _Checked(ops, effects, by_pod, guarded)
         if key is not None:
             self._keep(key, checked)
         return checked
@@ -258,12 +265,9 @@ class PatchValidator:
             return dict(pod)
         after: Any = pod
         owned: set[int] = set()  # containers this patch copied: changed in place from then on
-        for op in ops:  # one by one, so that an 'add' is judged by what it does to this Pod
-            if (
-                op["op"] == "add"
-                and not self.allows(op["path"], "replace")
-                and replaces_member(after, op["path"])
-            ):
+        # one by one, so that an 'add' is judged by what it does to this Pod
+        for op, guarded in zip(ops, checked.guarded, strict=True):
+            if guarded and replaces_member(after, op["path"]):
                 raise PatchRejected(
                     op["path"],
                     "'add' over an existing value replaces it, and 'replace' is not allowed here "
@@ -293,9 +297,8 @@ class PatchValidator:
     ) -> None:
         """``check_invariants`` with what the operations can change (``_effects``)."""
         meta_b, meta_a = _meta(before), _meta(after)
-        for key in _IDENTITY if meta_a is not meta_b else ():
-            if meta_b.get(key) != meta_a.get(key):
-                raise PatchRejected(f"/metadata/{key}", "plugins may never change a Pod's identity")
+        if effects & _IDENTITY_FIELDS:
+            self._check_identity(before, after, meta_b, meta_a)
         for field in ("labels", "annotations"):
             if meta_b.get(field) is meta_a.get(field):
                 continue  # untouched (the patched Pod is built copy-on-write)
@@ -308,10 +311,6 @@ class PatchValidator:
                     f"{field[:-1]} '{key}' belongs to the controller "
                     f"(patchPolicy.protectedPrefixes: {', '.join(self._prefixes)})",
                 )
-        if before.get("apiVersion") != after.get("apiVersion") or before.get("kind") != after.get(
-            "kind"
-        ):
-            raise PatchRejected("", "plugins may never change apiVersion or kind")
         self._protections.check(before, after)
         if effects & _CONTAINER_NAMES:
             _check_unique_container_names(after)
@@ -327,6 +326,21 @@ class PatchValidator:
             self.check_access(before, after, template, patched)
         if effects & _TAKEOVER:
             self.check_takeover(before, after, template, patched)
+
+    @staticmethod
+    def _check_identity(
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        meta_b: Mapping[str, Any],
+        meta_a: Mapping[str, Any],
+    ) -> None:
+        for key in _IDENTITY if meta_a is not meta_b else ():
+            if meta_b.get(key) != meta_a.get(key):
+                raise PatchRejected(f"/metadata/{key}", "plugins may never change a Pod's identity")
+        if before.get("apiVersion") != after.get("apiVersion") or before.get("kind") != after.get(
+            "kind"
+        ):
+            raise PatchRejected("", "plugins may never change apiVersion or kind")
 
     def _effects(self, ops: Sequence[PatchOperation], before: Mapping[str, Any]) -> int:
         """What the operations can change in ``before``, a bit each: container names, volume
@@ -401,7 +415,8 @@ class PatchValidator:
             grant = _GRANTS * may_grant(op)
         reach = _ACCESS_BY_VALUE if access.reads_value(op) else _ACCESS * access.may_change(op)
         return (
-            _CONTAINER_NAMES * _touches_names(op, _CONTAINER_KINDS)
+            _IDENTITY_FIELDS * _touches_identity(op)
+            | _CONTAINER_NAMES * _touches_names(op, _CONTAINER_KINDS)
             | _VOLUME_NAMES * _touches_names(op, ("volumes",))
             | grant
             | reach
@@ -875,6 +890,18 @@ _NAMED: dict[str, str] = {
 def _camel(snake: str) -> str:
     head, *rest = snake.split("_")
     return head + "".join(word.title() for word in rest)
+
+
+def _touches_identity(op: PatchOperation) -> bool:
+    """Whether ``op`` can change apiVersion, kind or an identity field of the metadata
+    (``_IDENTITY``): only at the Pod, those fields or the whole metadata (a patch changes
+    nothing but what its paths name, copy-on-write)."""
+    if op["op"] == "test":
+        return False
+    tokens = split_tokens(op["path"])
+    if not tokens or tokens[0] in ("apiVersion", "kind"):
+        return True
+    return tokens[0] == "metadata" and (len(tokens) == 1 or tokens[1] in _IDENTITY)
 
 
 def _touches_names(op: PatchOperation, lists: Sequence[str]) -> bool:

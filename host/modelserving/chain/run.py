@@ -85,6 +85,8 @@ class Chain:
         """Set by the controller once it has reported this chain (a new chain starts False)."""
         self._applied_texts: dict[tuple[int, ...], str] = {}
         """The plugins-applied annotation's text by the indexes of the plugins applied."""
+        self._serving: dict[tuple[Hook, str, bool], tuple[ChainEntry, ...]] = {}
+        """The entries whose hook is in scope, by hook, role and entry or worker Pod."""
         self._last_made: dict[tuple[str, bool], dict[str, Any]] = {}
         """The last Pod each role's entry or worker template made that the chain patched: the
         validator may find the next one's facts from its (``PatchValidator.related``)."""
@@ -111,9 +113,12 @@ class Chain:
         never raised."""
         patches = SPEC[hook].patches
         outcomes: list[Outcome] = []
-        for entry in self.entries:
-            if not entry.serves(hook, desired.place):
-                continue
+        place = desired.place
+        key = (hook, place.role_name, place.is_entry)
+        serving = self._serving.get(key)
+        if serving is None:  # the same few roles and hooks for every Pod of the chain
+            serving = self._serving[key] = tuple(e for e in self.entries if e.serves(hook, place))
+        for entry in serving:
             outcome = invoke(entry, self.request(hook, desired, pod, ms), self.validator)
             self._observe(outcome, desired.place.role_name)
             if outcome.failure is not None and patches and entry.spec.blocks:
