@@ -119,7 +119,7 @@ PATCH_BYTES = 4096
 """A patch longer than this as msgpack is checked every time, and not kept: the built-ins'
 are 250 to 900 bytes."""
 KEPT_PATCH_BYTES = 64 * 1024
-"""How many bytes of accepted patches (as msgpack) a validator keeps checked, the newest first
+"""How many bytes of checked patches (as msgpack) a validator keeps, the newest first
 (``PatchValidator.apply_patch``): as Python objects at most about 70 times that."""
 
 
@@ -223,9 +223,9 @@ class PatchValidator:
 
         What does not depend on the Pod (the operations' shape, their paths against the
         allow-list, what their values can change) is worked out once per patch: a patch equal
-        to one of the last accepted (the same msgpack bytes; ``KEPT_PATCH_BYTES`` of them)
-        takes that one's checked operations, and so its copied values, again. Every Pod gets
-        the same patch from most plugins.
+        to one of the last whose shape and paths passed (the same msgpack bytes;
+        ``KEPT_PATCH_BYTES`` of them) takes that one's checked operations, and so its copied
+        values, again. Every Pod gets the same patch from most plugins.
         """
         checked = self._checked(raw_ops, copy_values)
         return self._apply_checked(pod, checked), list(checked.ops)
