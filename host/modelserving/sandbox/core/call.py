@@ -8,11 +8,11 @@ every way a call can fail ends in exactly one failure class.
 
 The GIL: ctypes lets it go around every foreign call, and getting it back can take a whole switch
 interval (5 ms) when other threads run Python, as the controller's API writers do. So the C calls
-that run no guest code and return in microseconds (export lookup, memory and fuel queries, store
-limits, the request's copy into the guest's memory) are bound to keep it (``core.raw``);
-instantiation (a start function or ``_initialize`` runs there) and function calls still let it
-go, so a slow or hostile guest, which may run until its deadline, never stops the controller's
-other threads.
+that run no guest code (store, limits, instantiation, export lookup, memory and fuel queries, the
+request's copy into the guest's memory) are bound to keep it (``core.raw``). Instantiation runs
+none: a start function is moved to an export (``structure.detach_start``) and called like
+``_initialize`` and the hooks, which still let the GIL go, so a slow or hostile guest, which may
+run until its deadline, never stops the controller's other threads.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ _set_fuel = raw.set_fuel
 _set_epoch_deadline = raw.set_epoch_deadline
 _store_limiter = raw.store_limiter
 _memmove = raw.memmove
+_instantiate = raw.instantiate
 
 
 class _Failed(Exception):
@@ -111,7 +112,7 @@ class _Instance:
             error = _set_wasi(self.ctx, wasi._consume())
             if error:
                 raise wasmtime.WasmtimeError._from_ptr(error)
-        error = ffi.wasmtime_instance_pre_instantiate(
+        error = _instantiate(
             self._pre.ptr(), self.ctx, ctypes.byref(self.instance), ctypes.byref(self.trap)
         )
         self._check(error)

@@ -35,6 +35,9 @@ set_epoch_deadline = held("wasmtime_context_set_epoch_deadline")
 export_get = held("wasmtime_instance_export_get")
 memory_data = held("wasmtime_memory_data")
 memory_data_size = held("wasmtime_memory_data_size")
+instantiate = held("wasmtime_instance_pre_instantiate")
+"""Instantiation runs no guest code: every module's start function is moved to an export the
+host calls afterwards (``structure.detach_start``), and pre-initialised snapshots have none."""
 memmove = ctypes.PyDLL(None).memmove
 """The C library's ``memmove(dest, src, n)``, called holding the GIL (``ctypes.memmove`` lets it
 go): the request's copy into the guest's memory takes microseconds."""
