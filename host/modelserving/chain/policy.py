@@ -27,6 +27,7 @@ from typing import Any
 
 import msgpack
 
+from modelserving.api.bytebudget import ByteBudget
 from modelserving.api.errors import PatchRejected
 from modelserving.api.hook import PatchOperation
 from modelserving.api.policy import PatchPolicy, capability_name, sysctl_name
@@ -131,12 +132,12 @@ class _Checked:
     ops: list[PatchOperation]
     effects: int
     by_pod: tuple[tuple[PatchOperation, bool | None], ...]
-    guarded: tuple[bool, ...] = ()
-    """Per operation: an ``add`` where the allow-list does not allow a ``replace``, refused
-    when it lands on an existing member."""
     """Each operation whose privilege answer reads the Pod, with its answer when it replaces
     nothing there (None: a volume mount, whose answer is whether the Pod has a hostPath
     volume)."""
+    guarded: tuple[bool, ...]
+    """Per operation: an ``add`` where the allow-list does not allow a ``replace``, refused
+    when it lands on an existing member."""
 
 
 def _patch_key(raw: Any) -> bytes | None:
@@ -168,8 +169,7 @@ class PatchValidator:
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
         self._op_effects: dict[tuple[str, str], int] = {}
-        self._patches: dict[bytes, _Checked] = {}
-        self._patch_bytes = 0
+        self._patches: ByteBudget[bytes, _Checked] = ByteBudget(KEPT_PATCH_BYTES)
         self._prefixes = tuple(self.policy.protected_prefixes)
         self._protections = Protections(self.policy.protected_fields)
         self._open = frozenset(c for c, flag in _FLAGS.items() if getattr(self.policy, flag))
@@ -244,20 +244,8 @@ class PatchValidator:
         guarded = tuple(op["op"] == "add" and not self.allows(op["path"], "replace") for op in ops)
         checked = _Checked(ops, effects, by_pod, guarded)
         if key is not None:
-            self._keep(key, checked)
+            self._patches.keep(key, len(key), checked)
         return checked
-
-    def _keep(self, key: bytes, checked: _Checked) -> None:
-        with self._known_lock:
-            kept = self._patches
-            if key in kept:
-                return
-            while kept and self._patch_bytes + len(key) > KEPT_PATCH_BYTES:
-                oldest = next(iter(kept))
-                del kept[oldest]
-                self._patch_bytes -= len(oldest)
-            kept[key] = checked
-            self._patch_bytes += len(key)
 
     def _apply_checked(self, pod: Mapping[str, Any], checked: _Checked) -> dict[str, Any]:
         ops = checked.ops
@@ -349,25 +337,12 @@ class PatchValidator:
         so they are kept per validator; the others read its value (``grants.reads_value``,
         ``access.reads_value``, volumes: ``_volumes_may_weaken``) or ``before`` too
         (a volume mount; an operation that only adds capabilities: ``_patch_effects``)."""
-        effects, by_pod = self._value_effects(ops)
-        return self._patch_effects(_Checked(list(ops), effects, by_pod), before)
+        return _with_pod(*self._value_effects(ops), before)
 
     def _patch_effects(self, checked: _Checked, before: Mapping[str, Any]) -> int:
         """``_effects`` of a checked patch: what its values decide (found once per patch), and
         what its operations whose answer reads the Pod can change in ``before``."""
-        found = checked.effects
-        for op, fresh in checked.by_pod:
-            if found & _GRANTS:
-                break
-            if fresh is None:
-                grants = _has_host_volumes(before)
-            elif replaces_member(before, op["path"]):
-                grants = may_grant(op)
-            else:
-                grants = fresh
-            if grants:
-                found |= _GRANTS
-        return found
+        return _with_pod(checked.effects, checked.by_pod, before)
 
     def _value_effects(
         self, ops: Sequence[PatchOperation]
@@ -722,6 +697,27 @@ class PatchValidator:
         )
         setting = _camel(_FLAGS[w.control])
         return f"{w.subject} {w.what}{unlike}, which {weakens} (patchPolicy.{setting} is false)"
+
+
+def _with_pod(
+    effects: int,
+    by_pod: Iterable[tuple[PatchOperation, bool | None]],
+    before: Mapping[str, Any],
+) -> int:
+    """``effects`` with what the operations whose privilege answer reads the Pod
+    (``_Checked.by_pod``) can change in ``before``."""
+    for op, fresh in by_pod:
+        if effects & _GRANTS:
+            break
+        if fresh is None:
+            grants = _has_host_volumes(before)
+        elif replaces_member(before, op["path"]):
+            grants = may_grant(op)
+        else:
+            grants = fresh
+        if grants:
+            effects |= _GRANTS
+    return effects
 
 
 def _mounts(op: PatchOperation) -> bool:

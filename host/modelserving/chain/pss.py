@@ -206,7 +206,6 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
     if reuse is not None and _unchanged(pod, reuse.parts):
         return reuse
     old = reuse.parts if reuse is not None else {}
-    taken = 0  # parts taken from ``reuse``
     parts: dict[tuple[str, int], Part] = {}
     spec = _as_map(pod.get("spec"))
     raw_sc = spec.get("securityContext")
@@ -219,8 +218,6 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
     if part is None or part.extra != apparmor or not part.same(inputs):
         part = Part(inputs, {}, apparmor)
         _pod_level(dict(zip(_POD_FIELDS, inputs[1:], strict=True)), pod_sc, annotations, part.facts)
-    else:
-        taken += 1
     parts[_POD_PART] = part
     out.update(part.facts)
     host_volumes: dict[str, str] = {}
@@ -229,8 +226,6 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
         if part is None or part.inputs[0] is not volume:
             part = Part((volume,), {})
             part.extra = _volume(_as_map(volume), i, part.facts)
-        else:
-            taken += 1
         parts["volumes", i] = part
         out.update(part.facts)
         if part.extra is not None:
@@ -249,8 +244,6 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
             if part is None or not part.same((raw_sc, name, security)):
                 part = Part((raw_sc, name, security), {})
                 _security(_as_map(security), subject, base, pod_sc, part.facts)
-            else:
-                taken += 1
             parts[kind, i] = part
             out.update(part.facts)
             inputs = (name, *(container.get(f) for f in _REACH_FIELDS))
@@ -259,12 +252,8 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
                 part = Part(inputs, {}, host_volumes)
                 view = dict(zip(_REACH_FIELDS, inputs[1:], strict=True))
                 _reach(view, subject, base, host_volumes, part.facts)
-            else:
-                taken += 1
             parts[reach_kind, i] = part
             out.update(part.facts)
-    if reuse is not None and taken == len(parts) == len(old):
-        return reuse  # every part the same objects: the same facts
     return PodFacts(out, containers, pod_sc, parts=parts)
 
 

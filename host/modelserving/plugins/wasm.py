@@ -14,12 +14,12 @@ values, so the chain and the controller treat both alike.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from modelserving.abi.codec import RequestEncoder, Response, decode_response
 from modelserving.abi.contract import ResponseError
+from modelserving.api.bytebudget import ByteBudget
 from modelserving.api.errors import FailureClass
 from modelserving.api.group import GroupRequest
 from modelserving.api.hook import SPEC, Hook, HookRequest, PatchOperation
@@ -35,28 +35,27 @@ class Responses:
     """Decoded responses of patching hooks kept by their bytes, for every WebAssembly plugin of
     the process: most modules answer every Pod with the same bytes, and decoding is a pure
     function of the bytes, the hook and the ABI version. Only successful responses of at most
-    ``max_bytes`` are kept, the newest first, while their bytes come to at most ``budget``, so
-    what modules can make the controller keep is bounded whatever they answer. A kept response
-    is shared by every call that returned those bytes: read-only."""
+    ``max_bytes`` are kept, within a ``ByteBudget`` of ``budget`` bytes, so what modules can
+    make the controller keep is bounded whatever they answer. A kept response is shared by
+    every call that returned those bytes: read-only."""
 
     def __init__(self, max_bytes: int = 4096, budget: int = 64 * 1024) -> None:
         self.max_bytes = max_bytes
-        self.budget = budget
-        self._kept: dict[tuple[Hook, int, bytes], Response] = {}
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._kept: ByteBudget[tuple[Hook, int, bytes], Response] = ByteBudget(budget)
+
+    @property
+    def budget(self) -> int:
+        return self._kept.budget
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._kept.kept_bytes
 
     def __len__(self) -> int:
         return len(self._kept)
 
-    @property
-    def kept_bytes(self) -> int:
-        return self._bytes
-
     def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()
-            self._bytes = 0
+        self._kept.clear()
 
     def decode(self, data: bytes, hook: Hook, version: int) -> Response:
         """``decode_response(data, hook, version)``, from what is kept when it can be."""
@@ -67,19 +66,8 @@ class Responses:
         if response is None:
             response = decode_response(data, hook, version)
             if not response.error:
-                self._keep(key, response)
+                self._kept.keep(key, len(data), response)
         return response
-
-    def _keep(self, key: tuple[Hook, int, bytes], response: Response) -> None:
-        with self._lock:
-            if key in self._kept:
-                return
-            while self._kept and self._bytes + len(key[2]) > self.budget:
-                oldest = next(iter(self._kept))
-                del self._kept[oldest]
-                self._bytes -= len(oldest[2])
-            self._kept[key] = response
-            self._bytes += len(key[2])
 
 
 RESPONSES = Responses()
