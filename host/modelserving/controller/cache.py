@@ -45,6 +45,9 @@ TOMBSTONE_S = 120.0
 """How long the UID of an object the watch saw deleted is remembered (longer than any API call
 and list the controller makes takes)."""
 
+CHANGES_MAX = 4096
+"""Changed names a bucket remembers for ``changes``; past that its reader reads it whole."""
+
 Bucket = tuple[str, str, str]
 """(plural, namespace, ModelServing name)."""
 
@@ -169,6 +172,9 @@ class ObjectCache:
         label changes, or goes, leaves the bucket it was in."""
         self._deleted: dict[str, float] = {}
         """When the watch saw each deleted object go, by UID, oldest first (``TOMBSTONE_S``)."""
+        self._changed: dict[Bucket, set[str] | None] = {}
+        """The names whose object changed, came or went since the last ``changes`` of the
+        bucket (None, or no entry: not known)."""
 
     @staticmethod
     def bucket(plural: str, obj: Mapping[str, Any]) -> Bucket | None:
@@ -204,7 +210,32 @@ class ObjectCache:
             else:
                 found[name] = slim(plural, obj)
                 self._where[where] = key
+                self._touch(key, name)
             return left
+
+    def _touch(self, key: Bucket, name: str) -> None:
+        """The object ``name`` of ``key`` changed, came or went (the lock held)."""
+        names = self._changed.get(key)
+        if names is not None:
+            names.add(name)
+            if len(names) > CHANGES_MAX:
+                self._changed[key] = None
+
+    def changes(
+        self, plural: str, namespace: str, owner: str
+    ) -> dict[str, dict[str, Any] | None] | None:
+        """The objects whose names changed, came or went since the last call for the same
+        bucket, as they are now (None: gone); None when that is not known (the first call, a
+        list merged in since, the bucket dropped, or more than ``CHANGES_MAX`` changes): then
+        read the bucket whole (``by_name``), after this call."""
+        key = (plural, namespace, owner)
+        with self._lock:
+            names = self._changed.get(key)
+            self._changed[key] = set()
+            if names is None:
+                return None
+            found = self._objects.get(key) or {}
+            return {name: found.get(name) for name in names}
 
     def _tombstone(self, uid: Any) -> None:
         """Remember that the object ``uid`` is gone (the lock held); forget old ones."""
@@ -241,6 +272,7 @@ class ObjectCache:
         held); ``gone``: the watch saw it deleted."""
         name = where[2]
         (self._objects.get(key) or {}).pop(name, None)
+        self._touch(key, name)
         if self._where.get(where) == key:
             del self._where[where]
         if not gone:
@@ -267,6 +299,7 @@ class ObjectCache:
             meta = dict(old.get("metadata") or {})
             meta.setdefault("deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             found[name] = {**old, "metadata": meta}
+            self._touch((plural, namespace, owner), name)
 
     def recently_gone(self, plural: str, namespace: str, owner: str) -> set[str]:
         """Objects deleted less than ``GONE_S`` ago, by name."""
@@ -293,6 +326,7 @@ class ObjectCache:
         listed = {str((o.get("metadata") or {}).get("name", "")): o for o in items}
         newest = _version({"metadata": {"resourceVersion": version}})
         with self._lock:
+            self._changed.pop(key, None)
             found = self._objects.setdefault(key, {})
             for name in list(found):
                 if name not in listed:
@@ -331,6 +365,8 @@ class ObjectCache:
     def drop(self, namespace: str, owner: str) -> None:
         """Forget a deleted ModelServing's objects (its watch events may still come)."""
         with self._lock:
+            for key in [k for k in self._changed if k[1:] == (namespace, owner)]:
+                del self._changed[key]
             for key in [k for k in self._objects if k[1:] == (namespace, owner)]:
                 for name in self._objects.pop(key):
                     where = (key[0], namespace, name)

@@ -163,13 +163,13 @@ class GroupHooks:
         ModelServing was deleted meanwhile, so nothing more is written."""
         result = GroupsResult()
         entries = chain.group_entries(HOOK)
-        keep_groups = set(groups)
         key = (ms.namespace, ms.name)
         with self._lock:
             if entries:
                 self._owns_nothing.discard(key)
             elif key in self._owns_nothing:
                 return result  # no hook, nothing owned: no list on every pass
+        keep_groups = set(groups)
         owned = self._owned(ms)
         active = {(e.name, str(e.index)) for e in entries}
         names = {e.name for e in entries}

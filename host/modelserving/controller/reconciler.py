@@ -402,7 +402,11 @@ class Reconciler:
         kept = self.pod_sets.get(key)
         if kept is None or kept.uid != uid:
             kept = self.pod_sets[key] = PodSet(ms.name, uid)
-        kept.refresh(self.cache.by_name(PODS.plural, ms.namespace, ms.name))
+        changes = self.cache.changes(PODS.plural, ms.namespace, ms.name)
+        if changes is not None and kept.whole:
+            kept.apply(changes)  # O(changes), not O(Pods)
+        else:
+            kept.refresh(self.cache.by_name(PODS.plural, ms.namespace, ms.name))
         return kept
 
     def _read(self, res: Resource, ms: ModelServing, selector: str) -> list[dict[str, Any]]:

@@ -117,6 +117,13 @@ class PodSet:
         self._layouts: dict[Any, dict[int, Any]] = {}
         """ServingGroup layouts (``sync``'s names by index) by the roles' shape, most recent
         last: a ModelServing's layouts do not change with its Pods."""
+        self.index: Any = None
+        """The last pass's ``GroupIndex`` (``sync`` keeps it here, with the Pods it reads)."""
+        self.changed: set[int] = set()
+        """The ServingGroups whose Pods changed since ``index`` last took them in."""
+        self.whole = False
+        """It holds every Pod of a full ``refresh`` and the changes since (``apply`` may
+        bring it up to date)."""
 
     @classmethod
     def of(cls, ms_name: str, uid: str, pods: Iterable[Mapping[str, Any]]) -> PodSet:
@@ -164,6 +171,37 @@ class PodSet:
         self._members.clear()
         self._groups.clear()
         self._sorted = True
+        self.index = None
+        self.changed.clear()
+        self.whole = False
+
+    def take_changed(self) -> set[int]:
+        """The ServingGroups whose Pods changed since the last call (and forget them)."""
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def apply(self, changes: Mapping[str, Mapping[str, Any] | None]) -> int:
+        """Take the Pods of these names as they are now (None: gone), the others as they were;
+        for a set brought up to date by a ``refresh`` (``whole``) and every change since.
+        Returns how many Pods changed, came or went. One that raises leaves the set empty, as
+        ``refresh`` does."""
+        try:
+            dirty: set[int] = set()
+            changed = 0
+            for name, obj in changes.items():
+                if obj is None:
+                    if name in self.raw:
+                        changed += 1
+                        self._drop(name, dirty)
+                elif self.raw.get(name) is not obj:
+                    changed += 1
+                    self._drop(name, dirty)
+                    self._put(name, obj, dirty)
+            self._rebuild(dirty)
+            return changed
+        except BaseException:
+            self._clear()
+            raise
 
     def _refresh(self, pods: Mapping[str, Mapping[str, Any]]) -> int:
         dirty: set[int] = set()
@@ -177,6 +215,12 @@ class PodSet:
                 changed += 1
                 self._drop(name, dirty)
                 self._put(name, obj, dirty)
+        self._rebuild(dirty)
+        self.whole = True
+        return changed
+
+    def _rebuild(self, dirty: set[int]) -> None:
+        """Make the ``Group`` of each ServingGroup in ``dirty`` anew from its members."""
         for index in dirty:
             members = self._members.get(index)
             if not members:
@@ -186,7 +230,7 @@ class PodSet:
             if index not in self._groups:
                 self._sorted = False
             self._groups[index] = Group(index, sorted(members.values(), key=_order))
-        return changed
+        self.changed |= dirty
 
     def _drop(self, name: str, dirty: set[int]) -> None:
         old = self.raw.pop(name, None)

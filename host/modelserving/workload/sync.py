@@ -27,10 +27,12 @@ the Services of the groups created last, as Kthena's pass does. It decides, as K
 from __future__ import annotations
 
 import functools
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+import operator
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from modelserving.api import labels
 from modelserving.api.jsondata import json_copy
@@ -38,6 +40,7 @@ from modelserving.api.modelserving import ModelServing, Role
 from modelserving.api.place import PodPlace
 from modelserving.api.validation import scaled
 from modelserving.workload import gang as gang_
+from modelserving.workload.groupindex import GroupIndex, Verdict
 from modelserving.workload.kept import KEPT_MAX, Kept
 from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import (
@@ -56,6 +59,8 @@ from modelserving.workload.plan import (
 )
 from modelserving.workload.podset import Group, PodSet
 from modelserving.workload.revision import revision as revision_of
+
+T = TypeVar("T")
 
 BUSY_RETRY_SECONDS = 1.0
 """How soon to look again when a name is still held by a terminating object."""
@@ -156,8 +161,12 @@ class _Sync:
         seen_failed: Mapping[str, float],
         lost_nodes: Mapping[str, str],
         recently_gone: set[str],
+        every_group: bool = False,
     ) -> None:
         self.ms = ms
+        self.every_group = every_group
+        """Visit every ServingGroup in every step, not only those the index says may need it
+        (slower: the reference the index's shortcuts are tested against)."""
         self.now = now
         self.gang = gang_.as_api(gang)
         self.pod_groups_wanted = self.gang.pod_groups and gang_.gang_wanted(ms)
@@ -165,6 +174,7 @@ class _Sync:
         self.seen_failed = seen_failed
         self.update_revision = revision_of(ms)
         self.hashes = role_template_hashes(ms)
+        self._hashes_key = tuple(sorted(self.hashes.items()))
         uid = ms.metadata.uid or ""
         if not isinstance(pods, PodSet):
             self.podset = PodSet.of(ms.name, uid, pods)
@@ -172,26 +182,22 @@ class _Sync:
             self.podset = pods
         else:  # kept for another ModelServing of the name: read it afresh
             self.podset = PodSet.of(ms.name, uid, pods.raw.values())
+        self.recently_gone = recently_gone
         self.terminating_names = self.podset.terminating | recently_gone
         self.lost: dict[str, str] = {}
         """Pods on a lost Node by name: the Node's state (NODE_DELETED or NODE_NOT_READY)."""
-        self.groups = dict(self.podset.groups)
+        self.groups: Mapping[int, Group] = self.podset.groups
         if lost_nodes:
-            self._on_lost_nodes(lost_nodes)
-        # Every name in use blocks a create, including Pods this ModelServing does not control;
-        # a name whose Pod was deleted a moment ago is waited for, as a terminating one is.
-        self.pod_names = self.podset.raw.keys() | recently_gone
-        self.services: dict[str, Mapping[str, Any]] = {}
-        self.service_groups: dict[str, str | None] = {}
+            self.groups = self._on_lost_nodes(lost_nodes)
+        self.owned_services = _owned("Service", uid, services)
+        self.services = self.owned_services.objects
+        self.service_groups = self.owned_services.groups
         """The ServingGroup each Service's label names, by Service name."""
-        self.group_services: dict[str, list[str]] = {}
+        self.group_services = self.owned_services.by_group
         """Service names by the ServingGroup their label names (one scan, not one per group)."""
-        for name, obj, group in _owned("Service", uid, services):
-            self.services[name] = obj
-            self.service_groups[name] = group
-            self.group_services.setdefault(str(group), []).append(name)
-        self.pod_groups = {name: obj for name, obj, _ in _owned("PodGroup", uid, pod_groups)}
-        self.pod_group_names = set(self.pod_groups)
+        self.owned_pod_groups = _owned("PodGroup", uid, pod_groups)
+        self.pod_groups = self.owned_pod_groups.objects
+        self.pod_group_names = self.pod_groups.keys()
         self.out = SyncPlan(revision=self.update_revision)
         self.deleted_groups: set[int] = set()
         self.deleted_pods: set[str] = set()
@@ -214,22 +220,28 @@ class _Sync:
         self._at: dict[str, ModelServing | None] = {}
         self._hashes_at: dict[str, dict[str, str]] = {}
         self.cause = "scale"
+        self.touched: set[int] = set()
+        """The ServingGroups this pass deleted something of."""
+        self.index = self._index()
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _on_lost_nodes(self, lost_nodes: Mapping[str, str]) -> None:
-        """A Pod on a Node that is not Ready is not ready; one on a deleted Node has failed.
-        Their ServingGroups are made anew for this pass with the Pods so adjusted."""
+    def _on_lost_nodes(self, lost_nodes: Mapping[str, str]) -> dict[int, Group]:
+        """The ServingGroups as this pass sees them: a Pod on a Node that is not Ready is not
+        ready; one on a deleted Node has failed. Their ServingGroups are made anew for this
+        pass with the Pods so adjusted."""
+        groups = dict(self.groups)
         touched: set[int] = set()
-        for index, group in self.groups.items():
+        for index, group in groups.items():
             for pod in group.pods:
                 state = lost_nodes.get(pod.node)
                 if state is not None:
                     self.lost[pod.name] = state
                     touched.add(index)
         for index in touched:
-            pods = [self._on_lost_node(p, lost_nodes) for p in self.groups[index].pods]
-            self.groups[index] = Group(index, pods)
+            pods = [self._on_lost_node(p, lost_nodes) for p in groups[index].pods]
+            groups[index] = Group(index, pods)
+        return groups
 
     def _on_lost_node(self, pod: ObservedPod, lost_nodes: Mapping[str, str]) -> ObservedPod:
         state = lost_nodes.get(pod.node)
@@ -239,6 +251,108 @@ class _Sync:
         return replace(
             pod, ready=False, running=pod.running and not gone, failed=pod.failed or gone
         )
+
+    def _context(self) -> Hashable:
+        """Everything a ``Verdict`` reads beyond the ServingGroup's Pods, Services and PodGroup."""
+        roles = tuple(
+            (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
+            for r in self.ms.spec.template.roles
+        )
+        return (
+            self.ms.name,
+            self.update_revision,
+            self._hashes_key,
+            roles,
+            self.role_rolling,
+            self.partition,
+            self.pod_groups_wanted,
+            frozenset(self.history),
+        )
+
+    def _index(self) -> GroupIndex:
+        """The verdicts of every ServingGroup: the kept index brought up to date with what
+        changed since, or (a new context, no index kept, or lost Nodes, which change Pods for
+        this pass only) a new one."""
+        context = self._context()
+        services, pod_groups = self.owned_services, self.owned_pod_groups
+        kept: GroupIndex | None = None if self.lost else self.podset.index
+        dirty: set[int] = set()
+        if kept is not None and kept.context == context:
+            changed = services.changes_since(kept.services_version)
+            changed_pgs = pod_groups.changes_since(kept.pod_groups_version)
+            if changed is None or changed_pgs is None:
+                kept = None
+            else:
+                dirty = self.podset.take_changed()
+                for key in changed | changed_pgs:
+                    index = _group_index(self.ms.name, key)
+                    if index is not None:
+                        dirty.add(index)
+        else:
+            kept = None
+        if kept is None:
+            kept = GroupIndex(context)
+            if not self.lost:
+                self.podset.take_changed()
+            dirty = set(self.groups)
+        for index in dirty:
+            group = self.groups.get(index)
+            if group is None:
+                kept.remove(index)
+            else:
+                kept.put(index, group, self._verdict(group))
+        kept.services_version = services.version
+        kept.pod_groups_version = pod_groups.version
+        if not self.lost:
+            self.podset.index = kept
+        return kept
+
+    def _verdict(self, group: Group) -> Verdict:
+        rev = group.revision()
+        live = bool(group.live)
+        ready = self._is_ready(group)
+        if self.role_rolling:
+            current = self.hashes
+            stale = any(
+                p.role in current and p.template_hash != current[p.role] for p in group.live
+            )
+            complete = not stale and self._settled(group, self.update_revision)
+        else:
+            complete = bool(rev) and self._settled(group, rev)
+        after = live and group.index >= self.partition
+        return Verdict(
+            live=live,
+            revision=rev,
+            updated=self.updated(group),
+            ready=ready,
+            complete=complete,
+            failed=bool(group.failed),
+            awaiting=bool(group.awaiting_ready_hooks),
+            new_unready=after and rev == self.update_revision and not ready,
+            outdated=after and rev != self.update_revision,
+        )
+
+    def updated(self, group: Group) -> bool:
+        """At the update revision (RoleRollingUpdate: each live Pod at its role's template)."""
+        if self.role_rolling:
+            key = ("updated", self._hashes_key)
+            answer = group.memo.get(key)
+            if answer is None:
+                answer = group.memo[key] = all(
+                    self.hashes.get(p.role) == p.template_hash for p in group.live
+                )
+            return bool(answer)
+        return group.revision() == self.update_revision
+
+    def dead(self) -> set[int]:
+        """The live ServingGroups this pass has deleted whole so far (every live Pod)."""
+        index = self.index
+        return {
+            i
+            for i in self.touched | self.deleted_groups
+            if i in index.live
+            and (i in self.deleted_groups or self.groups[i].live_names <= self.deleted_pods)
+        }
 
     def ms_at(self, rev: str) -> ModelServing | None:
         """The ModelServing as it was at ``rev`` (from the revision history), when known."""
@@ -362,6 +476,8 @@ class _Sync:
 
     def ready(self, group: Group) -> bool:
         """Every Pod its revision describes exists, is not terminating, and is Ready."""
+        if self.index.seen.get(group.index) is group:
+            return self.index.verdicts[group.index].ready
         answer = self._ready.get(group.index)
         if answer is None:
             answer = self._ready[group.index] = self._is_ready(group)
@@ -378,6 +494,7 @@ class _Sync:
     def delete_pod(self, pod: ObservedPod) -> None:
         if pod.name not in self.deleted_pods and not pod.terminating:
             self.deleted_pods.add(pod.name)
+            self.touched.add(pod.group_index)
             force = self.lost.get(pod.name) == NODE_DELETED
             self.out.delete_pods.append(PodRef(pod.name, pod.uid, self.cause, force))
 
@@ -388,6 +505,7 @@ class _Sync:
 
     def delete_group(self, group: Group, why: str | None) -> None:
         self.deleted_groups.add(group.index)
+        self.touched.add(group.index)
         for pod in group.pods:
             self.delete_pod(pod)
         for svc in self.group_services.get(group_name(self.ms.name, group.index), ()):
@@ -396,6 +514,7 @@ class _Sync:
             self.out.notes.append(why)
 
     def delete_role_replica(self, group: Group, rid: str, why: str | None) -> None:
+        self.touched.add(group.index)
         for pod in group.role_replica(rid):
             self.delete_pod(pod)
         self.delete_service(pod_name(group_name(self.ms.name, group.index), rid, 0))
@@ -410,7 +529,8 @@ class _Sync:
             return
         grace = self.ms.spec.template.restart_grace_period_seconds
         self.cause = "recovery"
-        for group in self.groups.values():
+        for index in sorted(self.groups if self.every_group else self.index.failed):
+            group = self.groups[index]
             for pod in group.failed:
                 if pod.name in self.deleted_pods:
                     continue
@@ -441,29 +561,42 @@ class _Sync:
             for pod in group.pods:
                 if self.lost.get(pod.name) == NODE_DELETED and pod.name not in self.deleted_pods:
                     self.deleted_pods.add(pod.name)
+                    self.touched.add(pod.group_index)
                     self.out.delete_pods.append(PodRef(pod.name, pod.uid, "node", force=True))
 
     def live_groups(self) -> list[Group]:
+        """Every ServingGroup with live Pods this pass has not deleted whole, read from the
+        Pods rather than the index (``every_group``)."""
         return [
             g
             for g in self.groups.values()
             if g.index not in self.deleted_groups and not g.live_names <= self.deleted_pods
         ]
 
+    def live_indices(self, dead: set[int]) -> set[int]:
+        """The ServingGroups with live Pods this pass has not deleted whole (``dead``)."""
+        return self.index.live - dead if dead else self.index.live
+
     def roll_groups(self) -> None:
-        live = self.live_groups()
+        dead = self.dead()
+        index = self.index
         max_unavailable = max(
             1, _scaled(self.max_unavailable_raw, self.replicas, 1, round_up=False)
         )
         # Kthena's budget (a Deployment's): every ServingGroup there is, less the ones that must
         # stay available, less the new ones not ready yet; outdated ones that are not ready go
         # first, then the highest ordinals.
-        after = [g for g in live if g.index >= self.partition]
-        new_unavailable = sum(
-            1 for g in after if g.revision() == self.update_revision and not self.ready(g)
-        )
-        budget = len(live) - (self.replicas - max_unavailable) - new_unavailable
-        outdated = [g for g in after if g.revision() != self.update_revision]
+        new_unavailable = index.new_unready - sum(1 for i in dead if index.verdicts[i].new_unready)
+        live = len(index.live) - len(dead)
+        outdated = [self.groups[i] for i in index.outdated if i not in dead]
+        if self.every_group:
+            after = [g for g in self.live_groups() if g.index >= self.partition]
+            new_unavailable = sum(
+                1 for g in after if g.revision() == self.update_revision and not self._is_ready(g)
+            )
+            live = len(self.live_groups())
+            outdated = [g for g in after if g.revision() != self.update_revision]
+        budget = live - (self.replicas - max_unavailable) - new_unavailable
         outdated.sort(key=lambda g: (self.ready(g), -g.index))
         self.cause = "update"
         for group in outdated:
@@ -480,9 +613,15 @@ class _Sync:
     def roll_roles(self) -> None:
         """RoleRollingUpdate: per ServingGroup and role, at most the role's ``maxUnavailable``
         (default 1) role replicas are unavailable while outdated ones are recreated."""
-        for group in self.live_groups():
-            if group.index < self.partition:
+        dead = self.dead()
+        # a ServingGroup whose every live Pod is at its role's template has nothing to roll
+        candidates = self.index.not_updated
+        if self.every_group:
+            candidates = {g.index for g in self.live_groups()}
+        for index in sorted(candidates - dead):
+            if index < self.partition:
                 continue
+            group = self.groups[index]
             for role in self.ms.spec.template.roles:
                 units: dict[str, list[ObservedPod]] = {}
                 for pod in group.live:
@@ -527,9 +666,13 @@ class _Sync:
     def scale(self) -> list[int]:
         """Delete surplus ServingGroups; return the ordinals of ServingGroups to create."""
         self.cause = "scale"
-        live = self.live_groups()
-        surplus = len(live) - self.replicas
+        dead = self.dead()
+        live_now = self.live_indices(dead)
+        if self.every_group:
+            live_now = {g.index for g in self.live_groups()}
+        surplus = len(live_now) - self.replicas
         if surplus > 0:
+            live = [self.groups[i] for i in sorted(live_now)]
             # As Kthena: those the partition protects last; then not ready first, the lowest
             # summed deletion cost, the highest ordinal.
             ranked = sorted(
@@ -544,7 +687,7 @@ class _Sync:
             for group in ranked[:surplus]:
                 self.delete_group(group, None)
             return []
-        taken = {g.index for g in live}
+        taken = live_now
         fresh: list[int] = []
         index = 0
         while len(fresh) < -surplus:
@@ -561,7 +704,7 @@ class _Sync:
             for desired in replica.pods():
                 if desired.name in skip:
                     continue
-                if desired.name in self.pod_names:
+                if desired.name in self.podset.raw or desired.name in self.recently_gone:
                     busy = busy or desired.name in self.deleted_pods or self._terminating(desired)
                 else:
                     work.steps.append(desired)
@@ -583,18 +726,28 @@ class _Sync:
             return None
         return gang_.pod_group(self.ms, name, self.gang)
 
-    def pod_group_updates(self, names: Iterable[str]) -> None:
+    def pod_group_updates(self, names: AbstractSet[str]) -> None:
         """Bring the existing PodGroups of these ServingGroups to Kthena's spec."""
         if not self.pod_groups_wanted:
             return
         uid = self.ms.metadata.uid or ""
         desired = _same_spec(uid, gang_.pod_group_spec(self.ms, self.gang))
-        for name in sorted(names):
-            existing = self.pod_groups.get(name)
-            if existing is None or (existing.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            patch = _PATCHES((uid, name), existing, desired, self.gang)
-            if patch is not None:
+        key = (self.owned_pod_groups.version, id(desired), self.gang)
+        seen = self.index.kept.get("patches")
+        if seen is not None and seen[0] == key and seen[1][0] is desired and not self.every_group:
+            patches = seen[1][1]
+        else:
+            patches = {}
+            for name in sorted(self.pod_groups):
+                existing = self.pod_groups[name]
+                if (existing.get("metadata") or {}).get("deletionTimestamp"):
+                    continue
+                patch = _PATCHES((uid, name), existing, desired, self.gang)
+                if patch is not None:
+                    patches[name] = patch
+            self.index.kept["patches"] = (key, (desired, patches))
+        for name, patch in patches.items():
+            if name in names:
                 self.out.update_pod_groups[name] = patch
 
     def fresh_plan(self, index: int, current: str | None) -> GroupPlan:
@@ -622,6 +775,9 @@ class _Sync:
                 for p in group.live
                 if p.role in current and p.template_hash != current[p.role]
             }
+            if not stale and self.complete(group, rev):
+                # every Pod at its role's template, so the partition keeps none at an older one
+                return
         else:
             rev = group.revision()
             stale = set()
@@ -661,36 +817,102 @@ class _Sync:
         """Whether ``membership`` would do nothing for ``group`` at ``rev`` (its live Pods and
         its Services are exactly those the revision describes, none of them being deleted, and
         it has its PodGroup): decided from names, without planning the ServingGroup."""
+        if not self._settled(group, rev):
+            return False
+        live = group.live_names
+        if not live.isdisjoint(self.deleted_pods) or not live.isdisjoint(self.terminating_names):
+            return False
+        causes = self.out.service_causes
+        if causes:
+            names = self.names_for(group.index, rev)
+            name = (names.name if names else "") or group_name(self.ms.name, group.index)
+            if any(n in causes for n in self.group_services.get(name, ())):
+                return False
+        return True
+
+    def _settled(self, group: Group, rev: str) -> bool:
+        """``complete`` before the pass decides anything: its live Pods and Services are those
+        ``rev`` describes, and it has its PodGroup."""
         names = self.names_for(group.index, rev)
         if names is None:
             return False
-        live = group.live_names
-        if live != names.pods:
-            return False
-        if not live.isdisjoint(self.deleted_pods) or not live.isdisjoint(self.terminating_names):
+        if group.live_names != names.pods:
             return False
         name = names.name or group_name(self.ms.name, group.index)
         services = self.group_services.get(name, ())
         if len(services) != len(names.services) or not names.services.issuperset(services):
             return False  # (a ServingGroup's Services are listed once each)
-        causes = self.out.service_causes
-        if causes and any(n in causes for n in services):
-            return False
         return self.missing_pod_group(name) is None
 
-    def orphans(self, names: set[str]) -> None:
+    def kept_groups(self, fresh: list[int], live: set[int]) -> tuple[list[str], AbstractSet[str]]:
+        """The names of the ServingGroups kept (``live``: live and not deleted whole before
+        membership) or made this pass, by index, and as a set. Kept with the index while no
+        ServingGroup comes or goes."""
+        if fresh or live is not self.index.live:
+            indices = sorted(live | set(fresh))
+            names = [group_name(self.ms.name, i) for i in indices]
+            return names, frozenset(names)
+        names, as_set = self._from_index("names", (), self._live_names)
+        return list(names), as_set
+
+    def _live_names(self) -> tuple[list[str], frozenset[str]]:
+        names = [group_name(self.ms.name, i) for i in sorted(self.index.live)]
+        return names, frozenset(names)
+
+    def _from_index(self, what: str, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, kept with the index while its live ServingGroups are the same and
+        ``key`` is equal."""
+        index = self.index
+        full = (index.live_version, key)
+        seen = index.kept.get(what)
+        if seen is not None and seen[0] == full:
+            return cast(T, seen[1])
+        answer = compute()
+        index.kept[what] = (full, answer)
+        return answer
+
+    def orphans(self, names: AbstractSet[str], dead: set[int]) -> None:
         """Services and PodGroups of ServingGroups that are neither kept nor being created
-        (``names``: those that are)."""
+        (``names``: those that are; ``dead``: the live ones deleted whole)."""
         self.cause = "scale"
-        for name, group in self.service_groups.items():
-            if group not in names:
+        _, live_set = self._from_index("names", (), self._live_names)
+        services = self.owned_services
+        unclaimed = self._from_index(
+            "services",
+            services.version,
+            lambda: [n for n, g in self.service_groups.items() if g not in live_set],
+        )
+        candidates: Iterable[str] = unclaimed
+        if self.every_group:
+            candidates = list(self.service_groups)
+        elif dead:
+            extra = {
+                svc
+                for i in dead
+                for svc in self.group_services.get(group_name(self.ms.name, i), ())
+            }
+            position = services.position
+            candidates = sorted(extra.union(unclaimed), key=position.__getitem__)
+        for name in candidates:
+            if self.service_groups[name] not in names:
                 self.delete_service(name)
-        for name in sorted(self.pod_group_names - names):
-            self.out.delete_pod_groups.append(name)
+        pod_groups = self.owned_pod_groups
+        unclaimed_pgs = self._from_index(
+            "pod groups",
+            pod_groups.version,
+            lambda: sorted(self.pod_group_names - live_set),
+        )
+        found: Iterable[str] = unclaimed_pgs
+        if self.every_group:
+            found = sorted(self.pod_group_names)
+        elif dead:
+            gone = {group_name(self.ms.name, i) for i in dead} & self.pod_group_names
+            found = sorted(gone.union(unclaimed_pgs))
+        self.out.delete_pod_groups.extend(n for n in found if n not in names)
 
     def ready_hooks(self) -> None:
-        for group in self.groups.values():
-            for pod in group.awaiting_ready_hooks:
+        for index in sorted(self.groups if self.every_group else self.index.awaiting):
+            for pod in self.groups[index].awaiting_ready_hooks:
                 if pod.name in self.deleted_pods:
                     continue
                 self.out.ready_hooks.append(
@@ -707,41 +929,25 @@ class _Sync:
                 )
 
     def status(self, previous_current: str | None) -> SyncStatus:
-        live = [g for g in self.groups.values() if g.live]
-        hashes = tuple(sorted(self.hashes.items()))
-
-        def updated(g: Group) -> bool:
-            if self.role_rolling:
-                key = ("updated", hashes)
-                answer = g.memo.get(key)
-                if answer is None:
-                    answer = g.memo[key] = all(
-                        self.hashes.get(p.role) == p.template_hash for p in g.live
-                    )
-                return bool(answer)
-            return g.revision() == self.update_revision
-
-        n_updated = sum(1 for g in live if updated(g))
-        available = sum(1 for g in live if self.ready(g))
-        updating = n_updated < len(live)
+        index = self.index
+        live = len(index.live)
+        n_updated = index.updated
+        available = index.ready
+        updating = n_updated < live
         if not updating:
             current = self.update_revision
+        elif previous_current and previous_current in index.older:
+            current = previous_current
         else:
-            older = Counter(g.revision() for g in live if not updated(g) and g.revision())
-            if previous_current and previous_current in older:
-                current = previous_current
-            elif older:
-                current = older.most_common(1)[0][0]
-            else:
-                current = previous_current or self.update_revision
+            current = index.most_common_older() or previous_current or self.update_revision
         # Kthena's count: the ServingGroups not at the update revision, or all of them once the
         # whole ModelServing is updated and available (unless a partition is set).
-        n_current = len(live) - n_updated
-        if not self.partition_given and n_updated == available == len(live) == self.replicas:
+        n_current = live - n_updated
+        if not self.partition_given and n_updated == available == live == self.replicas:
             n_current = n_updated
-        is_available = not updating and available >= self.replicas and len(live) == self.replicas
+        is_available = not updating and available >= self.replicas and live == self.replicas
         return SyncStatus(
-            replicas=len(live),
+            replicas=live,
             current_replicas=n_current,
             updated_replicas=n_updated,
             available_replicas=available,
@@ -753,39 +959,125 @@ class _Sync:
         )
 
 
-_OWNED: dict[tuple[str, str], dict[str, tuple[Mapping[str, Any], bool, str | None]]] = {}
-"""By kind and ModelServing UID, then by name: an object, whether that ModelServing controls
-it, and the ServingGroup its label names (see ``kept``: the same object, the same answer)."""
+def _group_index(ms_name: str, key: str) -> int | None:
+    """The index in ServingGroup name ``key`` (``<ms>-<i>``), if it is one."""
+    prefix = ms_name + "-"
+    if key.startswith(prefix):
+        rest = key[len(prefix) :]
+        if rest.isdigit():
+            return int(rest)
+    return None
 
 
-def _owned(
-    kind: str, uid: str, objects: Iterable[Mapping[str, Any]]
-) -> list[tuple[str, Mapping[str, Any], str | None]]:
-    """The name, object and ServingGroup label of each of ``objects`` (Services or PodGroups)
-    the ModelServing with ``uid`` controls (all of them when ``uid`` is empty)."""
-    table = _OWNED.get((kind, uid))
-    if table is None:
+_VERSIONS = itertools.count(1)
+
+
+class _Owned:
+    """The objects of one kind (Services or PodGroups) a ModelServing controls, as the last
+    scan of them found them, with what a pass reads of them; shared by the passes, read-only.
+
+    Whether a ModelServing controls an object, and the ServingGroup its label names, are
+    remembered by the object's identity (see ``kept``: the same object, the same answer). A
+    scan that finds every object the same as the last one keeps the ``version`` and everything
+    worked out from the objects; one that does not takes a new version and names in
+    ``changed`` the objects' names and ServingGroup labels, old and new, of what differs."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, tuple[Mapping[str, Any], bool, str | None]] = {}
+        """By name: an object, whether the ModelServing controls it, its ServingGroup label."""
+        self.present: list[Mapping[str, Any]] = []
+        """The objects of the last scan, in its order."""
+        self.version = 0
+        self.previous = -1
+        """The version before ``version`` (``changed`` is what differs between the two)."""
+        self.changed: set[str] = set()
+        self.objects: dict[str, Mapping[str, Any]] = {}
+        """The controlled objects by name, in the scan's order."""
+        self.groups: dict[str, str | None] = {}
+        """The ServingGroup label of each controlled object, by name."""
+        self.by_group: dict[str, list[str]] = {}
+        """The controlled objects' names by their ServingGroup label ("None": no label)."""
+        self._position: dict[str, int] | None = None
+
+    def changes_since(self, version: int) -> set[str] | None:
+        """Names and labels of what changed since ``version`` (None: not known, so anything)."""
+        if version == self.version:
+            return set()
+        if version == self.previous:
+            return self.changed
+        return None
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Each controlled object's place in the scan."""
+        if self._position is None:
+            self._position = {name: n for n, name in enumerate(self.objects)}
+        return self._position
+
+    def scan(self, uid: str, objects: Iterable[Mapping[str, Any]]) -> None:
+        items = objects if isinstance(objects, list | tuple) else list(objects)
+        present = self.present
+        if len(items) == len(present) and all(map(operator.is_, items, present)):
+            return
+        table = self.table
+        changed: set[str] = set()
+        names: set[str] = set()
+        for obj in items:
+            name = str(obj["metadata"]["name"])
+            names.add(name)
+            seen = table.get(name)
+            if seen is None or seen[0] is not obj:
+                if seen is not None:
+                    changed.add(str(seen[2]))
+                meta = obj.get("metadata") or {}
+                group = (meta.get("labels") or {}).get(labels.GROUP_NAME_LABEL)
+                seen = table[name] = (
+                    obj,
+                    not uid or owned_by(obj, uid),
+                    None if group is None else str(group),
+                )
+                changed.add(name)
+                changed.add(str(seen[2]))
+        before = {str(o["metadata"]["name"]) for o in present}
+        for name in before - names:
+            changed.add(name)
+            gone = table.pop(name, None)
+            if gone is not None:
+                changed.add(str(gone[2]))
+        for name in names - before:
+            changed.add(name)
+            changed.add(str(table[name][2]))
+        for name in table.keys() - names:
+            del table[name]
+        self.present = list(items)
+        self.previous, self.version = self.version, next(_VERSIONS)
+        self.changed = changed
+        self.objects = {}
+        self.groups = {}
+        self.by_group = {}
+        self._position = None
+        for obj in items:
+            name = str(obj["metadata"]["name"])
+            _, owned, group = table[name]
+            if owned:
+                self.objects[name] = obj
+                self.groups[name] = group
+                self.by_group.setdefault(str(group), []).append(name)
+
+
+_OWNED: dict[tuple[str, str], _Owned] = {}
+"""By kind and ModelServing UID."""
+
+
+def _owned(kind: str, uid: str, objects: Iterable[Mapping[str, Any]]) -> _Owned:
+    """The objects (Services or PodGroups) the ModelServing with ``uid`` controls (all of them
+    when ``uid`` is empty), kept from the last scan of the same kind and ModelServing."""
+    found = _OWNED.get((kind, uid))
+    if found is None:
         if len(_OWNED) >= KEPT_MAX // 16:
             _OWNED.clear()
-        table = _OWNED[(kind, uid)] = {}
-    found: list[tuple[str, Mapping[str, Any], str | None]] = []
-    count = 0
-    for obj in objects:
-        count += 1
-        name = str(obj["metadata"]["name"])
-        seen = table.get(name)
-        if seen is None or seen[0] is not obj:
-            meta = obj.get("metadata") or {}
-            group = (meta.get("labels") or {}).get(labels.GROUP_NAME_LABEL)
-            seen = table[name] = (
-                obj,
-                not uid or owned_by(obj, uid),
-                None if group is None else str(group),
-            )
-        if seen[1]:
-            found.append((name, obj, seen[2]))
-    if len(table) > 2 * count + 64:  # names gone since: start again
-        table.clear()
+        found = _OWNED[(kind, uid)] = _Owned()
+    found.scan(uid, objects)
     return found
 
 
@@ -826,6 +1118,7 @@ def sync(
     lost_nodes: Mapping[str, str] | None = None,
     recently_gone: Iterable[str] = (),
     ready_hooks: bool = True,
+    every_group: bool = False,
 ) -> SyncPlan:
     """Decide one reconcile pass of ``ms`` (see the module docstring).
 
@@ -841,11 +1134,23 @@ def sync(
     period. ``recently_gone`` names Pods deleted a moment ago: they are made again a little
     later, as if still terminating. ``ready_hooks=False`` (no plugin has an OnPodReady hook)
     leaves ``SyncPlan.ready_hooks`` empty without looking at every Ready Pod.
+    ``every_group=True`` visits every ServingGroup in every step instead of only those the
+    ``GroupIndex`` names (the same plan, slower: what the index is tested against).
     """
     lost = lost_nodes or {}
     gone = set(recently_gone)
     s = _Sync(
-        ms, pods, services, pod_groups, now, gang, history or {}, seen_failed or {}, lost, gone
+        ms,
+        pods,
+        services,
+        pod_groups,
+        now,
+        gang,
+        history or {},
+        seen_failed or {},
+        lost,
+        gone,
+        every_group,
     )
     previous = ms.status.current_revision if ms.status else None
     s.out.status = s.status(previous)
@@ -860,15 +1165,24 @@ def sync(
     else:
         s.roll_groups()
     fresh = s.scale()
-    kept = s.live_groups()
-    for group in kept:
-        s.membership(group)
+    dead = s.dead()
+    # a ServingGroup complete before the pass, and untouched by it, has nothing to add or take
+    observed = s.podset.observed
+    waited = {observed[n].group_index for n in gone if n in observed}
+    live = s.live_indices(dead)
+    if every_group:
+        live = {g.index for g in s.live_groups()}
+        visit = live
+    else:
+        visit = (s.index.incomplete | s.touched | waited) & live
+    for index in sorted(visit):
+        s.membership(s.groups[index])
     for index in fresh:
         s.create_missing(s.fresh_plan(index, previous), set())
-    names = [group_name(ms.name, i) for i in sorted({g.index for g in kept} | set(fresh))]
-    s.orphans(set(names))
+    names, named = s.kept_groups(fresh, live)
+    s.orphans(named, dead)
     s.out.groups = names
-    s.pod_group_updates(names)
+    s.pod_group_updates(named)
     if ready_hooks:
         s.ready_hooks()
     return s.out

@@ -7,12 +7,14 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from modelserving.api import labels
 from modelserving.api.group import group_pod
 from modelserving.api.place import PodPlace
 from modelserving.chain import Chain
-from modelserving.controller.cache import GONE_S, TOMBSTONE_S, ObjectCache
+from modelserving.controller.cache import CHANGES_MAX, GONE_S, TOMBSTONE_S, ObjectCache
 from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, PODS
 from modelserving.controller.reconciler import Reconciler
 from modelserving.workload.observed import observe_pod
@@ -396,3 +398,65 @@ def test_a_list_of_the_new_owner_takes_a_moved_pod_from_the_old() -> None:
     cache.drop("ns", "other")
     assert cache.event("pods", "MODIFIED", pod("a", 4)) is None  # nothing left under "other"
     assert names(cache) == {"a": "4"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_changes_bring_a_reader_to_the_bucket_as_it_is(data: st.DataObject) -> None:
+    """Random events (new, changed, older, deleted, moved to another ModelServing and back),
+    the controller's own writes and deletes, lists merged in and ModelServings dropped: a
+    reader that applies ``changes`` to its copy, and reads the bucket whole whenever they are
+    not known, always holds the bucket as ``by_name`` shows it, object for object."""
+    cache = ObjectCache()
+    copy_: dict[str, Obj] = {}
+    version = 1
+    for _ in range(data.draw(st.integers(1, 40))):
+        version += 1
+        name = data.draw(st.sampled_from("abcde"))
+        owner = data.draw(st.sampled_from(["llm", "llm", "other"]))
+        uid = f"uid-{name}-{data.draw(st.integers(0, 2))}"  # incarnations of the name
+        action = data.draw(
+            st.sampled_from(["event", "event", "older", "deleted", "deleting", "prime", "drop"])
+        )
+        if action == "event":
+            cache.event("pods", "MODIFIED", pod(name, version, owner=owner, uid=uid))
+        elif action == "older":
+            cache.event("pods", "MODIFIED", pod(name, version - 5, owner=owner, uid=uid))
+        elif action == "deleted":
+            cache.event("pods", "DELETED", pod(name, version, owner=owner, uid=uid))
+        elif action == "deleting":
+            cache.deleting("pods", "ns", owner, name, uid)
+        elif action == "prime":
+            listed = [
+                pod(n, version, owner=owner, uid=f"uid-{n}-{version}")
+                for n in data.draw(st.sets(st.sampled_from("abc")))
+            ]
+            cache.prime("pods", "ns", owner, listed, str(version))
+        else:
+            cache.drop("ns", owner)
+        if data.draw(st.booleans()):
+            changes = cache.changes("pods", "ns", "llm")
+            if changes is None:
+                copy_ = cache.by_name("pods", "ns", "llm")
+            else:
+                for changed, obj in changes.items():
+                    if obj is None:
+                        copy_.pop(changed, None)
+                    else:
+                        copy_[changed] = obj
+            whole = cache.by_name("pods", "ns", "llm")
+            assert copy_.keys() == whole.keys()
+            assert all(copy_[n] is whole[n] for n in whole)
+
+
+def test_changes_are_not_known_past_their_bound() -> None:
+    cache = ObjectCache()
+    cache.prime("pods", "ns", "llm", [], "1")
+    assert cache.changes("pods", "ns", "llm") is None  # the first call: read it whole
+    cache.event("pods", "ADDED", pod("a", 2))
+    assert set(cache.changes("pods", "ns", "llm") or {}) == {"a"}
+    assert cache.changes("pods", "ns", "llm") == {}
+    for n in range(CHANGES_MAX + 1):
+        cache.event("pods", "ADDED", pod(f"p{n}", 3 + n))
+    assert cache.changes("pods", "ns", "llm") is None
+    assert cache.changes("pods", "ns", "llm") == {}

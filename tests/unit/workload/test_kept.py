@@ -117,9 +117,8 @@ def test_the_owner_table_forgets_names_that_went() -> None:
     ms, pods, services, pod_groups = _world()
     uid = ms.metadata.uid or ""
     sync(ms, pods, services, pod_groups, now=0.0, gang=True)
-    table = sync_module._OWNED[("Service", uid)]
-    for n in range(200):
-        table[f"gone-{n}"] = ({}, True, None)
-    sync(ms, pods, services, pod_groups, now=0.0, gang=True)  # finds the table too big
-    sync(ms, pods, services, pod_groups, now=0.0, gang=True)
-    assert set(sync_module._OWNED[("Service", uid)]) == {s["metadata"]["name"] for s in services}
+    owned = sync_module._OWNED[("Service", uid)]
+    assert set(owned.table) == {s["metadata"]["name"] for s in services}
+    sync(ms, pods, services[:1], pod_groups, now=0.0, gang=True)
+    assert set(owned.table) == {services[0]["metadata"]["name"]}
+    assert set(owned.objects) == {services[0]["metadata"]["name"]}

@@ -22,7 +22,7 @@ from modelserving.workload.observed import (
     observe_pod,
 )
 from modelserving.workload.plan import DesiredPod
-from modelserving.workload.sync import SyncPlan, _Sync, sync
+from modelserving.workload.sync import BUSY_RETRY_SECONDS, SyncPlan, _Sync, sync
 from tests.unit.conftest import manifest, role
 
 _uids = itertools.count(1)
@@ -364,6 +364,24 @@ def test_a_terminating_pod_on_a_deleted_node_is_deleted_at_once() -> None:
     w.lost_nodes = {"gone": NODE_DELETED}
     refs = [r for r in w.plan().delete_pods if r.name == "sample-0-decode-0-0"]
     assert [(r.uid, r.force, r.cause) for r in refs] == [(pod["metadata"]["uid"], True, "node")]
+
+
+@pytest.mark.parametrize("rollout", ["ServingGroupRollingUpdate", "RoleRollingUpdate"])
+def test_a_pod_released_from_a_deleted_node_is_made_again_once_it_is_gone(rollout: str) -> None:
+    """Recovery policy None leaves a failed Pod, but one whose Node was deleted is deleted all
+    the same; its name is busy until it is gone, so the pass looks again soon (its
+    ServingGroup, complete before the pass, is visited for it)."""
+    w = world(
+        replicas=1, roles=pd_roles(), recoveryPolicy="None", rolloutStrategy={"type": rollout}
+    )
+    w.converge()
+    on_node(w, "gone", "sample-0-decode-0-0")
+    w.lost_nodes = {"gone": NODE_DELETED}
+    plan = w.plan()
+    assert [(r.name, r.cause, r.force) for r in plan.delete_pods] == [
+        ("sample-0-decode-0-0", "node", True)
+    ]
+    assert plan.requeue_after == BUSY_RETRY_SECONDS
 
 
 def test_role_rolling_update_only_touches_the_changed_role() -> None:
