@@ -34,7 +34,7 @@ from modelserving.controller import handlers
 from modelserving.controller.cache import ObjectCache, owner_of
 from modelserving.controller.config import pod_namespace, sandbox_settings
 from modelserving.controller.events import EventRecorder
-from modelserving.controller.kube import CRDS, NODES, PODS, SERVICES, ApiError, Kube
+from modelserving.controller.kube import CRDS, NODES, POD_GROUPS, PODS, SERVICES, ApiError, Kube
 from modelserving.controller.leader import LeaderElectionConfig, LeaderElector
 from modelserving.controller.metrics import Metrics
 from modelserving.controller.nodes import NodeStates
@@ -262,6 +262,7 @@ class Controller:
         self._deleting: set[Key] = set()
         """ModelServings the watch saw deleted (or being deleted): their passes stop creating."""
         self.reconciler.stopping = self._is_deleting
+        self.reconciler.pod_groups_watched = self.watch_pod_groups
         self.cache = ObjectCache()
         self.reconciler.cache = self.cache
         self.nodes = NodeStates()
@@ -281,7 +282,11 @@ class Controller:
         self.pass_cpu_seconds = 0.0
         """The CPU seconds of every pass so far, in its worker thread (for benchmarks)."""
         self.watches: list[Watch] = []
-        """The Pods', Services' and Nodes' watches while the controller runs."""
+        """The Pods', Services' and Nodes' watches while the controller runs (and the
+        PodGroups', once Volcano is seen)."""
+        self._watching = False
+        self._pod_groups_watched = False
+        self._watch_lock = threading.Lock()
         self.leading = threading.Event()
         self.lost_leadership = False
 
@@ -321,8 +326,8 @@ class Controller:
             self._batched(key)  # a status write (ours, mostly)
 
     def owned_event(self, plural: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
-        """A watch event of a Pod or Service with the ModelServing name label: kept in the
-        cache, and its ModelServing queued."""
+        """A watch event of a Pod, Service or PodGroup with the ModelServing name label: kept
+        in the cache, and its ModelServing queued."""
         left = self.cache.event(plural, event_type, obj)
         if self.backlog is not None and plural == PODS.plural:
             self.backlog.observed(event_type, obj)
@@ -475,10 +480,15 @@ class Controller:
         for worker in workers:
             worker.start()
         threading.Thread(target=self._resync, args=(stop,), name="resync", daemon=True).start()
-        watches = self.watches = self._watches()
+        with self._watch_lock:
+            self.watches = self._watches()
+            self._watching = True
         try:
             handlers.run_kopf(self, stop, ready)
         finally:
+            with self._watch_lock:
+                self._watching = self._pod_groups_watched = False
+                watches = list(self.watches)
             for watch in watches:
                 watch.stop()
             self.leading.clear()
@@ -494,7 +504,8 @@ class Controller:
 
     @property
     def watch_events(self) -> int:
-        """The Pod and Service watch events handled so far (for benchmarks; not the Nodes')."""
+        """The Pod, Service and PodGroup watch events handled so far (for benchmarks; not the
+        Nodes')."""
         return sum(watch.events for watch in self.watches if watch.res != NODES)
 
     def _watches(self) -> list[Watch]:
@@ -516,6 +527,30 @@ class Controller:
         ]
         nodes = Watch(self.kube, NODES, "", None, self.node_event, listed=self._nodes_listed)
         return [*owned, nodes.start()]
+
+    def watch_pod_groups(self) -> bool:
+        """Whether the PodGroups are watched into the cache (then a pass reads them there, not
+        from a list of its own). The first call starts their watch: a pass calls it once the
+        PodGroup CRD is seen, so a cluster without Volcano has no watch failing on it."""
+        with self._watch_lock:
+            if self._pod_groups_watched:
+                return True
+            if not self._watching:
+                return False
+            namespaces: list[str | None] = list(self.config.watch_namespaces) or [None]
+            self.watches.extend(
+                Watch(
+                    self.kube,
+                    POD_GROUPS,
+                    labels.NAME_LABEL,
+                    namespace,
+                    functools.partial(self.owned_event, POD_GROUPS.plural),
+                    self.cache.forget_all,
+                ).start()
+                for namespace in namespaces
+            )
+            self._pod_groups_watched = True
+            return True
 
     def _nodes_listed(self, items: list[dict[str, Any]]) -> None:
         """The Node watch listed again (its resourceVersion was too old), each listed Node

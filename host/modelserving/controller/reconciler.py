@@ -159,6 +159,9 @@ class Reconciler:
         """Pods and Services from the watch (None: every pass lists them)."""
         self.lost_nodes: Callable[[], Mapping[str, str]] = dict
         """The Nodes the Node watch saw deleted or not Ready (``NodeStates.lost``)."""
+        self.pod_groups_watched: Callable[[], bool] = lambda: False
+        """Whether PodGroups are watched into the cache (asked once Volcano is seen; the first
+        call starts their watch): then a pass reads them there instead of listing them."""
         self.stopping: Callable[[Key], bool] = lambda key: False
         """Whether the ModelServing of ``key`` has been deleted since its pass began (the
         watch saw it): the pass then creates nothing more."""
@@ -206,7 +209,12 @@ class Reconciler:
         pods = self._pods(key, ms, selector)
         services = self._read(SERVICES, ms, selector)
         once = 0.0 if primed else time.thread_time() - reading  # a list: a first pass, a resync
-        pod_groups = self.kube.list(POD_GROUPS, namespace, selector) if gang.pod_groups else []
+        pod_groups: list[dict[str, Any]] = []
+        if gang.pod_groups:
+            if self.cache is not None and self.pod_groups_watched():
+                pod_groups = self._read(POD_GROUPS, ms, selector)
+            else:
+                pod_groups = self.kube.list(POD_GROUPS, namespace, selector)
         history = self._revisions(ms, pods.revisions)
         self._note_failures(pods)
         plan = sync(
@@ -487,7 +495,7 @@ class Reconciler:
         ]
         for job in jobs:
             try:
-                job.result()
+                self._written(POD_GROUPS, job.result())
             except ApiError as exc:
                 if not exc.not_found:
                     work.api_errors.append(str(exc))
@@ -579,7 +587,7 @@ class Reconciler:
         if self.stopping(work.key):
             return 0
         if group.pod_group is not None:
-            self.kube.create(POD_GROUPS, ns, group.pod_group)
+            self._written(POD_GROUPS, self.kube.create(POD_GROUPS, ns, group.pod_group))
         created = 0
         for obj in pods:
             if self.stopping(work.key):

@@ -15,8 +15,9 @@ from modelserving.api.group import group_pod
 from modelserving.api.place import PodPlace
 from modelserving.chain import Chain
 from modelserving.controller.cache import CHANGES_MAX, GONE_S, TOMBSTONE_S, ObjectCache
-from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, PODS
+from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, POD_GROUPS, PODS
 from modelserving.controller.reconciler import Reconciler
+from modelserving.workload.gang import VolcanoApi
 from modelserving.workload.observed import observe_pod
 from tests.unit.controller.test_reconciler import (
     KEY,
@@ -460,3 +461,36 @@ def test_changes_are_not_known_past_their_bound() -> None:
         cache.event("pods", "ADDED", pod(f"p{n}", 3 + n))
     assert cache.changes("pods", "ns", "llm") is None
     assert cache.changes("pods", "ns", "llm") == {}
+
+
+def test_watched_pod_groups_are_read_from_the_cache(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With Volcano and the PodGroups' watch running, a pass reads the PodGroups from the
+    cache (one list to prime it), and the PodGroups it creates or patches go into it at once:
+    a later pass neither lists them nor makes them again."""
+    listed: list[str] = []
+    list_at = kube.list_at
+
+    def counting(res: Any, namespace: Any, selector: Any = None) -> Any:
+        listed.append(res.plural)
+        return list_at(res, namespace, selector)
+
+    monkeypatch.setattr(kube, "list_at", counting)
+    rec.cache = ObjectCache()
+    rec.gang = lambda: VolcanoApi()
+    rec.pod_groups_watched = lambda: True
+    kube.put(MODEL_SERVINGS, model_serving(replicas=2, workers=1, schedulerName="volcano"))
+    rec.reconcile(KEY)
+    assert sorted(o["metadata"]["name"] for o in rec.cache.objects("podgroups", NS, "sample")) == [
+        "sample-0",
+        "sample-1",
+    ]
+    for _ in range(3):
+        rec.reconcile(KEY)
+    assert kube.count("create", POD_GROUPS) == 2
+    assert listed.count("podgroups") == 1
+    # the PodGroups' watch not running: every pass lists them, as without a cache
+    rec.pod_groups_watched = lambda: False
+    rec.reconcile(KEY)
+    assert kube.count("create", POD_GROUPS) == 2

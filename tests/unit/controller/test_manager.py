@@ -168,6 +168,23 @@ def test_pods_and_services_are_watched_in_each_watched_namespace_and_every_node(
             assert ctl.watch_events == 2 * len(owned)  # the Nodes' heartbeats are not counted
 
 
+def test_pod_groups_are_watched_from_the_first_pass_that_asks_while_watching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Watch, "start", lambda self: self)  # no threads
+    with controller(tmp_path, watchNamespaces=["a", "b"]) as ctl:
+        assert ctl.reconciler.pod_groups_watched == ctl.watch_pod_groups
+        assert not ctl.watch_pod_groups()  # not running: nothing started, passes list them
+        assert ctl.watches == []
+        ctl._watching = True
+        assert ctl.watch_pod_groups() and ctl.watch_pod_groups()
+        assert sorted((w.res.plural, w.namespace) for w in ctl.watches) == [
+            ("podgroups", "a"),
+            ("podgroups", "b"),
+        ]
+        assert {w.selector for w in ctl.watches} == {NAME_LABEL}
+
+
 def test_a_node_missing_from_a_list_after_a_gone_watch_is_taken_as_deleted(
     tmp_path: Path,
 ) -> None:
