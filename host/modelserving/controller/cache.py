@@ -301,6 +301,18 @@ class ObjectCache:
             found[name] = {**old, "metadata": meta}
             self._touch((plural, namespace, owner), name)
 
+    def deleted(self, plural: str, namespace: str, owner: str, name: str) -> None:
+        """The controller deleted an object that goes at once (no finalizers, as a PodGroup):
+        it leaves the cache now, not when the watch reports it, so the next pass does not
+        count it; its UID is remembered, so a late event does not bring it back."""
+        key = (plural, namespace, owner)
+        with self._lock:
+            old = (self._objects.get(key) or {}).get(name)
+            if old is None:
+                return
+            self._tombstone((old.get("metadata") or {}).get("uid"))
+            self._remove(key, (plural, namespace, name), gone=False)
+
     def recently_gone(self, plural: str, namespace: str, owner: str) -> set[str]:
         """Objects deleted less than ``GONE_S`` ago, by name."""
         now = self._clock()

@@ -462,6 +462,7 @@ class Reconciler:
         allowed = {"scale"} if work.chain is None else None
         jobs: list[tuple[bool, Future[bool]]] = []
         deleted: list[tuple[Future[bool], str, str]] = []
+        pod_groups: list[tuple[Future[bool], str]] = []
         for ref in plan.delete_pods:
             if allowed is None or ref.cause in allowed or ref.force:
                 job = self.writes.submit(self.kube.delete, PODS, ns, ref.name, ref.uid, ref.force)
@@ -471,7 +472,9 @@ class Reconciler:
             if allowed is None or plan.service_causes.get(name) in allowed:
                 jobs.append((False, self.writes.submit(self.kube.delete, SERVICES, ns, name)))
         for name in plan.delete_pod_groups:
-            jobs.append((False, self.writes.submit(self.kube.delete, POD_GROUPS, ns, name)))
+            job = self.writes.submit(self.kube.delete, POD_GROUPS, ns, name)
+            jobs.append((False, job))
+            pod_groups.append((job, name))
         for note in plan.notes:
             log.info("ModelServing %s: %s", work.ms.ref, note)
             self.recorder.event(work.raw, "Normal", "Recreating", note)
@@ -485,6 +488,9 @@ class Reconciler:
             for job, name, uid in deleted:
                 if job.done() and job.exception() is None and job.result():
                     self.cache.deleting(PODS.plural, ns, work.ms.name, name, uid)
+            for job, name in pod_groups:  # gone at once (no finalizers): not counted again
+                if job.done() and job.exception() is None:
+                    self.cache.deleted(POD_GROUPS.plural, ns, work.ms.name, name)
 
     def _update_pod_groups(self, work: _Pass, plan: SyncPlan) -> None:
         """Bring existing PodGroups to Kthena's spec (merge patches of the fields it manages)."""

@@ -81,10 +81,10 @@ class GroupIndex:
         self.services_version = 0
         self.pod_groups_version = 0
         """The versions of the Services and PodGroups (``sync._Owned``) the verdicts read."""
-        self.kept: dict[str, tuple[Hashable, Any]] = {}
+        self.kept: dict[str, Any] = {}
         """Answers worked out from the whole index (the live ServingGroups' names, the
-        Services and PodGroups no live one claims, the PodGroup patches), by what, with the
-        key they hold for."""
+        Services and PodGroups no live one claims, the PodGroup patches), by what: each with
+        what it holds for."""
 
     def put(self, index: int, group: Group, verdict: Verdict) -> None:
         """Take ``verdict`` as ServingGroup ``index``'s (``group``: its Pods now)."""

@@ -253,7 +253,9 @@ class _Sync:
         )
 
     def _context(self) -> Hashable:
-        """Everything a ``Verdict`` reads beyond the ServingGroup's Pods, Services and PodGroup."""
+        """Everything a ``Verdict`` reads beyond the ServingGroup's Pods, Services and PodGroup.
+        Of the revision history only the revisions: a revision's roles never change (it is
+        their hash, and the controller never rewrites a ControllerRevision)."""
         roles = tuple(
             (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
             for r in self.ms.spec.template.roles
@@ -295,6 +297,10 @@ class _Sync:
             if not self.lost:
                 self.podset.take_changed()
             dirty = set(self.groups)
+        elif not self.lost:
+            # changed in place below: a verdict that raises leaves no half-updated index kept
+            # (the next pass builds one afresh)
+            self.podset.index = None
         for index in dirty:
             group = self.groups.get(index)
             if group is None:
@@ -732,23 +738,34 @@ class _Sync:
             return
         uid = self.ms.metadata.uid or ""
         desired = _same_spec(uid, gang_.pod_group_spec(self.ms, self.gang))
-        key = (self.owned_pod_groups.version, id(desired), self.gang)
+        owned = self.owned_pod_groups
+        # the patches of every PodGroup, kept with the index for the same wanted spec and
+        # brought up to date with the PodGroups that changed (Volcano writes their status)
         seen = self.index.kept.get("patches")
-        if seen is not None and seen[0] == key and seen[1][0] is desired and not self.every_group:
-            patches = seen[1][1]
-        else:
+        changed: AbstractSet[str] | None = None
+        patches: dict[str, dict[str, Any]] = {}
+        if seen is not None and not self.every_group:
+            (version, spec, api), patches = seen
+            if spec is desired and api == self.gang:
+                changed = owned.changes_since(version)
+        if changed is None:
             patches = {}
-            for name in sorted(self.pod_groups):
-                existing = self.pod_groups[name]
-                if (existing.get("metadata") or {}).get("deletionTimestamp"):
-                    continue
+            changed = self.pod_groups.keys()
+        for name in changed:
+            existing = self.pod_groups.get(name)
+            patch = None
+            if existing is not None and not (existing.get("metadata") or {}).get(
+                "deletionTimestamp"
+            ):
                 patch = _PATCHES((uid, name), existing, desired, self.gang)
-                if patch is not None:
-                    patches[name] = patch
-            self.index.kept["patches"] = (key, (desired, patches))
-        for name, patch in patches.items():
+            if patch is None:
+                patches.pop(name, None)
+            else:
+                patches[name] = patch
+        self.index.kept["patches"] = ((owned.version, desired, self.gang), patches)
+        for name in sorted(patches):
             if name in names:
-                self.out.update_pod_groups[name] = patch
+                self.out.update_pod_groups[name] = patches[name]
 
     def fresh_plan(self, index: int, current: str | None) -> GroupPlan:
         """A new ServingGroup: below the partition it is made at the current revision (as a
@@ -871,6 +888,32 @@ class _Sync:
         index.kept[what] = (full, answer)
         return answer
 
+    def _unclaimed_pod_groups(self, live: AbstractSet[str]) -> set[str]:
+        """The PodGroups no live ServingGroup (``live``: their names) claims, kept with the
+        index while those are the same, and brought up to date with the PodGroups that
+        changed."""
+        owned = self.owned_pod_groups
+        seen = self.index.kept.get("unclaimed pod groups")
+        changed: AbstractSet[str] | None = None
+        unclaimed: set[str] = set()
+        if seen is not None:
+            (live_version, version), unclaimed = seen
+            if live_version == self.index.live_version:
+                changed = owned.changes_since(version)
+        if changed is None:
+            unclaimed = set()
+            changed = self.pod_group_names
+        for name in changed:
+            if name in self.pod_group_names and name not in live:
+                unclaimed.add(name)
+            else:
+                unclaimed.discard(name)
+        self.index.kept["unclaimed pod groups"] = (
+            (self.index.live_version, owned.version),
+            unclaimed,
+        )
+        return unclaimed
+
     def orphans(self, names: AbstractSet[str], dead: set[int]) -> None:
         """Services and PodGroups of ServingGroups that are neither kept nor being created
         (``names``: those that are; ``dead``: the live ones deleted whole)."""
@@ -896,12 +939,7 @@ class _Sync:
         for name in candidates:
             if self.service_groups[name] not in names:
                 self.delete_service(name)
-        pod_groups = self.owned_pod_groups
-        unclaimed_pgs = self._from_index(
-            "pod groups",
-            pod_groups.version,
-            lambda: sorted(self.pod_group_names - live_set),
-        )
+        unclaimed_pgs = sorted(self._unclaimed_pod_groups(live_set))
         found: Iterable[str] = unclaimed_pgs
         if self.every_group:
             found = sorted(self.pod_group_names)
@@ -980,14 +1018,18 @@ class _Owned:
     remembered by the object's identity (see ``kept``: the same object, the same answer). A
     scan that finds every object the same as the last one keeps the ``version`` and everything
     worked out from the objects; one that does not takes a new version and names in
-    ``changed`` the objects' names and ServingGroup labels, old and new, of what differs."""
+    ``changed`` the objects' names and ServingGroup labels, old and new, of what differs. Not
+    thread-safe: one pass of a ModelServing at a time (the work queue's promise)."""
 
     def __init__(self) -> None:
+        self._reset(0)
+
+    def _reset(self, version: int) -> None:
         self.table: dict[str, tuple[Mapping[str, Any], bool, str | None]] = {}
         """By name: an object, whether the ModelServing controls it, its ServingGroup label."""
         self.present: list[Mapping[str, Any]] = []
         """The objects of the last scan, in its order."""
-        self.version = 0
+        self.version = version
         self.previous = -1
         """The version before ``version`` (``changed`` is what differs between the two)."""
         self.changed: set[str] = set()
@@ -1015,6 +1057,15 @@ class _Owned:
         return self._position
 
     def scan(self, uid: str, objects: Iterable[Mapping[str, Any]]) -> None:
+        """Take ``objects`` as they are now. One that raises (an object without a name) leaves
+        the record empty, at a version whose changes are not known."""
+        try:
+            self._scan(uid, objects)
+        except BaseException:
+            self._reset(next(_VERSIONS))
+            raise
+
+    def _scan(self, uid: str, objects: Iterable[Mapping[str, Any]]) -> None:
         items = objects if isinstance(objects, list | tuple) else list(objects)
         present = self.present
         if len(items) == len(present) and all(map(operator.is_, items, present)):

@@ -490,7 +490,33 @@ def test_watched_pod_groups_are_read_from_the_cache(
         rec.reconcile(KEY)
     assert kube.count("create", POD_GROUPS) == 2
     assert listed.count("podgroups") == 1
+    # scaled down and straight back up: the PodGroup deleted leaves the cache at once, so the
+    # ServingGroup made again gets one before the watch has said anything
+    kube.edit(MODEL_SERVINGS, "sample", lambda ms: ms["spec"].update(replicas=1))
+    rec.reconcile(KEY)
+    assert kube.count("delete", POD_GROUPS) == 1
+    assert [o["metadata"]["name"] for o in rec.cache.objects("podgroups", NS, "sample")] == [
+        "sample-0"
+    ]
+    kube.edit(MODEL_SERVINGS, "sample", lambda ms: ms["spec"].update(replicas=2))
+    rec.reconcile(KEY)
+    assert kube.count("create", POD_GROUPS) == 3
+    assert kube.stored(POD_GROUPS, "sample-1") is not None
     # the PodGroups' watch not running: every pass lists them, as without a cache
     rec.pod_groups_watched = lambda: False
     rec.reconcile(KEY)
-    assert kube.count("create", POD_GROUPS) == 2
+    assert kube.count("create", POD_GROUPS) == 3
+
+
+def test_an_object_the_controller_deleted_leaves_at_once_and_does_not_come_back() -> None:
+    cache = ObjectCache()
+    cache.prime("podgroups", "ns", "llm", [pod("a", 1), pod("b", 1)], "1")
+    assert cache.changes("podgroups", "ns", "llm") is None
+    cache.deleted("podgroups", "ns", "llm", "a")
+    cache.deleted("podgroups", "ns", "llm", "nothing")  # not held: nothing happens
+    assert [o["metadata"]["name"] for o in cache.objects("podgroups", "ns", "llm")] == ["b"]
+    assert cache.changes("podgroups", "ns", "llm") == {"a": None}
+    cache.event("podgroups", "MODIFIED", pod("a", 2))  # a late event of the deleted one
+    assert [o["metadata"]["name"] for o in cache.objects("podgroups", "ns", "llm")] == ["b"]
+    cache.event("podgroups", "ADDED", pod("a", 3, uid="uid-a-new"))  # made again
+    assert len(cache.objects("podgroups", "ns", "llm")) == 2

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from modelserving.api import parse_model_serving
 from modelserving.workload import sync as sync_module
 from modelserving.workload.kept import Kept
@@ -122,3 +124,19 @@ def test_the_owner_table_forgets_names_that_went() -> None:
     sync(ms, pods, services[:1], pod_groups, now=0.0, gang=True)
     assert set(owned.table) == {services[0]["metadata"]["name"]}
     assert set(owned.objects) == {services[0]["metadata"]["name"]}
+
+
+def test_a_scan_that_fails_starts_the_record_again() -> None:
+    """A Service without a name fails the pass; the next scan of good objects is a version
+    whose changes are not known, so a kept index reads every ServingGroup again."""
+    ms, pods, services, pod_groups = _world()
+    uid = ms.metadata.uid or ""
+    sync(ms, pods, services, pod_groups, now=0.0, gang=True)
+    owned = sync_module._OWNED[("Service", uid)]
+    before = owned.version
+    with pytest.raises(KeyError):
+        sync(ms, pods, [*services, {"metadata": {}}], pod_groups, now=0.0, gang=True)
+    assert owned.table == {} and owned.objects == {}
+    sync(ms, pods, services, pod_groups, now=0.0, gang=True)
+    assert owned.changes_since(before) is None
+    assert set(owned.objects) == {s["metadata"]["name"] for s in services}

@@ -6,11 +6,13 @@ import copy
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelserving.api import ModelServing, parse_model_serving
 from modelserving.api.modelserving import ModelServingStatus
+from modelserving.workload import sync as sync_module
 from modelserving.workload.observed import (
     NODE_DELETED,
     NODE_NOT_READY,
@@ -145,7 +147,7 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
     seen: dict[str, dict[str, Any]] = {}
     history: dict[str, Any] = {}
     for n in range(data.draw(st.integers(3, 14))):
-        action = data.draw(st.sampled_from(["pass", "pass", "change", "change", "spec"]))
+        action = data.draw(st.sampled_from(["pass", "pass", "change", "change", "spec", "objects"]))
         lost: dict[str, str] = {}
         gone: set[str] = set()
         if action == "change" and pods:
@@ -159,6 +161,33 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
                 lost = {"node-b": data.draw(st.sampled_from([NODE_DELETED, NODE_NOT_READY]))}
             if data.draw(st.booleans()):
                 gone = set(data.draw(st.lists(st.sampled_from(sorted(pods) or ["x"]), max_size=2)))
+        elif action == "objects" and (services or pod_groups):
+            # Services and PodGroups replaced, relabelled, changed or gone, as Volcano and users do
+            kinds = [k for k in (services, pod_groups) if k]
+            table = data.draw(st.sampled_from(kinds))
+            name = data.draw(st.sampled_from(sorted(table)))
+            what = data.draw(
+                st.sampled_from(["copy", "relabel", "spec", "gone", "terminating", "stray"])
+            )
+            obj = copy.deepcopy(table[name])
+            meta = obj["metadata"]
+            if what == "gone":
+                del table[name]
+            elif what == "stray":  # one of a ServingGroup that does not exist
+                group = f"sample-{5 + n % 3}"
+                meta["name"] = group if table is pod_groups else f"{group}-{name}"
+                meta.setdefault("labels", {})["modelserving.volcano.sh/group-name"] = group
+                table[meta["name"]] = obj
+            else:
+                if what == "relabel":
+                    meta.setdefault("labels", {})["modelserving.volcano.sh/group-name"] = (
+                        f"sample-{n % 3}"
+                    )
+                elif what == "spec":
+                    obj.setdefault("spec", {})["minMember"] = 99
+                elif what == "terminating":
+                    meta["deletionTimestamp"] = "1970-01-01T00:16:00Z"
+                table[name] = obj
         elif action == "spec":
             history[revision(ms)] = [r.to_api() for r in ms.spec.template.roles]
             status = ms.status
@@ -247,3 +276,34 @@ def test_layouts_are_kept_for_the_last_few_shapes_of_roles() -> None:
         ["sample-0-decode-1-0", "sample-0-decode-2-0"],
         ["sample-1-decode-1-0", "sample-1-decode-2-0"],
     ]
+
+
+def test_a_verdict_that_raises_leaves_no_half_updated_index(monkeypatch: Any) -> None:
+    """The kept index is changed in place; a pass that fails while it does so leaves none kept,
+    and the next pass builds one afresh that decides as the Pods read anew."""
+    ms = parse_model_serving(manifest(replicas=3, roles=[role("decode", replicas=2)]))
+    pods = {d.name: made(d) for w in sync(ms, [], now=0.0).creates for d in w.pods}
+    kept = PodSet(ms.name, ms.metadata.uid or "")
+    kept.refresh(dict(pods))
+    sync(ms, kept, now=0.0)
+    assert kept.index is not None
+    for name in ("sample-0-decode-0-0", "sample-2-decode-0-0"):
+        pods[name] = changed(pods[name], "not ready", 0) or {}
+    kept.apply({n: pods[n] for n in ("sample-0-decode-0-0", "sample-2-decode-0-0")})
+    calls = [0]
+    verdict = sync_module._Sync._verdict
+
+    def failing(self: Any, group: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise RuntimeError("boom")
+        return verdict(self, group)
+
+    monkeypatch.setattr(sync_module._Sync, "_verdict", failing)
+    with pytest.raises(RuntimeError):
+        sync(ms, kept, now=0.0)
+    assert kept.index is None
+    monkeypatch.setattr(sync_module._Sync, "_verdict", verdict)
+    plan = sync(ms, kept, now=0.0)
+    assert summary(plan) == summary(sync(ms, list(pods.values()), now=0.0))
+    assert plan.status is not None and plan.status.available_replicas == 1
