@@ -15,10 +15,25 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import orjson
 from kubernetes import client, config
 
 from modelserving.api import labels
 from modelserving.controller.pacing import WritePacer, retry_after_seconds
+
+
+def loads(data: bytes | str) -> Any:
+    """JSON as the API server sends it, decoded by orjson (about half the time of ``json``'s
+    for a Pod; decoding watch events and answers was 14 % of the controller's CPU in a
+    10,000-Pod rolling update). What orjson refuses and ``json`` reads (NaN, Infinity) is read
+    by ``json``. The one other difference, an integer outside int64 and uint64 (orjson makes it
+    a float), never comes from an API server: it reads every number as an int64 or a
+    float64."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
 
 JSON = "application/json"
 METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
@@ -175,7 +190,7 @@ class Kube:
             error = ApiError(response.status, method, path, _message(data))
             error.retry_after_s = retry_after_seconds(response.getheaders())
             raise error
-        return json.loads(data) if data else None
+        return loads(data) if data else None
 
     def stream(
         self,

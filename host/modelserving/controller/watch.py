@@ -20,13 +20,12 @@ the ModelServings do.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from modelserving.controller.kube import ApiError, Kube, Resource
+from modelserving.controller.kube import ApiError, Kube, Resource, loads
 
 log = logging.getLogger("modelserving.controller")
 
@@ -136,7 +135,7 @@ class Watch:
                 if self._stop.is_set():
                     break
                 if line.strip():
-                    version = self._event(json.loads(line), version)
+                    version = self._event(loads(line), version)
         finally:
             with self._lock:
                 self._response = None

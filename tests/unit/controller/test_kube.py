@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from modelserving.controller.kube import METADATA, PODS, Kube, adopted_fields
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from modelserving.controller.kube import METADATA, PODS, Kube, adopted_fields, loads
 
 Entry = dict[str, Any]
 
@@ -108,3 +111,24 @@ def test_a_delete_asks_for_metadata_only() -> None:
     api = Answering(200, {"kind": "PartialObjectMetadata", "metadata": ANSWERED})
     assert Kube(api).delete(PODS, "ns", "p", uid="u1") is True
     assert api.headers[0]["Accept"] == METADATA
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**64 - 1)  # the API server reads numbers as int64 or float64
+        | st.floats(allow_nan=True, allow_infinity=True)
+        | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=20,
+    )
+)
+def test_answers_decode_as_the_standard_library_decodes_them(value: Any) -> None:
+    """orjson where it can, the standard library where orjson refuses (NaN, Infinity): every
+    text the API server can send decodes to what ``json.loads`` gives."""
+    text = json.dumps(value)
+    got, want = loads(text.encode()), json.loads(text)
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    assert type(got) is type(want)
