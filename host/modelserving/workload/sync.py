@@ -256,15 +256,11 @@ class _Sync:
         """Everything a ``Verdict`` reads beyond the ServingGroup's Pods, Services and PodGroup.
         Of the revision history only the revisions: a revision's roles never change (it is
         their hash, and the controller never rewrites a ControllerRevision)."""
-        roles = tuple(
-            (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
-            for r in self.ms.spec.template.roles
-        )
         return (
             self.ms.name,
             self.update_revision,
             self._hashes_key,
-            roles,
+            _roles_shape(self.ms),
             self.role_rolling,
             self.partition,
             self.pod_groups_wanted,
@@ -415,10 +411,7 @@ class _Sync:
         depend only on the ModelServing's name and its roles' names and sizes."""
         layouts = self._layouts.get(id(ms))
         if layouts is None:
-            shape = tuple(
-                (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
-                for r in ms.spec.template.roles
-            )
+            shape = _roles_shape(ms)
             layouts = self._layouts[id(ms)] = self.podset.layouts(shape)
         found = layouts.get(index)
         if found is None:
@@ -995,6 +988,14 @@ class _Sync:
             progressing=not is_available and not updating,
             updating=updating,
         )
+
+
+def _roles_shape(ms: ModelServing) -> tuple[tuple[str, int, int, bool], ...]:
+    """What a ServingGroup's names depend on of its roles: their names and sizes."""
+    return tuple(
+        (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
+        for r in ms.spec.template.roles
+    )
 
 
 def _group_index(ms_name: str, key: str) -> int | None:
