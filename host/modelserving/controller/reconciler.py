@@ -66,6 +66,7 @@ from modelserving.workload.observed import (
     READY_HOOKS_ANNOTATION,
     owned_by,
 )
+from modelserving.workload.owned import OwnedSet
 from modelserving.workload.plan import DesiredPod
 from modelserving.workload.pods import owner_reference
 from modelserving.workload.podset import PodSet
@@ -170,6 +171,9 @@ class Reconciler:
         each ServingGroup (None: never waits)."""
         self.pod_sets: dict[Key, PodSet] = {}
         """Each ModelServing's Pods as its last pass left them (with the cache only)."""
+        self.owned_sets: dict[tuple[str, Key], OwnedSet] = {}
+        """Each ModelServing's Services and PodGroups (by plural) as its last pass left them
+        (with the cache only)."""
         self.decide_seconds: dict[Key, float] = {}
         """The CPU each ModelServing's last pass spent on what every pass repeats, however
         little changed: reading the ModelServing and its revisions, bringing its Pods up to
@@ -207,12 +211,12 @@ class Reconciler:
             self.cache.primed(res.plural, namespace, name) for res in (PODS, SERVICES)
         )
         pods = self._pods(key, ms, selector)
-        services = self._read(SERVICES, ms, selector)
+        services = self._owned(SERVICES, key, ms, selector)
         once = 0.0 if primed else time.thread_time() - reading  # a list: a first pass, a resync
-        pod_groups: list[dict[str, Any]] = []
+        pod_groups: OwnedSet | list[dict[str, Any]] = []
         if gang.pod_groups:
             if self.cache is not None and self.pod_groups_watched():
-                pod_groups = self._read(POD_GROUPS, ms, selector)
+                pod_groups = self._owned(POD_GROUPS, key, ms, selector)
             else:
                 pod_groups = self.kube.list(POD_GROUPS, namespace, selector)
         history = self._revisions(ms, pods.revisions)
@@ -253,6 +257,8 @@ class Reconciler:
     def forget(self, key: Key) -> None:
         self.decide_seconds.pop(key, None)
         self.pod_sets.pop(key, None)
+        for res in (SERVICES, POD_GROUPS):
+            self.owned_sets.pop((res.plural, key), None)
         if self.cache is not None:
             self.cache.drop(*key)
         self.chains.forget(*key)
@@ -415,6 +421,28 @@ class Reconciler:
             kept.apply(changes)  # O(changes), not O(Pods)
         else:
             kept.refresh(self.cache.by_name(PODS.plural, ms.namespace, ms.name))
+        return kept
+
+    def _owned(
+        self, res: Resource, key: Key, ms: ModelServing, selector: str
+    ) -> OwnedSet | list[dict[str, Any]]:
+        """The ModelServing's Services or PodGroups (``res``). With the cache, an ``OwnedSet``
+        kept from its last pass and brought up to date with what changed since (O(changes):
+        during a rolling update some of them change in every pass); without it, a list from
+        the API."""
+        if self.cache is None:
+            return self.kube.list(res, ms.namespace, selector)
+        if not self.cache.primed(res.plural, ms.namespace, ms.name):
+            self._read(res, ms, selector)  # lists them
+        uid = ms.metadata.uid or ""
+        kept = self.owned_sets.get((res.plural, key))
+        if kept is None or kept.uid != uid:
+            kept = self.owned_sets[(res.plural, key)] = OwnedSet(uid)
+        changes = self.cache.changes(res.plural, ms.namespace, ms.name)
+        if changes is not None and kept.whole:
+            kept.apply(changes)
+        else:
+            kept.refresh(self.cache.objects(res.plural, ms.namespace, ms.name))
         return kept
 
     def _read(self, res: Resource, ms: ModelServing, selector: str) -> list[dict[str, Any]]:

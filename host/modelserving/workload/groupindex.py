@@ -19,11 +19,15 @@ test_podset.py`` checks that on random histories).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from modelserving.workload.podset import Group
+
+LIVE_LOG_MAX = 4096
+"""Changes of the live ServingGroups an index remembers for ``live_changes_since``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +82,11 @@ class GroupIndex:
         self.awaiting: set[int] = set()
         self.live_version = 0
         """Bumped whenever ``live`` changes (what is worked out from it is kept until then)."""
+        self._live_log: list[int] = []
+        """The ServingGroup of each bump of ``live_version`` since ``_log_base``, in order."""
+        self._log_base = 0
+        self.live_sorted: list[int] = []
+        """``live``, in order."""
         self.services_version = 0
         self.pod_groups_version = 0
         """The versions of the Services and PodGroups (``sync._Owned``) the verdicts read."""
@@ -97,7 +106,7 @@ class GroupIndex:
         self.verdicts[index] = verdict
         self._count(index, verdict, 1)
         if old is None or old.live != verdict.live:
-            self.live_version += 1
+            self._bump(index)
 
     def remove(self, index: int) -> None:
         """Forget ServingGroup ``index`` (it has no Pods any more)."""
@@ -106,7 +115,24 @@ class GroupIndex:
         if old is not None:
             self._count(index, old, -1)
             if old.live:
-                self.live_version += 1
+                self._bump(index)
+
+    def _bump(self, index: int) -> None:
+        self.live_version += 1
+        log = self._live_log
+        log.append(index)
+        if len(log) > LIVE_LOG_MAX:
+            drop = len(log) // 2
+            del log[:drop]
+            self._log_base += drop
+
+    def live_changes_since(self, version: int) -> set[int] | None:
+        """The ServingGroups whose liveness may have changed since ``live_version`` was
+        ``version`` (None: not known, so any)."""
+        start = version - self._log_base
+        if start < 0 or version > self.live_version:
+            return None
+        return set(self._live_log[start:])
 
     def _count(self, index: int, verdict: Verdict, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) one verdict in the counts and sets."""
@@ -119,6 +145,11 @@ class GroupIndex:
                     found.discard(index)
 
         live = verdict.live
+        if live:
+            if sign > 0:
+                bisect.insort(self.live_sorted, index)
+            else:
+                self.live_sorted.pop(bisect.bisect_left(self.live_sorted, index))
         mark(self.live, live)
         if live and verdict.updated:
             self.updated += sign

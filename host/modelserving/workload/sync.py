@@ -26,9 +26,8 @@ the Services of the groups created last, as Kthena's pass does. It decides, as K
 
 from __future__ import annotations
 
+import bisect
 import functools
-import itertools
-import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -46,8 +45,8 @@ from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import (
     NODE_DELETED,
     ObservedPod,
-    owned_by,
 )
+from modelserving.workload.owned import OwnedSet, owned_set
 from modelserving.workload.plan import (
     DesiredPod,
     GroupNames,
@@ -153,8 +152,8 @@ class _Sync:
         self,
         ms: ModelServing,
         pods: PodSet | Iterable[Mapping[str, Any]],
-        services: Iterable[Mapping[str, Any]],
-        pod_groups: Iterable[Mapping[str, Any]],
+        services: OwnedSet | Iterable[Mapping[str, Any]],
+        pod_groups: OwnedSet | Iterable[Mapping[str, Any]],
         now: float,
         gang: bool | gang_.VolcanoApi,
         history: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -189,13 +188,13 @@ class _Sync:
         self.groups: Mapping[int, Group] = self.podset.groups
         if lost_nodes:
             self.groups = self._on_lost_nodes(lost_nodes)
-        self.owned_services = _owned("Service", uid, services)
+        self.owned_services = owned_set("Service", uid, services)
         self.services = self.owned_services.objects
         self.service_groups = self.owned_services.groups
         """The ServingGroup each Service's label names, by Service name."""
         self.group_services = self.owned_services.by_group
         """Service names by the ServingGroup their label names (one scan, not one per group)."""
-        self.owned_pod_groups = _owned("PodGroup", uid, pod_groups)
+        self.owned_pod_groups = owned_set("PodGroup", uid, pod_groups)
         self.pod_groups = self.owned_pod_groups.objects
         self.pod_group_names = self.pod_groups.keys()
         self.out = SyncPlan(revision=self.update_revision)
@@ -587,7 +586,6 @@ class _Sync:
         # first, then the highest ordinals.
         new_unavailable = index.new_unready - sum(1 for i in dead if index.verdicts[i].new_unready)
         live = len(index.live) - len(dead)
-        outdated = [self.groups[i] for i in index.outdated if i not in dead]
         if self.every_group:
             after = [g for g in self.live_groups() if g.index >= self.partition]
             new_unavailable = sum(
@@ -595,19 +593,36 @@ class _Sync:
             )
             live = len(self.live_groups())
             outdated = [g for g in after if g.revision() != self.update_revision]
-        budget = live - (self.replicas - max_unavailable) - new_unavailable
-        outdated.sort(key=lambda g: (self.ready(g), -g.index))
+            budget = live - (self.replicas - max_unavailable) - new_unavailable
+            outdated.sort(key=lambda g: (self.ready(g), -g.index))
+            more = len(outdated) > max(budget, 0)
+            chosen = outdated[: max(budget, 0)]
+        else:
+            budget = live - (self.replicas - max_unavailable) - new_unavailable
+            chosen, more = self._first_outdated(max(budget, 0), dead)
         self.cause = "update"
-        for group in outdated:
-            if budget <= 0:
-                self.out.requeue(BUSY_RETRY_SECONDS * 5)
-                break
-            budget -= 1
+        if more:
+            self.out.requeue(BUSY_RETRY_SECONDS * 5)
+        for group in chosen:
             self.delete_group(
                 group,
                 f"rolling update: recreating ServingGroup {group_name(self.ms.name, group.index)}"
                 f" at revision {self.update_revision}",
             )
+
+    def _first_outdated(self, count: int, dead: set[int]) -> tuple[list[Group], bool]:
+        """The first ``count`` outdated ServingGroups the rolling update recreates (not Ready
+        first, then the highest ordinals), and whether more are left: from the index's
+        verdicts, and with nothing sorted when there is no room (most passes of a rollout)."""
+        outdated = self.index.outdated - dead if dead else self.index.outdated
+        if count == 0 or not outdated:
+            return [], bool(outdated)
+        verdicts = self.index.verdicts
+        chosen = sorted((i for i in outdated if not verdicts[i].ready), reverse=True)[:count]
+        if len(chosen) < count:
+            ready = sorted((i for i in outdated if verdicts[i].ready), reverse=True)
+            chosen += ready[: count - len(chosen)]
+        return [self.groups[i] for i in chosen], len(outdated) > count
 
     def roll_roles(self) -> None:
         """RoleRollingUpdate: per ServingGroup and role, at most the role's ``maxUnavailable``
@@ -856,18 +871,44 @@ class _Sync:
 
     def kept_groups(self, fresh: list[int], live: set[int]) -> tuple[list[str], AbstractSet[str]]:
         """The names of the ServingGroups kept (``live``: live and not deleted whole before
-        membership) or made this pass, by index, and as a set. Kept with the index while no
-        ServingGroup comes or goes."""
-        if fresh or live is not self.index.live:
+        membership) or made this pass, by index, and as a set. From the index's live
+        ServingGroups in order, less those deleted whole, plus those made: no sort and no name
+        worked out again for every ServingGroup in a pass that makes or deletes a few."""
+        index = self.index
+        if self.every_group:
             indices = sorted(live | set(fresh))
-            names = [group_name(self.ms.name, i) for i in indices]
-            return names, frozenset(names)
-        names, as_set = self._from_index("names", (), self._live_names)
-        return list(names), as_set
+        elif fresh or live is not index.live:
+            indices = list(index.live_sorted)
+            for i in index.live - live:  # deleted whole
+                del indices[bisect.bisect_left(indices, i)]
+            for i in set(fresh) - live:
+                bisect.insort(indices, i)
+        else:
+            names, as_set = self._from_index("names", (), self._live_names)
+            return list(names), as_set
+        names = self._names_of(indices)
+        return names, frozenset(names)
 
     def _live_names(self) -> tuple[list[str], frozenset[str]]:
-        names = [group_name(self.ms.name, i) for i in sorted(self.index.live)]
+        names = self._names_of(self.index.live_sorted)
         return names, frozenset(names)
+
+    def _names_of(self, indices: list[int]) -> list[str]:
+        """The names of these ServingGroups, each worked out once for the index."""
+        known: dict[int, str] = self.index.kept.setdefault("group names", {})
+        if len(known) > 2 * len(self.index.verdicts) + 64:
+            known.clear()
+        for i in set(indices).difference(known):
+            known[i] = group_name(self.ms.name, i)
+        return list(map(known.__getitem__, indices))
+
+    def _claims(self, label: str | None) -> bool:
+        """Whether ``label`` (an object's ServingGroup label) names a live ServingGroup (as the
+        pass began)."""
+        if label is None:
+            return False
+        i = _group_index(self.ms.name, label)
+        return i is not None and i in self.index.live and group_name(self.ms.name, i) == label
 
     def _from_index(self, what: str, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, kept with the index while its live ServingGroups are the same and
@@ -881,58 +922,75 @@ class _Sync:
         index.kept[what] = (full, answer)
         return answer
 
-    def _unclaimed_pod_groups(self, live: AbstractSet[str]) -> set[str]:
-        """The PodGroups no live ServingGroup (``live``: their names) claims, kept with the
-        index while those are the same, and brought up to date with the PodGroups that
-        changed."""
-        owned = self.owned_pod_groups
-        seen = self.index.kept.get("unclaimed pod groups")
+    def _unclaimed(
+        self,
+        what: str,
+        owned: OwnedSet,
+        present: AbstractSet[str],
+        label_of: Callable[[str], str | None],
+        by_group: Callable[[str], Iterable[str]],
+    ) -> set[str]:
+        """The objects (``owned``: Services or PodGroups; ``present`` their names, ``label_of``
+        the ServingGroup each names, ``by_group`` those naming one ServingGroup) no live
+        ServingGroup claims, kept with the index and brought up to date with the objects that
+        changed and the ServingGroups that came or went since."""
+        index = self.index
+        seen = index.kept.get(what)
         changed: AbstractSet[str] | None = None
         unclaimed: set[str] = set()
-        if seen is not None:
-            (live_version, version), unclaimed = seen
-            if live_version == self.index.live_version:
-                changed = owned.changes_since(version)
+        if seen is not None and not self.every_group:
+            (live_version, version), kept = seen
+            objects = owned.changes_since(version)
+            groups = index.live_changes_since(live_version)
+            if objects is not None and groups is not None:
+                unclaimed = set(kept)  # a copy: a pass that fails changes nothing kept
+                changed = set(objects).union(
+                    *(by_group(group_name(self.ms.name, i)) for i in groups)
+                )
         if changed is None:
-            unclaimed = set()
-            changed = self.pod_group_names
+            changed = present
         for name in changed:
-            if name in self.pod_group_names and name not in live:
+            if name in present and not self._claims(label_of(name)):
                 unclaimed.add(name)
             else:
                 unclaimed.discard(name)
-        self.index.kept["unclaimed pod groups"] = (
-            (self.index.live_version, owned.version),
-            unclaimed,
-        )
+        index.kept[what] = ((index.live_version, owned.version), unclaimed)
         return unclaimed
 
     def orphans(self, names: AbstractSet[str], dead: set[int]) -> None:
         """Services and PodGroups of ServingGroups that are neither kept nor being created
         (``names``: those that are; ``dead``: the live ones deleted whole)."""
         self.cause = "scale"
-        _, live_set = self._from_index("names", (), self._live_names)
-        services = self.owned_services
-        unclaimed = self._from_index(
-            "services",
-            services.version,
-            lambda: [n for n, g in self.service_groups.items() if g not in live_set],
+        unclaimed = self._unclaimed(
+            "unclaimed services",
+            self.owned_services,
+            self.service_groups.keys(),
+            self.service_groups.__getitem__,
+            lambda group: self.group_services.get(group, ()),
         )
-        candidates: Iterable[str] = unclaimed
+        # by name: what a pass decides does not depend on the order the objects came in
+        candidates: Iterable[str] = sorted(unclaimed)
         if self.every_group:
-            candidates = list(self.service_groups)
+            candidates = sorted(self.service_groups)
         elif dead:
             extra = {
                 svc
                 for i in dead
                 for svc in self.group_services.get(group_name(self.ms.name, i), ())
             }
-            position = services.position
-            candidates = sorted(extra.union(unclaimed), key=position.__getitem__)
+            candidates = sorted(extra.union(unclaimed))
         for name in candidates:
             if self.service_groups[name] not in names:
                 self.delete_service(name)
-        unclaimed_pgs = sorted(self._unclaimed_pod_groups(live_set))
+        unclaimed_pgs = sorted(
+            self._unclaimed(
+                "unclaimed pod groups",
+                self.owned_pod_groups,
+                self.pod_group_names,
+                lambda name: name,  # a PodGroup is named after its ServingGroup
+                lambda group: (group,),
+            )
+        )
         found: Iterable[str] = unclaimed_pgs
         if self.every_group:
             found = sorted(self.pod_group_names)
@@ -1008,131 +1066,6 @@ def _group_index(ms_name: str, key: str) -> int | None:
     return None
 
 
-_VERSIONS = itertools.count(1)
-
-
-class _Owned:
-    """The objects of one kind (Services or PodGroups) a ModelServing controls, as the last
-    scan of them found them, with what a pass reads of them; shared by the passes, read-only.
-
-    Whether a ModelServing controls an object, and the ServingGroup its label names, are
-    remembered by the object's identity (see ``kept``: the same object, the same answer). A
-    scan that finds every object the same as the last one keeps the ``version`` and everything
-    worked out from the objects; one that does not takes a new version and names in
-    ``changed`` the objects' names and ServingGroup labels, old and new, of what differs. Not
-    thread-safe: one pass of a ModelServing at a time (the work queue's promise)."""
-
-    def __init__(self) -> None:
-        self._reset(0)
-
-    def _reset(self, version: int) -> None:
-        self.table: dict[str, tuple[Mapping[str, Any], bool, str | None]] = {}
-        """By name: an object, whether the ModelServing controls it, its ServingGroup label."""
-        self.present: list[Mapping[str, Any]] = []
-        """The objects of the last scan, in its order."""
-        self.version = version
-        self.previous = -1
-        """The version before ``version`` (``changed`` is what differs between the two)."""
-        self.changed: set[str] = set()
-        self.objects: dict[str, Mapping[str, Any]] = {}
-        """The controlled objects by name, in the scan's order."""
-        self.groups: dict[str, str | None] = {}
-        """The ServingGroup label of each controlled object, by name."""
-        self.by_group: dict[str, list[str]] = {}
-        """The controlled objects' names by their ServingGroup label ("None": no label)."""
-        self._position: dict[str, int] | None = None
-
-    def changes_since(self, version: int) -> set[str] | None:
-        """Names and labels of what changed since ``version`` (None: not known, so anything)."""
-        if version == self.version:
-            return set()
-        if version == self.previous:
-            return self.changed
-        return None
-
-    @property
-    def position(self) -> dict[str, int]:
-        """Each controlled object's place in the scan."""
-        if self._position is None:
-            self._position = {name: n for n, name in enumerate(self.objects)}
-        return self._position
-
-    def scan(self, uid: str, objects: Iterable[Mapping[str, Any]]) -> None:
-        """Take ``objects`` as they are now. One that raises (an object without a name) leaves
-        the record empty, at a version whose changes are not known."""
-        try:
-            self._scan(uid, objects)
-        except BaseException:
-            self._reset(next(_VERSIONS))
-            raise
-
-    def _scan(self, uid: str, objects: Iterable[Mapping[str, Any]]) -> None:
-        items = objects if isinstance(objects, list | tuple) else list(objects)
-        present = self.present
-        if len(items) == len(present) and all(map(operator.is_, items, present)):
-            return
-        table = self.table
-        changed: set[str] = set()
-        names: set[str] = set()
-        for obj in items:
-            name = str(obj["metadata"]["name"])
-            names.add(name)
-            seen = table.get(name)
-            if seen is None or seen[0] is not obj:
-                if seen is not None:
-                    changed.add(str(seen[2]))
-                meta = obj.get("metadata") or {}
-                group = (meta.get("labels") or {}).get(labels.GROUP_NAME_LABEL)
-                seen = table[name] = (
-                    obj,
-                    not uid or owned_by(obj, uid),
-                    None if group is None else str(group),
-                )
-                changed.add(name)
-                changed.add(str(seen[2]))
-        before = {str(o["metadata"]["name"]) for o in present}
-        for name in before - names:
-            changed.add(name)
-            gone = table.pop(name, None)
-            if gone is not None:
-                changed.add(str(gone[2]))
-        for name in names - before:
-            changed.add(name)
-            changed.add(str(table[name][2]))
-        for name in table.keys() - names:
-            del table[name]
-        self.present = list(items)
-        self.previous, self.version = self.version, next(_VERSIONS)
-        self.changed = changed
-        self.objects = {}
-        self.groups = {}
-        self.by_group = {}
-        self._position = None
-        for obj in items:
-            name = str(obj["metadata"]["name"])
-            _, owned, group = table[name]
-            if owned:
-                self.objects[name] = obj
-                self.groups[name] = group
-                self.by_group.setdefault(str(group), []).append(name)
-
-
-_OWNED: dict[tuple[str, str], _Owned] = {}
-"""By kind and ModelServing UID."""
-
-
-def _owned(kind: str, uid: str, objects: Iterable[Mapping[str, Any]]) -> _Owned:
-    """The objects (Services or PodGroups) the ModelServing with ``uid`` controls (all of them
-    when ``uid`` is empty), kept from the last scan of the same kind and ModelServing."""
-    found = _OWNED.get((kind, uid))
-    if found is None:
-        if len(_OWNED) >= KEPT_MAX // 16:
-            _OWNED.clear()
-        found = _OWNED[(kind, uid)] = _Owned()
-    found.scan(uid, objects)
-    return found
-
-
 _PATCHES = Kept(gang_.patch_to)
 """PodGroup merge patches by (ModelServing UID, name): a pass after one Pod event compares
 again only the PodGroups that changed."""
@@ -1160,8 +1093,8 @@ def _copied(raw: Mapping[str, Any]) -> dict[str, Any]:
 def sync(
     ms: ModelServing,
     pods: PodSet | Iterable[Mapping[str, Any]],
-    services: Iterable[Mapping[str, Any]] = (),
-    pod_groups: Iterable[Mapping[str, Any]] = (),
+    services: OwnedSet | Iterable[Mapping[str, Any]] = (),
+    pod_groups: OwnedSet | Iterable[Mapping[str, Any]] = (),
     *,
     now: float,
     gang: bool | gang_.VolcanoApi = False,
@@ -1175,17 +1108,18 @@ def sync(
     """Decide one reconcile pass of ``ms`` (see the module docstring).
 
     ``pods``, ``services`` and ``pod_groups`` are the objects as the API returns them; only those
-    the ModelServing controls are considered. ``pods`` may be a ``PodSet`` of this ModelServing
-    (its name and UID) kept from pass to pass: then only what changed since its last
-    ``refresh`` is observed again. ``history`` maps older revisions to their roles
+    the ModelServing controls are considered. ``pods`` may be a ``PodSet`` of this ModelServing (its
+    name and UID) kept from pass to pass: then only what changed since its last ``refresh`` is
+    observed again; ``services`` and ``pod_groups`` may likewise be ``OwnedSet``s of this
+    ModelServing's UID, kept from pass to pass. ``history`` maps older revisions to their roles
     (from ControllerRevisions), so a ServingGroup kept at an old revision by the partition can be
     repaired. ``seen_failed`` gives, by Pod UID, when the controller first saw a failed Pod whose
-    status carries no time, for the grace period. ``lost_nodes`` gives the state of Nodes that
-    are not Ready or were deleted (``NODE_NOT_READY``, ``NODE_DELETED``): their Pods do not
-    count as ready, and a Pod on a deleted Node is recovered at once and deleted with no grace
-    period. ``recently_gone`` names Pods deleted a moment ago: they are made again a little
-    later, as if still terminating. ``ready_hooks=False`` (no plugin has an OnPodReady hook)
-    leaves ``SyncPlan.ready_hooks`` empty without looking at every Ready Pod.
+    status carries no time, for the grace period. ``lost_nodes`` gives the state of Nodes that are
+    not Ready or were deleted (``NODE_NOT_READY``, ``NODE_DELETED``): their Pods do not count as
+    ready, and a Pod on a deleted Node is recovered at once and deleted with no grace period.
+    ``recently_gone`` names Pods deleted a moment ago: they are made again a little later, as if
+    still terminating. ``ready_hooks=False`` (no plugin has an OnPodReady hook) leaves
+    ``SyncPlan.ready_hooks`` empty without looking at every Ready Pod.
     ``every_group=True`` visits every ServingGroup in every step instead of only those the
     ``GroupIndex`` names (the same plan, slower: what the index is tested against).
     """

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from modelserving.api import parse_model_serving
-from modelserving.workload import sync as sync_module
+from modelserving.workload import owned as owned_module
 from modelserving.workload.kept import Kept
 from modelserving.workload.sync import sync
 from tests.unit.conftest import manifest, role
@@ -119,7 +119,7 @@ def test_the_owner_table_forgets_names_that_went() -> None:
     ms, pods, services, pod_groups = _world()
     uid = ms.metadata.uid or ""
     sync(ms, pods, services, pod_groups, now=0.0, gang=True)
-    owned = sync_module._OWNED[("Service", uid)]
+    owned = owned_module._KEPT[("Service", uid)]
     assert set(owned.table) == {s["metadata"]["name"] for s in services}
     sync(ms, pods, services[:1], pod_groups, now=0.0, gang=True)
     assert set(owned.table) == {services[0]["metadata"]["name"]}
@@ -132,7 +132,7 @@ def test_a_scan_that_fails_starts_the_record_again() -> None:
     ms, pods, services, pod_groups = _world()
     uid = ms.metadata.uid or ""
     sync(ms, pods, services, pod_groups, now=0.0, gang=True)
-    owned = sync_module._OWNED[("Service", uid)]
+    owned = owned_module._KEPT[("Service", uid)]
     before = owned.version
     with pytest.raises(KeyError):
         sync(ms, pods, [*services, {"metadata": {}}], pod_groups, now=0.0, gang=True)

@@ -18,6 +18,7 @@ from modelserving.workload.observed import (
     NODE_NOT_READY,
     READY_HOOKS_ANNOTATION,
 )
+from modelserving.workload.owned import OwnedSet
 from modelserving.workload.plan import DesiredPod
 from modelserving.workload.podset import LAYOUT_SHAPES, PodSet
 from modelserving.workload.revision import revision
@@ -137,7 +138,9 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
     """Random histories of passes, Pod changes (status, deletion, Node, ownership, labels, an
     unchanged copy), lost Nodes, names gone a moment ago and new specs: after every step the
     plan from the kept PodSet (and its kept GroupIndex) equals the plan from a list of the same
-    Pods, and the plan of a pass that visits every ServingGroup in every step."""
+    Pods, the plan from a PodSet and OwnedSets given only the changes, the plan from the objects
+    in the reverse order, and the plan of a pass that visits every ServingGroup in every
+    step."""
     ms = ms_of(data, "nginx:1")
     pods: dict[str, dict[str, Any]] = {}
     services: dict[str, dict[str, Any]] = {}
@@ -145,6 +148,12 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
     kept = PodSet(ms.name, ms.metadata.uid or "")
     applied = PodSet(ms.name, ms.metadata.uid or "")  # given only the changes, as the cache's
     seen: dict[str, dict[str, Any]] = {}
+    # the Services and PodGroups too, given only their changes as the controller gives them
+    owned = {
+        "services": OwnedSet(ms.metadata.uid or ""),
+        "pod groups": OwnedSet(ms.metadata.uid or ""),
+    }
+    owned_seen: dict[str, dict[str, dict[str, Any]]] = {"services": {}, "pod groups": {}}
     history: dict[str, Any] = {}
     for n in range(data.draw(st.integers(3, 14))):
         action = data.draw(st.sampled_from(["pass", "pass", "change", "change", "spec", "objects"]))
@@ -208,10 +217,23 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
         else:
             applied.refresh(dict(pods))
         seen = dict(pods)
+        for kind, table in (("services", services), ("pod groups", pod_groups)):
+            record, before = owned[kind], owned_seen[kind]
+            if record.whole:
+                names = before.keys() | table.keys()
+                record.apply({n: table.get(n) for n in names if before.get(n) is not table.get(n)})
+            else:
+                record.refresh(list(table.values()))
+            owned_seen[kind] = dict(table)
         args = (list(services.values()), list(pod_groups.values()))
         plan = sync(ms, kept, *args, **inputs)
         assert summary(plan) == summary(sync(ms, list(pods.values()), *args, **inputs))
-        assert summary(plan) == summary(sync(ms, applied, *args, **inputs))
+        assert summary(plan) == summary(
+            sync(ms, applied, owned["services"], owned["pod groups"], **inputs)
+        )
+        # the order the objects come in decides nothing
+        backwards = (args[0][::-1], args[1][::-1])
+        assert summary(plan) == summary(sync(ms, list(pods.values())[::-1], *backwards, **inputs))
         # the index's shortcuts (ServingGroups left unvisited) change nothing
         every = sync(ms, list(pods.values()), *args, every_group=True, **inputs)
         assert summary(plan) == summary(every)
