@@ -88,8 +88,8 @@ class OwnedSet:
             changed: set[str] = set()
             for name, obj in changes.items():
                 seen = self.table.get(name)
-                if seen is not None and seen[0] is obj:
-                    continue
+                if seen is None if obj is None else seen is not None and seen[0] is obj:
+                    continue  # gone and not known, or the same object
                 if seen is not None:
                     self._drop(name, seen)
                     changed.add(str(seen[2]))

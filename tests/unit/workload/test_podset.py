@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from typing import Any
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from modelserving.api import ModelServing, parse_model_serving
 from modelserving.api.modelserving import ModelServingStatus
+from modelserving.workload import groupindex
 from modelserving.workload import sync as sync_module
 from modelserving.workload.observed import (
     NODE_DELETED,
@@ -20,7 +22,7 @@ from modelserving.workload.observed import (
 )
 from modelserving.workload.owned import OwnedSet
 from modelserving.workload.plan import DesiredPod
-from modelserving.workload.podset import LAYOUT_SHAPES, PodSet
+from modelserving.workload.podset import LAYOUT_SHAPES, Group, PodSet
 from modelserving.workload.revision import revision
 from modelserving.workload.sync import SyncPlan, sync
 from tests.unit.conftest import manifest, role
@@ -231,6 +233,12 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
         assert summary(plan) == summary(
             sync(ms, applied, owned["services"], owned["pod groups"], **inputs)
         )
+        # what the kept index keeps of the Services and PodGroups is what a new one finds
+        fresh = PodSet.of(ms.name, ms.metadata.uid or "", list(pods.values()))
+        sync(ms, fresh, *args, **inputs)
+        if not lost and applied.index is not None and fresh.index is not None:
+            for what in ("unclaimed services", "unclaimed pod groups"):
+                assert applied.index.kept[what][1] == fresh.index.kept[what][1], what
         # the order the objects come in decides nothing
         backwards = (args[0][::-1], args[1][::-1])
         assert summary(plan) == summary(sync(ms, list(pods.values())[::-1], *backwards, **inputs))
@@ -329,3 +337,28 @@ def test_a_verdict_that_raises_leaves_no_half_updated_index(monkeypatch: Any) ->
     plan = sync(ms, kept, now=0.0)
     assert summary(plan) == summary(sync(ms, list(pods.values()), now=0.0))
     assert plan.status is not None and plan.status.available_replicas == 1
+
+
+def test_the_live_changes_an_index_remembers() -> None:
+    """``live_changes_since`` names the ServingGroups that came or went since a version, and
+    says it does not know once that version is older than what it remembers."""
+    index = groupindex.GroupIndex(())
+    on = groupindex.Verdict(True, "r", True, True, True, False, False, False, False)
+    off = dataclasses.replace(on, live=False)
+    group = Group(0, [])
+    index.put(1, group, on)
+    start = index.live_version
+    index.put(2, group, on)
+    index.put(1, group, off)
+    index.put(1, group, dataclasses.replace(off, ready=False))  # liveness the same
+    assert index.live_changes_since(start) == {1, 2}
+    assert index.live_changes_since(index.live_version) == set()
+    assert index.live_sorted == [2]
+    for n in range(groupindex.LIVE_LOG_MAX + 1):
+        index.put(3, group, on if n % 2 else off)
+    assert index.live_changes_since(start) is None
+    recent = index.live_version - 10
+    assert index.live_changes_since(recent) == {3}
+    index.remove(2)
+    assert index.live_changes_since(recent) == {2, 3}
+    assert index.live_changes_since(index.live_version + 1) is None
