@@ -24,10 +24,22 @@ def test_each_size_runs_with_both_thresholds_and_the_default_comes_back(
     before = gc.get_threshold()
     passes.main(["--sizes", "32,64", "--runs", "1"])
     assert gc.get_threshold() == before != GC_THRESHOLDS
-    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:-1]]
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in lines[2:6]]
     assert [(row[0], row[1]) for row in rows] == [
         ("32", "Python's"),
         ("32", "controller's"),
         ("64", "Python's"),
         ("64", "controller's"),
     ]
+    assert [line.split()[:3] for line in lines[7:9]] == [
+        ["32", "rolling", "update"],
+        ["64", "rolling", "update"],
+    ]
+
+
+def test_the_simulated_rolling_update_ends_with_every_pod_replaced() -> None:
+    run = passes.rollout(80, ready_per_pass=3)
+    assert run.done and run.pods == 80
+    # 10 ServingGroups, at most 2 (25 %) unavailable at a time, 3 Pods Ready a pass
+    assert run.passes >= 80 // 3
