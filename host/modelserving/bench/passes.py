@@ -34,8 +34,8 @@ from modelserving.api import parse_model_serving
 from modelserving.api.modelserving import ModelServing, ModelServingStatus
 from modelserving.bench import controller as bench
 from modelserving.collector import GC_THRESHOLDS
-from modelserving.workload.plan import plan
 from modelserving.workload.owned import OwnedSet
+from modelserving.workload.plan import plan
 from modelserving.workload.podset import PodSet
 from modelserving.workload.revision import revision
 from modelserving.workload.sync import sync
