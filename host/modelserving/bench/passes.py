@@ -210,8 +210,9 @@ def rollout(pods_wanted: int, ready_per_pass: int = READY_PER_PASS) -> Rollout:
             changes[name] = ready
         del pending[:ready_per_pass]
         if not changes and not service_changes and not pod_group_changes:
-            done = plan.status is not None and plan.status.updated_replicas == groups
-            return Rollout(len(pods), passes, seconds, done and not plan.status.updating)
+            status = plan.status
+            done = status is not None and status.updated_replicas == groups and not status.updating
+            return Rollout(len(pods), passes, seconds, done)
         kept.apply(changes)
         owned[0].apply(service_changes)
         owned[1].apply(pod_group_changes)
