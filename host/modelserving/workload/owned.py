@@ -47,8 +47,9 @@ class OwnedSet:
     def _reset(self, version: int) -> None:
         self.table: dict[str, Entry] = {}
         """By name: every object seen, controlled or not."""
-        self.present: list[Mapping[str, Any]] = []
-        """The objects of the last ``refresh``, in its order (empty after ``apply``)."""
+        self.present: list[Mapping[str, Any]] | None = None
+        """The objects of the last ``refresh``, in its order (None after ``apply``, or before
+        any refresh: then a refresh compares every object)."""
         self.version = version
         self.previous = -1
         """The version before ``version`` (``changed`` is what differs between the two)."""
@@ -98,7 +99,7 @@ class OwnedSet:
                         raise ValueError(f"the change of {name!r} names another object")
                     changed.add(str(self._take(name, obj)[2]))
                 changed.add(name)
-            self.present = []
+            self.present = None
             if changed:
                 self._advance(changed)
         except BaseException:
@@ -108,7 +109,11 @@ class OwnedSet:
     def _refresh(self, objects: Iterable[Mapping[str, Any]]) -> None:
         items = objects if isinstance(objects, list | tuple) else list(objects)
         present = self.present
-        if self.whole and len(items) == len(present) and all(map(operator.is_, items, present)):
+        if (
+            present is not None
+            and len(items) == len(present)
+            and all(map(operator.is_, items, present))
+        ):
             return  # the same objects as the last refresh, and nothing applied since
         table = self.table
         changed: set[str] = set()

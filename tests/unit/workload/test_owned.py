@@ -43,13 +43,17 @@ def view(owned: OwnedSet) -> Any:
         ),
         min_size=1,
         max_size=8,
-    )
+    ),
+    whole=st.lists(st.booleans(), min_size=8, max_size=8),
 )
-def test_changes_bring_a_set_to_what_a_refresh_finds(steps: list[list[Any]]) -> None:
-    """Random changes (new, relabelled, taken over by another owner, gone, the same object):
-    after each step, the set given only the changes holds what a new set refreshed from every
-    object holds; the version moves exactly when something changed, and ``changed`` names
-    every name and label that did."""
+def test_changes_bring_a_set_to_what_a_refresh_finds(
+    steps: list[list[Any]], whole: list[bool]
+) -> None:
+    """Random changes (new, relabelled, taken over by another owner, gone, the same object),
+    each step given as its changes or, now and then, as every object (a list after the watch
+    listed again): after each step, the set holds what a new set refreshed from every object
+    holds; the version moves exactly when something changed, and ``changed`` names every name
+    and label that did."""
     objects: dict[str, dict[str, Any]] = {}
     kept = OwnedSet(UID)
     kept.refresh([])
@@ -62,16 +66,32 @@ def test_changes_bring_a_set_to_what_a_refresh_finds(steps: list[list[Any]]) -> 
             else:
                 objects[name] = changes[name] = service(name, group, owner, n)
         before, version, known = view(kept), kept.version, set(kept.table)
-        kept.apply(changes)
+        if whole[n]:
+            kept.refresh(list(objects.values()))
+        else:
+            kept.apply(changes)
         fresh = OwnedSet(UID)
         fresh.refresh(list(objects.values()))
         assert view(kept) == view(fresh)
         replaced = any(obj is not None for obj in changes.values())  # new objects each
-        assert (kept.version != version) == (replaced or view(kept) != before)
+        if not whole[n]:
+            assert (kept.version != version) == (replaced or view(kept) != before)
+        elif view(kept) != before:
+            assert kept.version != version
         if kept.version != version:
             assert kept.changes_since(version) is kept.changed
             assert {n for n, o in changes.items() if o is not None or n in known} <= kept.changed
         assert all(names == sorted(names) for names in kept.by_group.values())
+
+
+def test_a_list_after_changes_is_read_whole() -> None:
+    """A refresh after ``apply`` compares every object, even when it has as many objects as
+    the refresh before (none, say): the watch listed again and something went."""
+    kept = OwnedSet(UID)
+    kept.refresh([])
+    kept.apply({"svc-0": service("svc-0", "llm-0", UID, 1)})
+    kept.refresh([])
+    assert kept.objects == {} and kept.by_group == {}
 
 
 def test_the_same_objects_change_nothing() -> None:
