@@ -1061,7 +1061,7 @@ def _group_index(ms_name: str, key: str) -> int | None:
     prefix = ms_name + "-"
     if key.startswith(prefix):
         rest = key[len(prefix) :]
-        if rest.isdigit():
+        if rest.isascii() and rest.isdigit():  # not '²': digits int() refuses
             return int(rest)
     return None
 

@@ -11,6 +11,7 @@ import pytest
 from modelserving.api import parse_model_serving
 from modelserving.workload import owned as owned_module
 from modelserving.workload.kept import Kept
+from modelserving.workload.podset import PodSet
 from modelserving.workload.sync import sync
 from tests.unit.conftest import manifest, role
 
@@ -140,3 +141,19 @@ def test_a_scan_that_fails_starts_the_record_again() -> None:
     sync(ms, pods, services, pod_groups, now=0.0, gang=True)
     assert owned.changes_since(before) is None
     assert set(owned.objects) == {s["metadata"]["name"] for s in services}
+
+
+def test_a_label_of_digits_int_refuses_is_no_servinggroup() -> None:
+    """A Service labelled with a ServingGroup name ending in '²' (a digit to str.isdigit, not
+    to int) belongs to no ServingGroup: it is deleted as an orphan, on the first pass and on a
+    pass that finds it changed, and the pass does not fail."""
+    ms, pods, services, pod_groups = _world()
+    stray = copy.deepcopy(services[0])
+    stray["metadata"]["name"] = "llm-stray"
+    stray["metadata"]["labels"]["modelserving.volcano.sh/group-name"] = "llm-\u00b2"
+    plan = sync(ms, pods, [*services, stray], pod_groups, now=0.0, gang=True)
+    assert plan.delete_services == ["llm-stray"]
+    kept = PodSet.of(ms.name, ms.metadata.uid or "", pods)
+    sync(ms, kept, services, pod_groups, now=0.0, gang=True)
+    plan = sync(ms, kept, [*services, stray], pod_groups, now=0.0, gang=True)
+    assert plan.delete_services == ["llm-stray"]
