@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from modelserving.api.errors import PatchRejected
@@ -132,38 +133,76 @@ def _shallow(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One operation ready to apply to many documents: its path split once, and each token
+    read as a list index once (``step_of``)."""
+
+    op: PatchOperation
+    name: str
+    parents: tuple[tuple[str, int | None], ...]
+    """The tokens down to the changed container, each with the list index it names (None: it
+    names none)."""
+    last: str | None
+    """The last token (None: the path is the whole document)."""
+    last_index: int | None
+
+
+def step_of(op: PatchOperation) -> Step:
+    """``op`` as a Step; raises PatchRejected when its path is malformed."""
+    tokens = split_tokens(op["path"])
+    if not tokens:
+        return Step(op, op["op"], (), None, None)
+    parents = tuple((token, _index(token)) for token in tokens[:-1])
+    return Step(op, op["op"], parents, tokens[-1], _index(tokens[-1]))
+
+
 def apply_one(doc: Any, op: PatchOperation, owned: set[int] | None = None) -> Any:
     """Apply one RFC 6902 operation to a copy-on-write copy of ``doc``: only the maps and lists on
     the operation's path are new, so nothing shared with ``doc`` changes. ``owned`` holds the ids
     of containers made by earlier operations of the same patch, which are changed in place
     instead of being copied again. (The tests check this against the jsonpatch library.)"""
-    if owned is None:
-        owned = set()
-    path, name = op["path"], op["op"]
-    tokens = split_tokens(path)
+    return apply_step(doc, step_of(op), set() if owned is None else owned)
+
+
+def apply_step(doc: Any, step: Step, owned: set[int]) -> Any:
+    """``apply_one`` of a Step (its path already split)."""
+    name, op = step.name, step.op
     if name == "test":
-        target = _resolve(doc, tokens, path)
+        target = _resolve(doc, [t for t, _ in step.parents], op["path"])
+        if step.last is not None:
+            target = target[_member(target, step.last, op["path"])]
         if not json_equal(target, op["value"]):
-            raise PatchRejected(path, "test operation failed: the value differs")
+            raise PatchRejected(op["path"], "test operation failed: the value differs")
         return doc
-    if not tokens:
+    last = step.last
+    if last is None:
         if name == "remove":
-            raise PatchRejected(path, "patch does not apply to the Pod: cannot remove the Pod")
+            raise PatchRejected(
+                op["path"], "patch does not apply to the Pod: cannot remove the Pod"
+            )
         return op["value"]
     root = _owned_copy(doc, owned)
     parent = root
-    for token in tokens[:-1]:
-        if type(parent) is dict and token in parent:  # most steps: a map's member
+    for token, index in step.parents:
+        kind = type(parent)
+        if kind is dict and token in parent:  # most steps: a map's member
             key: str | int = token
+        elif kind is list and index is not None and index < len(parent):
+            key = index
         else:
-            key = _member(parent, token, path)
+            key = _member(parent, token, op["path"])
         child = parent[key]
         if id(child) not in owned:
             child = _shallow(child)
             owned.add(id(child))
             parent[key] = child
         parent = child
-    _change(parent, tokens[-1], op)
+    # most changes: a map's member
+    if type(parent) is dict and (name == "add" or (name == "replace" and last in parent)):
+        parent[last] = op["value"]
+        return root
+    _change(parent, last, op, step.last_index)
     return root
 
 
@@ -176,7 +215,9 @@ def _owned_copy(value: Any, owned: set[int]) -> Any:
     return copy
 
 
-def _change(parent: Any, last: str, op: PatchOperation) -> None:
+def _change(parent: Any, last: str, op: PatchOperation, index: int | None) -> None:
+    """Apply ``op`` to the member ``last`` of ``parent`` (``index``: the list index ``last``
+    names, None when it names none)."""
     path, name = op["path"], op["op"]
     if isinstance(parent, dict):
         if name == "add":
@@ -195,7 +236,6 @@ def _change(parent: Any, last: str, op: PatchOperation) -> None:
     if name == "add" and last == "-":
         parent.append(op["value"])
         return
-    index = _index(last)
     limit = len(parent) + (1 if name == "add" else 0)
     if index is None or index >= limit:
         raise PatchRejected(path, f"patch does not apply to the Pod: no index '{last}'")

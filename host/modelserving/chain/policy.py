@@ -39,11 +39,13 @@ from modelserving.chain.grants import (
     toward_capabilities,
 )
 from modelserving.chain.jsonpatch import (
-    apply_one,
+    Step,
+    apply_step,
     check_shape,
     replaces_member,
     split_pointer,
     split_tokens,
+    step_of,
 )
 from modelserving.chain.protected import Protections
 from modelserving.plugins.patch import escape
@@ -138,6 +140,8 @@ class _Checked:
     guarded: tuple[bool, ...]
     """Per operation: an ``add`` where the allow-list does not allow a ``replace``, refused
     when it lands on an existing member."""
+    steps: tuple[Step, ...]
+    """The operations ready to apply (their paths split once)."""
 
 
 def _patch_key(raw: Any) -> bytes | None:
@@ -145,11 +149,19 @@ def _patch_key(raw: Any) -> bytes | None:
     only exact lists, maps, strings, integers, floats, booleans and nulls have bytes (a tuple
     or a subclass has none, nor an integer msgpack cannot hold), and equal bytes mean equal
     data of the same types. None when it has none or is longer than ``PATCH_BYTES``."""
+    packer = getattr(_packers, "packer", None)
+    if packer is None:  # one per thread: a Packer keeps its buffer between calls
+        packer = _packers.packer = msgpack.Packer(strict_types=True)
     try:
-        key = msgpack.packb(raw, strict_types=True)
+        key = packer.pack(raw)
     except (TypeError, ValueError, OverflowError, UnicodeError):
         return None
     return key if len(key) <= PATCH_BYTES else None
+
+
+_packers = threading.local()
+"""Each thread's msgpack Packer for ``_patch_key`` (made once: about a third of a microsecond
+less per patch than ``msgpack.packb``, which makes one per call)."""
 
 
 class PatchValidator:
@@ -242,7 +254,7 @@ class PatchValidator:
         self.check_paths(ops)
         effects, by_pod = self._value_effects(ops)
         guarded = tuple(op["op"] == "add" and not self.allows(op["path"], "replace") for op in ops)
-        checked = _Checked(ops, effects, by_pod, guarded)
+        checked = _Checked(ops, effects, by_pod, guarded, tuple(map(step_of, ops)))
         if key is not None:
             self._patches.keep(key, len(key), checked)
         return checked
@@ -254,14 +266,14 @@ class PatchValidator:
         after: Any = pod
         owned: set[int] = set()  # containers this patch copied: changed in place from then on
         # one by one, so that an 'add' is judged by what it does to this Pod
-        for op, guarded in zip(ops, checked.guarded, strict=True):
-            if guarded and replaces_member(after, op["path"]):
+        for step, guarded in zip(checked.steps, checked.guarded, strict=True):
+            if guarded and replaces_member(after, step.op["path"]):
                 raise PatchRejected(
-                    op["path"],
+                    step.op["path"],
                     "'add' over an existing value replaces it, and 'replace' is not allowed here "
                     "(patchPolicy.allowedPaths)",
                 )
-            after = apply_one(after, op, owned)
+            after = apply_step(after, step, owned)
         if not isinstance(after, dict):
             raise PatchRejected("", "the patch replaced the whole Pod")
         self._check_invariants(pod, after, self._patch_effects(checked, pod))

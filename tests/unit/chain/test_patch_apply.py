@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
 from modelserving.chain.grants import may_grant
-from modelserving.chain.jsonpatch import apply_one
+from modelserving.chain.jsonpatch import apply_one, apply_step, step_of
 from modelserving.chain.pss import pod_facts, weakenings
 
 scalars = st.none() | st.integers(-5, 5) | st.text(alphabet="ab~/", max_size=3)
@@ -60,6 +60,62 @@ def test_same_result_as_jsonpatch_and_the_input_unchanged(
     before = copy.deepcopy(doc)
     assert ours(doc, op) == oracle(doc, op)
     assert doc == before
+
+
+operations = st.builds(
+    lambda name, path, value: (
+        {"op": name, "path": path}
+        if name == "remove"
+        else {"op": name, "path": path, "value": value}
+    ),
+    st.sampled_from(["add", "remove", "replace", "test"]),
+    paths,
+    values,
+)
+
+
+def ours_whole(doc: Any, steps: list[Any]) -> Any:
+    """The patch applied as the validator applies it: each step in turn, one ``owned`` set."""
+    owned: set[int] = set()
+    try:
+        for step in steps:
+            doc = apply_step(doc, step, owned)
+    except PatchRejected:
+        return PatchRejected
+    return doc
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    docs=st.lists(
+        st.dictionaries(st.sampled_from(["a", "b", "0", "a/b"]), values, max_size=3),
+        min_size=2,
+        max_size=2,
+    ),
+    patch=st.lists(operations, min_size=1, max_size=5),
+)
+def test_whole_patch_of_steps_as_jsonpatch_on_each_document(
+    docs: list[dict[str, Any]], patch: list[dict[str, Any]]
+) -> None:
+    """A patch's Steps, made once, applied to one document after another (as the validator
+    applies a kept patch to each Pod): each result is the jsonpatch library's, and neither
+    document nor the operations change (later operations change in place only what earlier
+    ones of the same patch copied)."""
+    steps = [step_of(op) for op in patch]  # type: ignore[arg-type]
+    kept = copy.deepcopy(patch)
+    for doc in docs:
+        before = copy.deepcopy(doc)
+        try:
+            expected = jsonpatch.apply_patch(copy.deepcopy(doc), copy.deepcopy(patch))
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException):
+            expected = PatchRejected
+        except (TypeError, KeyError, IndexError, ValueError):
+            expected = PatchRejected
+        if expected is not PatchRejected and any(op["op"] == "test" for op in patch):
+            return  # jsonpatch's test uses ==: true is 1 to it (the test above)
+        assert ours_whole(doc, steps) == expected
+        assert doc == before
+        assert patch == kept
 
 
 def test_test_operation_tells_true_from_one() -> None:

@@ -7,15 +7,17 @@ a stream of patches that repeat, with one that keeps nothing."""
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
 from modelserving.api.policy import PatchPolicy, PathRule
-from modelserving.chain.policy import KEPT_PATCH_BYTES, PATCH_BYTES, PatchValidator
+from modelserving.chain.policy import KEPT_PATCH_BYTES, PATCH_BYTES, PatchValidator, _patch_key
 from tests.unit.chain.test_access_controls import template
 
 OPEN = PatchPolicy(allowed_paths=[PathRule(path="/**")])
@@ -72,6 +74,27 @@ def test_values_equal_only_to_python_are_judged_apart(kept: Any, other: Any) -> 
     assert _outcome(validator, template(), _add("/spec/x", other)) == _outcome(
         reference, template(), _add("/spec/x", other)
     )
+
+
+@pytest.mark.parametrize("unpackable", [(1, 2), 2**70, "\ud800", [{"a": [1, (2,)]}], b"1"[0:0]])
+def test_a_patch_with_no_bytes_leaves_no_trace_in_the_next_ones_key(unpackable: Any) -> None:
+    """A thread's Packer that failed half-way through one patch (a tuple, an integer msgpack
+    cannot hold, a lone surrogate; bytes pack) gives the next patch its own bytes alone."""
+    first = _patch_key([{"op": "add", "path": "/spec/a", "value": "x"}, *_add("/b", unpackable)])
+    assert first is None or isinstance(unpackable, bytes)
+    raw = _add("/spec/y", {"k": [1, "v", True, None, 1.5]})
+    assert _patch_key(raw) == msgpack.packb(raw, strict_types=True)
+
+
+def test_each_thread_keys_patches_with_its_own_packer() -> None:
+    raws = [_add(f"/spec/x{i}", list(range(i * 50))) for i in range(8)]
+    expected = [msgpack.packb(raw) for raw in raws]
+
+    def keys(_: int) -> list[bytes | None]:
+        return [_patch_key(raw) for raw in raws for _ in range(200)][::200]
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(got == expected for got in pool.map(keys, range(8)))
 
 
 def test_a_refused_patch_is_not_kept_and_is_refused_every_time() -> None:
