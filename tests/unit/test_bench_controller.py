@@ -100,6 +100,13 @@ def test_the_fleet_report_gives_per_pod_figures(capsys: pytest.CaptureFixture[st
     assert "CPU to available 4.00 ms/Pod (control plane 25.0 ms/Pod), 3.50 API requests/Pod" in out
     assert "peak RSS 97 MB" in out
     assert "rolling update 30.0 s, 2.00 ms CPU/Pod" in out
+    assert "cores" not in out  # the control plane's CPU through it not read
+    run.rollout_reported, run.control_plane_cpu_rollout = 29.0, 43.5
+    report(run)
+    # 43.5 s in the 29 s until the status said done: 1.50 cores; the controller 2 s in 30 s
+    assert (
+        "; control plane 43.5 ms/Pod, 1.50 cores (the controller 0.07)" in capsys.readouterr().out
+    )
 
 
 def test_a_fleet_rollout_out_of_time_reports_the_cpu_of_what_it_updated(
@@ -260,13 +267,14 @@ def test_a_fleet_measured_through_a_child_probe_reads_its_cpu_and_memory() -> No
         mp.setattr(bench, "PodWatch", Watch)
         mp.setattr(bench, "settle", lambda pids: seen.append(pids))
         mp.setattr(bench, "create_namespace", lambda kube, name: None)
-        control_plane = iter([100.0, 112.0])
+        control_plane = iter([100.0, 112.0, 120.0, 150.0])
         mp.setattr(bench, "control_plane_cpu", lambda pids: next(control_plane))
         seen: list[tuple[int, ...]] = []
         fleet.measure(Kube(), probe, None, (1, 2), 1, run, 5.0, idle=0)  # type: ignore[arg-type]
     assert seen == [(1, 2, 4242)] and probe.reset == 1
     assert run.cpu_available == 2.5 and run.cpu_rollout == 2.5
     assert run.control_plane_cpu_available == 12.0
+    assert run.control_plane_cpu_rollout == 30.0  # read when the status said it done
     # without the rollout: the same figures up to available, nothing patched
     kube, fast = Kube(), FleetRun(8, controller="kthena")
     with pytest.MonkeyPatch.context() as mp:

@@ -78,6 +78,9 @@ class FleetRun:
     """The same through the rolling update."""
     requests_rollout: int | None = None
     """Our controller's API requests through the rolling update."""
+    control_plane_cpu_rollout: float | None = None
+    """CPU the control plane's processes used from the rolling update's start until the status
+    said it done (``rollout_reported``): whether the machine's cores were the limit."""
     idle_cpu_ms_per_s: float | None = None
     """The controller's CPU while nothing changes (``IDLE_S`` once the fleet is available and
     settled), per second: what it costs for as long as a rollout takes, whatever its size."""
@@ -243,7 +246,7 @@ def measure(
         run.events_available = ctl.watch_events - events
     run.idle_cpu_ms_per_s = _idle(probe, pids, idle)
     if rollout:
-        _roll(kube, probe, ctl, names, body, groups, run, timeout)
+        _roll(kube, probe, ctl, pids, names, body, groups, run, timeout)
     if run.peak_rss_mb is None:
         run.peak_rss_mb = _peak_mb(probe)
 
@@ -274,6 +277,7 @@ def _roll(
     kube: Kube,
     probe: bench.Probe,
     ctl: Any,
+    pids: tuple[int, ...],
     names: list[str],
     body: dict[str, Any],
     groups: int,
@@ -281,7 +285,7 @@ def _roll(
     timeout: float,
 ) -> None:
     """The whole fleet rolls to a new image: its figures into ``run``."""
-    cpu = probe.cpu()
+    cpu, others = probe.cpu(), bench.control_plane_cpu(pids)
     passes, pass_cpu = (sum(ctl.passes.values()), ctl.pass_cpu_seconds) if ctl else (0, 0.0)
     events, requests = (ctl.watch_events, ctl.kube.requests) if ctl else (0, 0)
     started = time.perf_counter()
@@ -295,6 +299,9 @@ def _roll(
     checking = 0.0
     if done is not None:
         run.rollout_reported = done - started
+        others_after = bench.control_plane_cpu(pids)  # before the lists that check the Pods
+        if others is not None and others_after is not None:
+            run.control_plane_cpu_rollout = others_after - others
         if not probe.pids:  # ours, in this process: before the lists of every Pod below
             run.peak_rss_mb = _peak_mb(probe)
         done, checking = _replaced(kube, run.pods, started + timeout)
@@ -395,6 +402,7 @@ def report(run: FleetRun) -> None:
         else f"; rolling update {fig(run.rollout, '.1f')} s{_reported(run)}, "
         f"{fig(roll, '.2f')} ms CPU/{per} ({fig(run.passes_rollout, 'd')} passes, "
         f"{fig(run.pass_cpu_rollout, '.1f')} s CPU in them{_per_event(run, rolled)})"
+        + _rollout_cores(run)
     )
     print(
         f"  {run.pods:>6} Pods{where}{who}: created {fig(run.created, '6.1f')} s, available "
@@ -425,6 +433,18 @@ def _per_event(run: FleetRun, rolled: int) -> str:
     if run.events_rollout:
         text += f", {busy / run.events_rollout * 1e6:.0f} us CPU per event beyond idle"
     return text + f" (idle: {idle:.1f} s of it)"
+
+
+def _rollout_cores(run: FleetRun) -> str:
+    """The control plane's CPU through the rolling update, per Pod and in cores (of the time
+    until the status said it done), with the controller's beside it."""
+    took, others = run.rollout_reported, run.control_plane_cpu_rollout
+    if took is None or others is None or took <= 0:
+        return ""
+    text = f"; control plane {others / run.pods * 1000:.1f} ms/Pod, {others / took:.2f} cores"
+    if run.cpu_rollout is not None and run.rollout:
+        text += f" (the controller {run.cpu_rollout / run.rollout:.2f})"
+    return text
 
 
 def _reported(run: FleetRun) -> str:
