@@ -1,7 +1,9 @@
 """JSON Pointer (RFC 6901) and JSON Patch (RFC 6902), applied copy-on-write.
 
 ``check_shape`` checks a patch's form (a list of ``{op, path[, value]}`` maps, bounded in
-depth); ``apply_one`` applies one operation so that only the maps and lists on its path are new;
+depth); ``apply_one`` applies one operation so that only the maps and lists on its path are new
+(``apply_step``: the same for an operation prepared once as a ``Step``, as the validator keeps a
+patch it has checked);
 ``replaces_member`` tells an ``add`` that overwrites from one that creates. The patch policy
 (``modelserving.chain.policy``) decides what may be applied; this module only applies.
 """
