@@ -142,6 +142,7 @@ class Step:
 
     op: PatchOperation
     name: str
+    tokens: tuple[str, ...]
     parents: tuple[tuple[str, int | None], ...]
     """The tokens down to the changed container, each with the list index it names (None: it
     names none)."""
@@ -154,9 +155,9 @@ def step_of(op: PatchOperation) -> Step:
     """``op`` as a Step; raises PatchRejected when its path is malformed."""
     tokens = split_tokens(op["path"])
     if not tokens:
-        return Step(op, op["op"], (), None, None)
+        return Step(op, op["op"], tokens, (), None, None)
     parents = tuple((token, _index(token)) for token in tokens[:-1])
-    return Step(op, op["op"], parents, tokens[-1], _index(tokens[-1]))
+    return Step(op, op["op"], tokens, parents, tokens[-1], _index(tokens[-1]))
 
 
 def apply_one(doc: Any, op: PatchOperation, owned: set[int] | None = None) -> Any:
@@ -171,9 +172,7 @@ def apply_step(doc: Any, step: Step, owned: set[int]) -> Any:
     """``apply_one`` of a Step (its path already split)."""
     name, op = step.name, step.op
     if name == "test":
-        target = _resolve(doc, [t for t, _ in step.parents], op["path"])
-        if step.last is not None:
-            target = target[_member(target, step.last, op["path"])]
+        target = _resolve(doc, step.tokens, op["path"])
         if not json_equal(target, op["value"]):
             raise PatchRejected(op["path"], "test operation failed: the value differs")
         return doc
@@ -200,7 +199,8 @@ def apply_step(doc: Any, step: Step, owned: set[int]) -> Any:
             owned.add(id(child))
             parent[key] = child
         parent = child
-    # most changes: a map's member
+    # the commonest change, a map's member set, without the call (0.1 to 0.6 us a patch for
+    # the built-ins'); everything else, and every refusal, is ``_change``'s
     if type(parent) is dict and (name == "add" or (name == "replace" and last in parent)):
         parent[last] = op["value"]
         return root
