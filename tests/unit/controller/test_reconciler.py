@@ -31,6 +31,8 @@ from modelserving.controller.kube import (
 )
 from modelserving.controller.pacing import StartBacklog
 from modelserving.controller.reconciler import (
+    REVISION_HISTORY,
+    REVISIONS_RELIST_S,
     Reconciler,
     ReconcilerSettings,
     Recorder,
@@ -645,6 +647,134 @@ def test_a_new_template_gets_the_next_revision_number(kube: FakeKube, rec: Recon
     rec.reconcile(KEY)
     numbers = sorted(r["revision"] for r in kube.all(CONTROLLER_REVISIONS).values())
     assert numbers == [1, 2]
+
+
+class Revisions:
+    """Counts the lists of ControllerRevisions a reconciler makes; its monotonic clock set by
+    hand."""
+
+    def __init__(self, kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.lists = 0
+        self.now = 0.0
+        listed = kube.list
+
+        def counting(res: Resource, namespace: str | None, selector: str | None = None) -> Any:
+            if res is CONTROLLER_REVISIONS:
+                self.lists += 1
+            return listed(res, namespace, selector)
+
+        monkeypatch.setattr(kube, "list", counting)
+        rec.monotonic = lambda: self.now
+
+
+def new_image(kube: FakeKube, image: str, generation: int) -> None:
+    def change(ms: Obj) -> None:
+        ms["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"][0]["image"] = (
+            image
+        )
+        ms["metadata"]["generation"] = generation
+
+    kube.edit(MODEL_SERVINGS, "sample", change)
+
+
+def test_passes_list_the_revisions_once_until_the_relist_time(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    revisions = Revisions(kube, rec, monkeypatch)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    for _ in range(5):
+        rec.reconcile(KEY)
+        revisions.now += 10.0
+    assert revisions.lists == 1
+    assert kube.count("create", CONTROLLER_REVISIONS) == 1
+    revisions.now = REVISIONS_RELIST_S  # 300 s after the list
+    rec.reconcile(KEY)
+    assert revisions.lists == 2
+    rec.reconcile(KEY)
+    assert revisions.lists == 2
+
+
+def test_a_new_template_lists_the_revisions_again_and_keeps_the_one_it_made(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    revisions = Revisions(kube, rec, monkeypatch)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rec.reconcile(KEY)
+    new_image(kube, "nginx:1.29.0", 2)
+    rec.reconcile(KEY)
+    assert revisions.lists == 2
+    assert sorted(r["revision"] for r in kube.all(CONTROLLER_REVISIONS).values()) == [1, 2]
+    rec.reconcile(KEY)  # the revision it made is known: no list
+    assert revisions.lists == 2
+    assert kube.count("create", CONTROLLER_REVISIONS) == 2
+
+
+def test_a_revision_deleted_by_someone_else_is_made_again_after_the_relist_time(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    revisions = Revisions(kube, rec, monkeypatch)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rec.reconcile(KEY)
+    (name,) = kube.all(CONTROLLER_REVISIONS)
+    kube.remove(CONTROLLER_REVISIONS, name)
+    rec.reconcile(KEY)
+    assert kube.all(CONTROLLER_REVISIONS) == {}  # trusted as the last pass left it
+    revisions.now = REVISIONS_RELIST_S
+    rec.reconcile(KEY)
+    assert list(kube.all(CONTROLLER_REVISIONS)) == [name]
+
+
+def test_a_revision_name_taken_by_another_owner_is_listed_on_every_pass(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    revisions = Revisions(kube, rec, monkeypatch)
+    raw = kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rev = revision(parse_model_serving(raw))
+    foreign = {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": f"sample-{rev}",
+            "labels": {labels.NAME_LABEL: "sample", labels.REVISION_LABEL: rev},
+            "ownerReferences": [{"kind": "ModelServing", "name": "sample", "uid": "other"}],
+        },
+        "revision": 7,
+    }
+    kube.put(CONTROLLER_REVISIONS, foreign)
+    rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    assert revisions.lists == 2  # nothing of its own to keep: asked again, as before
+    assert KEY not in rec.known_revisions
+
+
+def test_old_revisions_deleted_leave_the_kept_list_as_the_api_has_it(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    revisions = Revisions(kube, rec, monkeypatch)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rec.reconcile(KEY)
+    for generation in range(2, REVISION_HISTORY + 5):
+        new_image(kube, f"nginx:1.{generation}.0", generation)
+        rec.reconcile(KEY)
+        for name in kube.all(PODS):  # the Pods move on: their revision is no longer in use
+            set_running(kube, name)
+        rec.reconcile(KEY)
+    stored = kube.all(CONTROLLER_REVISIONS)
+    kept = rec.known_revisions[KEY].found
+    assert sorted(r["metadata"]["name"] for r in kept) == sorted(stored)
+    deletes = kube.count("delete", CONTROLLER_REVISIONS)
+    assert deletes == REVISION_HISTORY + 5 - 1 - len(stored) > 0
+    rec.reconcile(KEY)
+    assert kube.count("delete", CONTROLLER_REVISIONS) == deletes  # none deleted twice
+    assert revisions.lists == REVISION_HISTORY + 4  # once per new template
+
+
+def test_forget_drops_the_kept_revisions(kube: FakeKube, rec: Reconciler) -> None:
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rec.reconcile(KEY)
+    assert KEY in rec.known_revisions
+    rec.forget(KEY)
+    assert KEY not in rec.known_revisions
 
 
 # --- plugin configuration errors -------------------------------------------------------------
