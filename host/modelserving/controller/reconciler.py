@@ -391,11 +391,12 @@ class Reconciler:
         """Record the current revision as a ControllerRevision; older ones by revision.
         Those some Pod is labelled with (``pod_revisions``) are kept.
 
-        The revisions are the controller's own: a pass lists them when the last list is older
-        than ``REVISIONS_RELIST_S`` or lacks the current revision (a new template, or the first
-        pass), and otherwise takes them as the last pass left them, with what it created and
-        deleted (a list on every pass was an API round trip, about 28 ms on the local control
-        plane, for a ModelServing whose template had not changed)."""
+        The revisions are the controller's own: a pass lists them when there is no list of this
+        ModelServing's UID kept, when it is ``REVISIONS_RELIST_S`` old or lacks the current
+        revision (a new template), and otherwise takes them as the last pass left them, with what
+        it created and deleted (a list on every pass was an API round trip for a ModelServing
+        whose template had not changed). A pass that fails here, or whose create finds the
+        name taken by another owner's revision, keeps nothing: the next one lists again."""
         key = (ms.namespace, ms.name)
         uid = ms.metadata.uid or ""
         current = revision_of(ms)
@@ -409,7 +410,7 @@ class Reconciler:
         ):
             selector = f"{labels.NAME_LABEL}={ms.name}"
             found = [
-                r
+                _slim_revision(r)
                 for r in self.kube.list(CONTROLLER_REVISIONS, ms.namespace, selector)
                 if owned_by(r, uid)
             ]
@@ -435,7 +436,7 @@ class Reconciler:
             if made is None:  # one of that name is not this ModelServing's: list again next time
                 kept = False
             else:
-                found.append(made)
+                found.append(_slim_revision(made))
         in_use: set[str | None] = set(pod_revisions)
         in_use.add(current)
         old = sorted(
@@ -443,7 +444,8 @@ class Reconciler:
             key=lambda r: int(r.get("revision") or 0),
         )
         for r in old[: max(len(old) - REVISION_HISTORY, 0)]:
-            self.kube.delete(CONTROLLER_REVISIONS, ms.namespace, r["metadata"]["name"])
+            meta = r["metadata"]  # by UID too: the list may be minutes old
+            self.kube.delete(CONTROLLER_REVISIONS, ms.namespace, meta["name"], meta.get("uid"))
             found.remove(r)
         if kept:
             self.known_revisions[key] = known
@@ -761,6 +763,17 @@ def _history_roles(revision: Mapping[str, Any]) -> list[Any]:
     if roles is None:
         roles = data.get("data")
     return list(roles or [])
+
+
+def _slim_revision(revision: Mapping[str, Any]) -> dict[str, Any]:
+    """What a pass reads of a ControllerRevision (name, UID, labels, number, its data: the
+    roles, ``_history_roles``), kept between passes without the rest (``managedFields``)."""
+    meta = revision.get("metadata") or {}
+    return {
+        "metadata": {key: meta[key] for key in ("name", "uid", "labels") if key in meta},
+        "revision": revision.get("revision"),
+        "data": revision.get("data"),
+    }
 
 
 def _by_revision(found: Iterable[dict[str, Any]]) -> dict[str | None, dict[str, Any]]:

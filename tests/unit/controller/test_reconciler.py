@@ -687,11 +687,16 @@ def test_passes_list_the_revisions_once_until_the_relist_time(
         revisions.now += 10.0
     assert revisions.lists == 1
     assert kube.count("create", CONTROLLER_REVISIONS) == 1
+    (name,) = kube.all(CONTROLLER_REVISIONS)
+    kube.edit(CONTROLLER_REVISIONS, name, lambda r: r["metadata"].update(managedFields=[{}]))
     revisions.now = REVISIONS_RELIST_S  # 300 s after the list
     rec.reconcile(KEY)
     assert revisions.lists == 2
     rec.reconcile(KEY)
     assert revisions.lists == 2
+    (kept,) = rec.known_revisions[KEY].found  # what a pass reads, without the rest
+    assert set(kept["metadata"]) == {"name", "uid", "labels"}
+    assert kept["data"]["roles"][0]["name"] == "server"
 
 
 def test_a_new_template_lists_the_revisions_again_and_keeps_the_one_it_made(
@@ -767,6 +772,49 @@ def test_old_revisions_deleted_leave_the_kept_list_as_the_api_has_it(
     rec.reconcile(KEY)
     assert kube.count("delete", CONTROLLER_REVISIONS) == deletes  # none deleted twice
     assert revisions.lists == REVISION_HISTORY + 4  # once per new template
+
+
+def test_an_old_revision_made_again_by_someone_else_is_not_deleted_by_name(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Revisions(kube, rec, monkeypatch)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rec.reconcile(KEY)
+    for generation in range(2, REVISION_HISTORY + 3):
+        new_image(kube, f"nginx:1.{generation}.0", generation)
+        rec.reconcile(KEY)  # lists: the new template's revision is not kept
+        if generation == REVISION_HISTORY + 2:  # the next pass deletes the oldest, from the list
+            oldest = min(kube.all(CONTROLLER_REVISIONS).values(), key=lambda r: r["revision"])
+            kube.edit(
+                CONTROLLER_REVISIONS,
+                oldest["metadata"]["name"],
+                lambda r: r["metadata"].update(uid="made-again"),
+            )
+        for name in kube.all(PODS):
+            set_running(kube, name)
+        rec.reconcile(KEY)
+    stored = kube.all(CONTROLLER_REVISIONS)
+    assert stored[oldest["metadata"]["name"]]["metadata"]["uid"] == "made-again"
+    assert len(stored) == REVISION_HISTORY + 2
+
+
+def test_a_model_serving_made_again_under_its_name_gets_its_own_revision(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    revisions = Revisions(kube, rec, monkeypatch)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    rec.reconcile(KEY)
+    (name,) = kube.all(CONTROLLER_REVISIONS)
+    # deleted (its revisions with it, by their owner) and made again between two passes
+    kube.remove(MODEL_SERVINGS, "sample")
+    kube.remove(CONTROLLER_REVISIONS, name)
+    made = model_serving(replicas=1)
+    made["metadata"]["uid"] = "uid-again"
+    kube.put(MODEL_SERVINGS, made)
+    rec.reconcile(KEY)
+    assert revisions.lists == 2
+    (again,) = kube.all(CONTROLLER_REVISIONS).values()
+    assert again["metadata"]["ownerReferences"][0]["uid"] == "uid-again"
 
 
 def test_forget_drops_the_kept_revisions(kube: FakeKube, rec: Reconciler) -> None:
