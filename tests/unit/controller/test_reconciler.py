@@ -677,14 +677,22 @@ def new_image(kube: FakeKube, image: str, generation: int) -> None:
     kube.edit(MODEL_SERVINGS, "sample", change)
 
 
-def test_passes_list_the_revisions_once_until_the_relist_time(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    revisions = Revisions(kube, rec, monkeypatch)
+@pytest.fixture
+def revisions(kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch) -> Revisions:
+    """The lists counted, the clock set by hand, and ModelServing ``sample`` (one ServingGroup)
+    reconciled once: its first revision made."""
+    counted = Revisions(kube, rec, monkeypatch)
     kube.put(MODEL_SERVINGS, model_serving(replicas=1))
-    for _ in range(5):
-        rec.reconcile(KEY)
+    rec.reconcile(KEY)
+    return counted
+
+
+def test_passes_list_the_revisions_once_until_the_relist_time(
+    kube: FakeKube, rec: Reconciler, revisions: Revisions
+) -> None:
+    for _ in range(4):
         revisions.now += 10.0
+        rec.reconcile(KEY)
     assert revisions.lists == 1
     assert kube.count("create", CONTROLLER_REVISIONS) == 1
     (name,) = kube.all(CONTROLLER_REVISIONS)
@@ -700,11 +708,8 @@ def test_passes_list_the_revisions_once_until_the_relist_time(
 
 
 def test_a_new_template_lists_the_revisions_again_and_keeps_the_one_it_made(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, revisions: Revisions
 ) -> None:
-    revisions = Revisions(kube, rec, monkeypatch)
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
-    rec.reconcile(KEY)
     new_image(kube, "nginx:1.29.0", 2)
     rec.reconcile(KEY)
     assert revisions.lists == 2
@@ -715,11 +720,8 @@ def test_a_new_template_lists_the_revisions_again_and_keeps_the_one_it_made(
 
 
 def test_a_revision_deleted_by_someone_else_is_made_again_after_the_relist_time(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, revisions: Revisions
 ) -> None:
-    revisions = Revisions(kube, rec, monkeypatch)
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
-    rec.reconcile(KEY)
     (name,) = kube.all(CONTROLLER_REVISIONS)
     kube.remove(CONTROLLER_REVISIONS, name)
     rec.reconcile(KEY)
@@ -753,11 +755,8 @@ def test_a_revision_name_taken_by_another_owner_is_listed_on_every_pass(
 
 
 def test_old_revisions_deleted_leave_the_kept_list_as_the_api_has_it(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, revisions: Revisions
 ) -> None:
-    revisions = Revisions(kube, rec, monkeypatch)
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
-    rec.reconcile(KEY)
     for generation in range(2, REVISION_HISTORY + 5):
         new_image(kube, f"nginx:1.{generation}.0", generation)
         rec.reconcile(KEY)
@@ -775,11 +774,8 @@ def test_old_revisions_deleted_leave_the_kept_list_as_the_api_has_it(
 
 
 def test_an_old_revision_made_again_by_someone_else_is_not_deleted_by_name(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, revisions: Revisions
 ) -> None:
-    Revisions(kube, rec, monkeypatch)
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
-    rec.reconcile(KEY)
     for generation in range(2, REVISION_HISTORY + 3):
         new_image(kube, f"nginx:1.{generation}.0", generation)
         rec.reconcile(KEY)  # lists: the new template's revision is not kept
@@ -799,11 +795,8 @@ def test_an_old_revision_made_again_by_someone_else_is_not_deleted_by_name(
 
 
 def test_a_model_serving_made_again_under_its_name_gets_its_own_revision(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, revisions: Revisions
 ) -> None:
-    revisions = Revisions(kube, rec, monkeypatch)
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
-    rec.reconcile(KEY)
     (name,) = kube.all(CONTROLLER_REVISIONS)
     # deleted (its revisions with it, by their owner) and made again between two passes
     kube.remove(MODEL_SERVINGS, "sample")
