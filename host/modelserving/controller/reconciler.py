@@ -402,21 +402,19 @@ class Reconciler:
         current = revision_of(ms)
         known = self.known_revisions.pop(key, None)  # kept again only when the pass succeeds
         now = self.monotonic()
-        if (
-            known is None
-            or known.uid != uid
-            or now - known.listed >= REVISIONS_RELIST_S
-            or current not in _by_revision(known.found)
-        ):
+        by_rev: dict[str | None, dict[str, Any]] = {}
+        if known is not None and known.uid == uid and now - known.listed < REVISIONS_RELIST_S:
+            by_rev = _by_revision(known.found)
+        if known is None or current not in by_rev:  # none kept, too old, a new template: list
             selector = f"{labels.NAME_LABEL}={ms.name}"
-            found = [
+            listed = [
                 _slim_revision(r)
                 for r in self.kube.list(CONTROLLER_REVISIONS, ms.namespace, selector)
                 if owned_by(r, uid)
             ]
-            known = _Revisions(uid, found, now)
+            known = _Revisions(uid, listed, now)
+            by_rev = _by_revision(listed)
         found = known.found
-        by_rev = _by_revision(found)
         kept = True
         if current not in by_rev:
             number = max((int(r.get("revision") or 0) for r in found), default=0) + 1
@@ -777,8 +775,8 @@ def _slim_revision(revision: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _by_revision(found: Iterable[dict[str, Any]]) -> dict[str | None, dict[str, Any]]:
-    """ControllerRevisions by their revision label (the last of a label wins)."""
-    return {r["metadata"].get("labels", {}).get(labels.REVISION_LABEL): r for r in found}
+    """ControllerRevisions by their revision label (``_rev``; the last of a label wins)."""
+    return {_rev(r): r for r in found}
 
 
 def _rev(obj: Mapping[str, Any]) -> str | None:

@@ -633,17 +633,20 @@ def test_the_revision_is_recorded_once(kube: FakeKube, rec: Reconciler) -> None:
     assert kube.created[0]["kind"] == "ControllerRevision"  # before any Pod
 
 
+def new_image(kube: FakeKube, image: str, generation: int) -> None:
+    def change(ms: Obj) -> None:
+        ms["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"][0]["image"] = (
+            image
+        )
+        ms["metadata"]["generation"] = generation
+
+    kube.edit(MODEL_SERVINGS, "sample", change)
+
+
 def test_a_new_template_gets_the_next_revision_number(kube: FakeKube, rec: Reconciler) -> None:
     kube.put(MODEL_SERVINGS, model_serving(replicas=1))
     rec.reconcile(KEY)
-
-    def change(ms: Obj) -> None:
-        ms["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"][0]["image"] = (
-            "nginx:1.29.0"
-        )
-        ms["metadata"]["generation"] = 2
-
-    kube.edit(MODEL_SERVINGS, "sample", change)
+    new_image(kube, "nginx:1.29.0", 2)
     rec.reconcile(KEY)
     numbers = sorted(r["revision"] for r in kube.all(CONTROLLER_REVISIONS).values())
     assert numbers == [1, 2]
@@ -665,16 +668,6 @@ class Revisions:
 
         monkeypatch.setattr(kube, "list", counting)
         rec.monotonic = lambda: self.now
-
-
-def new_image(kube: FakeKube, image: str, generation: int) -> None:
-    def change(ms: Obj) -> None:
-        ms["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"][0]["image"] = (
-            image
-        )
-        ms["metadata"]["generation"] = generation
-
-    kube.edit(MODEL_SERVINGS, "sample", change)
 
 
 @pytest.fixture
