@@ -3,7 +3,8 @@
 ``check_shape`` checks a patch's form (a list of ``{op, path[, value]}`` maps, bounded in
 depth); ``apply_one`` applies one operation so that only the maps and lists on its path are new
 (``apply_step``: the same for an operation prepared once as a ``Step``, as the validator keeps a
-patch it has checked);
+patch it has checked; ``run_program``: a whole patch of plain changes in one pass, its paths
+walked once);
 ``replaces_member`` tells an ``add`` that overwrites from one that creates. The patch policy
 (``modelserving.chain.policy``) decides what may be applied; this module only applies.
 """
@@ -208,6 +209,126 @@ def apply_step(doc: Any, step: Step, owned: set[int]) -> Any:
     return root
 
 
+_APPEND, _SET, _GUARDED_SET, _REPLACE = range(4)
+"""What a ``Program``'s write does: append to a list, set a map's member, set one that must be
+absent or null (an ``add`` the allow-list lets create but not replace), replace an existing map
+member or list item."""
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A patch of plain ``add``s and ``replace``s as one pass over a document (``program_of``):
+    copy each map and list on the operations' paths once, in path order, then make each change
+    in the copies, in the operations' order. The same result as applying the Steps one by one,
+    without walking each operation's path again."""
+
+    copies: tuple[tuple[int, str, int | None], ...]
+    """Per copy: the copy (register) it is taken from, the token, and the list index it names;
+    register 0 is the document's own copy, register n the copy of ``copies[n - 1]``."""
+    writes: tuple[tuple[int, int, str, int | None, Any], ...]
+    """Per operation: the register it changes, what it does (``_APPEND``...), the member, its
+    list index (None: it names none) and the value."""
+
+
+def program_of(steps: Sequence[Step], guarded: Sequence[bool]) -> Program | None:
+    """``steps`` as a Program, or None when one is not a plain change: a ``remove`` or a
+    ``test``, the whole document, an ``add`` at a list index (it moves the items after it), a
+    ``replace`` at ``-``, or an operation whose path goes through what an earlier one set (it
+    changes that value, which must be copied first). ``guarded``: per step, an ``add`` that may
+    not land on an existing member (``_GUARDED_SET``)."""
+    registers: dict[tuple[str, ...], int] = {(): 0}
+    copies: list[tuple[int, str, int | None]] = []
+    writes: list[tuple[int, int, str, int | None, Any]] = []
+    set_paths: set[tuple[str, ...]] = set()
+    for step, guard in zip(steps, guarded, strict=True):
+        name, last = step.name, step.last
+        if last is None or name not in ("add", "replace"):
+            return None
+        tokens = step.tokens
+        if any(tokens[:depth] in set_paths for depth in range(1, len(tokens))):
+            return None
+        register = 0
+        for depth, (token, index) in enumerate(step.parents, 1):
+            prefix = tokens[:depth]
+            found = registers.get(prefix)
+            if found is None:
+                found = registers[prefix] = len(copies) + 1
+                copies.append((register, token, index))
+            register = found
+        value = step.op["value"]
+        if last == "-":
+            if name != "add":
+                return None
+            writes.append((register, _APPEND, last, None, value))
+            continue
+        if name == "add" and step.last_index is not None:
+            return None
+        kind = _REPLACE if name == "replace" else _GUARDED_SET if guard else _SET
+        writes.append((register, kind, last, step.last_index, value))
+        set_paths.add(tokens)
+    return Program(tuple(copies), tuple(writes))
+
+
+def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
+    """``doc`` with the program's changes, built copy-on-write (nothing shared with ``doc``
+    changes); None when the document is not as the program needs it (a member or index on the
+    way is missing or not a map or list, a ``replace`` finds nothing, a guarded ``add`` lands on
+    a member, a ``-`` is in a map): the Steps then apply one by one, and refuse or apply
+    as they do."""
+    if type(doc) is not dict:
+        return None
+    root: dict[str, Any] = dict(doc)
+    registers: list[Any] = [root]
+    for source, token, index in program.copies:
+        parent = registers[source]
+        kind = type(parent)
+        if kind is dict:
+            child = parent.get(token, _NOTHING)
+            key: str | int = token
+        elif kind is list and index is not None and index < len(parent):
+            child = parent[index]
+            key = index
+        else:
+            return None
+        kind = type(child)
+        if kind is dict:
+            child = dict(child)
+        elif kind is list:
+            child = list(child)
+        else:
+            return None
+        parent[key] = child
+        registers.append(child)
+    for register, what, last, index, value in program.writes:
+        target = registers[register]
+        if type(target) is dict:
+            if what == _SET:
+                target[last] = value
+            elif what == _APPEND:  # '-' names a map's member: rare, the Steps apply it
+                return None
+            elif what == _REPLACE:
+                if last not in target:
+                    return None
+                target[last] = value
+            elif target.get(last) is not None:  # a guarded add over a member
+                return None
+            else:
+                target[last] = value
+        elif type(target) is list:
+            if what == _APPEND:
+                target.append(value)
+            elif what == _REPLACE and index is not None and index < len(target):
+                target[index] = value
+            else:
+                return None
+        else:
+            return None
+    return root
+
+
+_NOTHING = object()
+
+
 def _owned_copy(value: Any, owned: set[int]) -> Any:
     """``value`` itself when this patch made it, else a shallow copy that this patch now owns."""
     if id(value) in owned:
@@ -297,10 +418,16 @@ def replaces_member(doc: Any, path: str) -> bool:
         return True
     parent = doc
     for token in tokens[:-1]:
-        if isinstance(parent, dict | Mapping) and token in parent:
-            parent = parent[token]
-        elif isinstance(parent, list) and token.isdigit() and int(token) < len(parent):
+        kind = type(parent)
+        if kind is list:
+            if not (token.isdigit() and int(token) < len(parent)):
+                return False  # it will not apply at all
             parent = parent[int(token)]
+        elif (kind is dict or isinstance(parent, Mapping)) and token in parent:
+            parent = parent[token]
         else:
-            return False  # it will not apply at all
-    return isinstance(parent, dict | Mapping) and parent.get(tokens[-1]) is not None
+            return False
+    kind = type(parent)
+    return (kind is dict or (kind is not list and isinstance(parent, Mapping))) and parent.get(
+        tokens[-1]
+    ) is not None

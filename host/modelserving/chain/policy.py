@@ -39,10 +39,13 @@ from modelserving.chain.grants import (
     toward_capabilities,
 )
 from modelserving.chain.jsonpatch import (
+    Program,
     Step,
     apply_step,
     check_shape,
+    program_of,
     replaces_member,
+    run_program,
     split_pointer,
     split_tokens,
     step_of,
@@ -142,6 +145,8 @@ class _Checked:
     when it lands on an existing member."""
     steps: tuple[Step, ...]
     """The operations ready to apply (their paths split once)."""
+    program: Program | None
+    """The same as one pass (``jsonpatch.program_of``), when they are plain changes."""
 
 
 def _patch_key(raw: Any) -> bytes | None:
@@ -223,7 +228,7 @@ class PatchValidator:
         return self.apply_patch(pod, raw_ops)[0]
 
     def apply_patch(
-        self, pod: Mapping[str, Any], raw_ops: Any, copy_values: bool = True
+        self, pod: Mapping[str, Any], raw_ops: Any, copy_values: bool = True, keep: bool = True
     ) -> tuple[dict[str, Any], list[PatchOperation]]:
         """The patched Pod and the validated operations (safe to keep; read-only: their values
         are in the Pod).
@@ -232,6 +237,8 @@ class PatchValidator:
         on the path of an operation are new, everything else is shared with ``pod``, so treat
         both as read-only (or copy the part you change). ``copy_values=False`` puts the
         operations' values into the Pod as they are: only for operations no one else holds.
+        ``keep=False``: the patched Pod is the chain's last, no plugin patches it again, so
+        what is found of it is not kept for the next (nor does it take a template's place).
 
         What does not depend on the Pod (the operations' shape, their paths against the
         allow-list, what their values can change) is worked out once per patch: a patch equal
@@ -240,7 +247,7 @@ class PatchValidator:
         values, again. Every Pod gets the same patch from most plugins.
         """
         checked = self._checked(raw_ops, copy_values)
-        return self._apply_checked(pod, checked), list(checked.ops)
+        return self._apply_checked(pod, checked, keep), list(checked.ops)
 
     def _checked(self, raw_ops: Any, copy_values: bool) -> _Checked:
         """``raw_ops`` checked: shape, paths and the effects their values decide (raises
@@ -254,15 +261,30 @@ class PatchValidator:
         self.check_paths(ops)
         effects, by_pod = self._value_effects(ops)
         guarded = tuple(op["op"] == "add" and not self.allows(op["path"], "replace") for op in ops)
-        checked = _Checked(ops, effects, by_pod, guarded, tuple(map(step_of, ops)))
+        steps = tuple(map(step_of, ops))
+        checked = _Checked(ops, effects, by_pod, guarded, steps, program_of(steps, guarded))
         if key is not None:
             self._patches.keep(key, len(key), checked)
         return checked
 
-    def _apply_checked(self, pod: Mapping[str, Any], checked: _Checked) -> dict[str, Any]:
+    def _apply_checked(
+        self, pod: Mapping[str, Any], checked: _Checked, keep: bool = True
+    ) -> dict[str, Any]:
         ops = checked.ops
         if not ops:
             return dict(pod)
+        program = checked.program
+        after: Any = None if program is None else run_program(pod, program)
+        if after is None:
+            after = self._apply_steps(pod, checked)
+        if not isinstance(after, dict):
+            raise PatchRejected("", "the patch replaced the whole Pod")
+        self._check_invariants(pod, after, self._patch_effects(checked, pod), keep)
+        return after
+
+    @staticmethod
+    def _apply_steps(pod: Mapping[str, Any], checked: _Checked) -> Any:
+        """The operations applied one by one (what a Program does not do, and every refusal)."""
         after: Any = pod
         owned: set[int] = set()  # containers this patch copied: changed in place from then on
         # one by one, so that an 'add' is judged by what it does to this Pod
@@ -274,9 +296,6 @@ class PatchValidator:
                     "(patchPolicy.allowedPaths)",
                 )
             after = apply_step(after, step, owned)
-        if not isinstance(after, dict):
-            raise PatchRejected("", "the patch replaced the whole Pod")
-        self._check_invariants(pod, after, self._patch_effects(checked, pod))
         return after
 
     def check_invariants(
@@ -293,9 +312,10 @@ class PatchValidator:
         )
 
     def _check_invariants(
-        self, before: Mapping[str, Any], after: Mapping[str, Any], effects: int
+        self, before: Mapping[str, Any], after: Mapping[str, Any], effects: int, keep: bool = True
     ) -> None:
-        """``check_invariants`` with what the operations can change (``_effects``)."""
+        """``check_invariants`` with what the operations can change (``_effects``); ``keep``:
+        what is found of ``after`` is kept for a patch of it (``apply_patch``)."""
         meta_b, meta_a = _meta(before), _meta(after)
         if effects & _IDENTITY_FIELDS:
             self._check_identity(before, after, meta_b, meta_a)
@@ -317,7 +337,7 @@ class PatchValidator:
         if effects & _VOLUME_NAMES:
             _check_unique_volume_names(before, after)
         template = self._entry(before)
-        patched = self._entry(after)
+        patched = self._entry(after) if keep else _Known(after)
         if patched.parent is None and patched is not template:
             patched.parent = template
         if effects & _GRANTS:
@@ -748,7 +768,8 @@ def _has_host_volumes(pod: Mapping[str, Any]) -> bool:
     spec = pod.get("spec")
     volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
     return isinstance(volumes, list) and any(
-        not isinstance(v, Mapping) or "hostPath" in v for v in volumes
+        "hostPath" in v if type(v) is dict else not isinstance(v, Mapping) or "hostPath" in v
+        for v in volumes
     )
 
 
@@ -979,7 +1000,7 @@ def _differs(old: Mapping[str, Any], new: Mapping[str, Any], key: str) -> bool:
 
 
 def _as_map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def _as_list(value: Any) -> list[Any]:

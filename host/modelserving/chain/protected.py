@@ -132,4 +132,4 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _as_map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    return value if type(value) is dict or isinstance(value, Mapping) else {}

@@ -267,11 +267,8 @@ def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) ->
     if part is None:
         return False
     inputs = part.inputs
-    if inputs[0] is not raw_sc:
+    if inputs[0] is not raw_sc or not all(map(_is, map(spec.get, _POD_FIELDS), inputs[1:])):
         return False
-    for i, pod_field in enumerate(_POD_FIELDS, 1):
-        if spec.get(pod_field) is not inputs[i]:
-            return False
     annotations = _as_map(pod.get("metadata")).get("annotations")
     if part.extra != (_apparmor(annotations) if annotations else ()):
         return False
@@ -300,15 +297,15 @@ def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) ->
             if part is None:
                 return False
             inputs = part.inputs
-            if inputs[0] is not name:
+            if inputs[0] is not name or not all(
+                map(_is, map(container.get, _REACH_FIELDS), inputs[1:])
+            ):
                 return False
-            for j, field_name in enumerate(_REACH_FIELDS, 1):
-                if container.get(field_name) is not inputs[j]:
-                    return False
             count += 2
     return count == len(parts)
 
 
+_is = operator.is_
 _POD_PART = ("pod", 0)
 _POD_FIELDS = ("hostNetwork", "hostPID", "hostIPC", "hostUsers")
 """The fields of the Pod's spec its own facts are read from (besides its securityContext)."""

@@ -118,9 +118,14 @@ class Chain:
         serving = self._serving.get(key)
         if serving is None:  # the same few roles and hooks for every Pod of the chain
             serving = self._serving[key] = tuple(e for e in self.entries if e.serves(hook, place))
+        if not serving:
+            return pod, outcomes
+        model, validator, last = ms or self.model_serving, self.validator, serving[-1]
         for entry in serving:
-            outcome = invoke(entry, self.request(hook, desired, pod, ms), self.validator)
-            self._observe(outcome, desired.place.role_name)
+            request = HookRequest(hook, model, place, pod)  # ``request``, without the call
+            outcome = invoke(entry, request, validator, None, entry is last)
+            if self.observer is not None:
+                self._observe(outcome, place.role_name)
             if outcome.failure is not None and patches and entry.spec.blocks:
                 raise outcome.failure
             if outcome.pod is not None and not outcome.monitored:
@@ -135,13 +140,14 @@ class Chain:
         changed without a new generation); by default the one the chain was built from.
         """
         made = desired.pod
-        key = (desired.place.role_name, desired.place.is_entry)
+        place = desired.place
+        key = (place.role_name, place.is_entry)
         sibling = self._last_made.get(key)
         if sibling is not None:
             self.validator.related(made, sibling)
         self._last_made[key] = made
         pod, outcomes = self.run(Hook.ON_POD_CREATE, desired, made, ms)
-        if pod is desired.pod:
+        if pod is made:
             pod = json_copy(pod)
         applied = tuple(o.index for o in outcomes if o.failure is None and not o.monitored)
         if applied:

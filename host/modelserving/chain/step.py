@@ -117,9 +117,11 @@ def invoke(
     request: Request,
     validator: PatchValidator | None = None,
     objects: ObjectValidator | None = None,
+    last: bool = False,
 ) -> Outcome:
     """Call ``request.hook`` of ``entry``; never raises for a plugin's failure (it is in the
-    outcome, classified, naming plugin, hook and Pod or ServingGroup)."""
+    outcome, classified, naming plugin, hook and Pod or ServingGroup). ``last``: no plugin
+    patches the Pod after this one (``PatchValidator.apply_patch``'s ``keep``)."""
     hook = request.hook
     start = time.perf_counter()
     reply = _call(entry.plugin, request)
@@ -134,7 +136,7 @@ def invoke(
     elif reply.failure is None and SPEC[hook].patches:
         assert isinstance(request, HookRequest)
         reply, pod, patch = _apply(
-            reply, request.pod, validator or PatchValidator(), entry.plugin.copies_values
+            reply, request.pod, validator or PatchValidator(), entry.plugin.copies_values, last
         )
     failure = None
     if reply.failure is not None:
@@ -184,13 +186,13 @@ def _call(plugin: PluginAdapter, request: Request) -> Reply:
 
 
 def _apply(
-    reply: Reply, pod: dict[str, Any], validator: PatchValidator, copy: bool
+    reply: Reply, pod: dict[str, Any], validator: PatchValidator, copy: bool, last: bool
 ) -> tuple[Reply, dict[str, Any] | None, list[PatchOperation]]:
     """The reply, the patched Pod and the validated operations; a refusal is ForbiddenPatch
     (and no Pod)."""
     raw = [] if reply.patch is None else reply.patch
     try:
-        patched, ops = validator.apply_patch(pod, raw, copy)
+        patched, ops = validator.apply_patch(pod, raw, copy, keep=not last)
         return reply, patched, ops
     except PatchRejected as exc:
         message = str(exc)

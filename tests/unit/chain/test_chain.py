@@ -682,7 +682,9 @@ class Both(Declares):
 class ExplodingValidator(PatchValidator):
     """A validator with a bug: it raises something other than PatchRejected."""
 
-    def apply_patch(self, pod: Any, raw_ops: Any, copy_values: bool = True) -> Any:
+    def apply_patch(
+        self, pod: Any, raw_ops: Any, copy_values: bool = True, keep: bool = True
+    ) -> Any:
         raise TypeError("unhashable type: 'dict'")
 
 

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
 from modelserving.chain.grants import may_grant
-from modelserving.chain.jsonpatch import apply_one, apply_step, step_of
+from modelserving.chain.jsonpatch import (
+    apply_one,
+    apply_step,
+    program_of,
+    replaces_member,
+    run_program,
+    step_of,
+)
 from modelserving.chain.pss import pod_facts, weakenings
 
 scalars = st.none() | st.integers(-5, 5) | st.text(alphabet="ab~/", max_size=3)
@@ -253,3 +260,142 @@ def test_operations_judged_neutral_never_change_privileges(
         return
     if next(weakenings(pod_facts(PRIVILEGED_POD), pod_facts(after)), None):
         assert may_grant(op)  # type: ignore[arg-type]
+
+
+def steps_result(doc: Any, steps: list[Any], guarded: list[bool]) -> Any:
+    """The validator's one-by-one path: a guarded 'add' over a member is refused."""
+    owned: set[int] = set()
+    try:
+        for step, guard in zip(steps, guarded, strict=True):
+            if guard and replaces_member(doc, step.op["path"]):
+                return PatchRejected
+            doc = apply_step(doc, step, owned)
+    except PatchRejected:
+        return PatchRejected
+    return doc
+
+
+def shared(before: Any, after: Any) -> set[int]:
+    """The ids of the containers of ``before`` that ``after`` still holds (the same objects)."""
+    found: set[int] = set()
+    originals: dict[int, Any] = {}
+    stack = [before]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict | list):
+            originals[id(node)] = node
+            stack.extend(node.values() if isinstance(node, dict) else node)
+    stack = [after]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict | list):
+            if originals.get(id(node)) is node:
+                found.add(id(node))
+            stack.extend(node.values() if isinstance(node, dict) else node)
+    return found
+
+
+plain_operations = st.builds(
+    lambda name, path, value: {"op": name, "path": path, "value": value},
+    st.sampled_from(["add", "replace"]),
+    paths,
+    values,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    docs=st.lists(
+        st.dictionaries(st.sampled_from(["a", "b", "0", "-", "a/b"]), values, max_size=3),
+        min_size=2,
+        max_size=2,
+    ),
+    patch=st.lists(plain_operations | operations, min_size=1, max_size=6),
+    guards=st.lists(st.booleans(), min_size=6, max_size=6),
+)
+def test_program_does_what_the_steps_do(
+    docs: list[dict[str, Any]], patch: list[dict[str, Any]], guards: list[bool]
+) -> None:
+    """A patch run as one Program, made once, on one document after another: wherever it gives
+    a result, the Steps give the same, sharing the same parts of the document; where the Steps
+    refuse, it gives none. Neither the document nor the operations change."""
+    steps = [step_of(op) for op in patch]  # type: ignore[arg-type]
+    guarded = [g and op["op"] == "add" for g, op in zip(guards, patch, strict=False)]
+    program = program_of(steps, guarded)
+    kept = copy.deepcopy(patch)
+    for doc in docs:
+        before = copy.deepcopy(doc)
+        expected = steps_result(doc, steps, guarded)
+        got = None if program is None else run_program(doc, program)
+        if got is not None:
+            assert got == expected
+            assert shared(doc, got) == shared(doc, expected)
+        assert doc == before
+        assert patch == kept
+
+
+def test_the_builtins_patches_run_as_programs() -> None:
+    """The patches the built-ins make (appends, members set, an item replaced) take the
+    one-pass path, and give what the Steps give."""
+    pod = copy.deepcopy(PRIVILEGED_POD)
+    patch = [
+        {"op": "add", "path": "/spec/containers/0/env/-", "value": {"name": "B", "value": "1"}},
+        {"op": "replace", "path": "/spec/containers/0/env/0", "value": {"name": "A", "value": "x"}},
+        {"op": "add", "path": "/spec/containers/0/resources", "value": {"limits": {"cpu": "1"}}},
+        {"op": "add", "path": "/spec/volumes", "value": [{"name": "dshm", "emptyDir": {}}]},
+        {"op": "add", "path": "/metadata/annotations/k", "value": "v"},
+        {"op": "replace", "path": "/spec/containers/0/image", "value": "j"},
+    ]
+    steps = [step_of(op) for op in patch]  # type: ignore[arg-type]
+    guarded = [False, False, True, False, False, False]
+    program = program_of(steps, guarded)
+    assert program is not None
+    assert run_program(pod, program) == steps_result(pod, steps, guarded)
+    assert pod == PRIVILEGED_POD
+    # a guarded add over a member has no result of its own (the Steps refuse it)
+    pod["spec"]["containers"][0]["resources"] = {"limits": {}}
+    assert steps_result(pod, steps, guarded) is PatchRejected
+    assert run_program(pod, program) is None
+
+
+def test_what_a_program_leaves_to_the_steps() -> None:
+    """Removals, tests, inserts at a list index and changes inside a value set by an earlier
+    operation are not made into Programs."""
+
+    def program(*ops: dict[str, Any]) -> Any:
+        steps = [step_of(op) for op in ops]  # type: ignore[arg-type]
+        return program_of(steps, [False] * len(steps))
+
+    assert program({"op": "remove", "path": "/a"}) is None
+    assert program({"op": "test", "path": "/a", "value": 1}) is None
+    assert program({"op": "add", "path": "/a/0", "value": 1}) is None
+    assert program({"op": "add", "path": "", "value": {}}) is None
+    assert program({"op": "replace", "path": "/a/-", "value": 1}) is None
+    assert (
+        program({"op": "add", "path": "/a", "value": {}}, {"op": "add", "path": "/a/b", "value": 1})
+        is None
+    )
+    # the other way round both are plain: the later one replaces what the earlier one changed
+    assert program(
+        {"op": "add", "path": "/a/b", "value": 1}, {"op": "add", "path": "/a", "value": {}}
+    )
+
+
+def test_a_program_gives_no_result_where_the_document_differs() -> None:
+    """Where a document is not as the program needs it, the program gives no result (the Steps
+    then refuse or apply): an item past a list's end, a member a replace does not find, '-' in
+    a map, a path through a scalar."""
+    doc = {"a": [1, 2], "m": {"k": 1}, "s": "text"}
+
+    def run(op: dict[str, Any]) -> Any:
+        program = program_of([step_of(op)], [False])  # type: ignore[arg-type]
+        assert program is not None
+        return run_program(doc, program)
+
+    assert run({"op": "replace", "path": "/a/2", "value": 3}) is None
+    assert run({"op": "replace", "path": "/m/x", "value": 3}) is None
+    assert run({"op": "add", "path": "/m/-", "value": 3}) is None
+    assert run({"op": "add", "path": "/s/x", "value": 3}) is None
+    assert run({"op": "add", "path": "/a/x", "value": 3}) is None
+    assert run({"op": "replace", "path": "/a/1", "value": 3}) == {**doc, "a": [1, 3]}
+    assert doc == {"a": [1, 2], "m": {"k": 1}, "s": "text"}
