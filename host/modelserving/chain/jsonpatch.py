@@ -418,15 +418,17 @@ def replaces_member(doc: Any, path: str) -> bool:
         return True
     parent = doc
     for token in tokens[:-1]:
-        kind = type(parent)
-        if kind is list:
-            if not (token.isdigit() and int(token) < len(parent)):
-                return False  # it will not apply at all
-            parent = parent[int(token)]
-        elif (kind is dict or isinstance(parent, Mapping)) and token in parent:
+        kind = type(parent)  # exact types first: isinstance of Mapping is slow for a list
+        if (kind is dict or (kind is not list and isinstance(parent, Mapping))) and token in parent:
             parent = parent[token]
+        elif (
+            (kind is list or isinstance(parent, list))
+            and token.isdigit()
+            and int(token) < len(parent)
+        ):
+            parent = parent[int(token)]
         else:
-            return False
+            return False  # it will not apply at all
     kind = type(parent)
     return (kind is dict or (kind is not list and isinstance(parent, Mapping))) and parent.get(
         tokens[-1]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import jsonpatch
 import jsonpointer
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
+from modelserving.api.policy import PatchPolicy, PathRule, default_path_rules
 from modelserving.chain.grants import may_grant
 from modelserving.chain.jsonpatch import (
     apply_one,
@@ -20,6 +23,7 @@ from modelserving.chain.jsonpatch import (
     run_program,
     step_of,
 )
+from modelserving.chain.policy import PatchValidator
 from modelserving.chain.pss import pod_facts, weakenings
 
 scalars = st.none() | st.integers(-5, 5) | st.text(alphabet="ab~/", max_size=3)
@@ -399,3 +403,56 @@ def test_a_program_gives_no_result_where_the_document_differs() -> None:
     assert run({"op": "add", "path": "/a/x", "value": 3}) is None
     assert run({"op": "replace", "path": "/a/1", "value": 3}) == {**doc, "a": [1, 3]}
     assert doc == {"a": [1, 2], "m": {"k": 1}, "s": "text"}
+
+
+class _ListKind(list):  # type: ignore[type-arg]
+    """A list of another type: a Pod read from elsewhere may hold one."""
+
+
+class _MapKind(Mapping[str, Any]):
+    """A read-only map that is not a dict."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def test_an_add_over_a_member_is_seen_through_lists_and_maps_of_any_type() -> None:
+    """``replaces_member`` walks list subclasses and non-dict maps as it walks lists and dicts:
+    a guarded 'add' over an existing member is refused whatever types hold it."""
+    for containers in ([{"image": "i"}], _ListKind([{"image": "i"}])):
+        for spec in ({"containers": containers}, _MapKind({"containers": containers})):
+            doc = {"spec": spec}
+            assert replaces_member(doc, "/spec/containers/0/image")
+            assert not replaces_member(doc, "/spec/containers/0/args")
+            assert not replaces_member(doc, "/spec/containers/1/image")
+    assert replaces_member({"m": _MapKind({"k": 1})}, "/m/k")
+    assert not replaces_member({"m": _ListKind([1])}, "/m/0")
+
+
+def test_a_guarded_add_through_a_list_subclass_is_refused() -> None:
+    """An allow-list that lets plugins create a container's image but not replace it refuses
+    an 'add' over the image, also where the Pod's containers are a list subclass."""
+    policy = PatchPolicy(
+        allowed_paths=[
+            *default_path_rules(),
+            PathRule(path="/spec/containers/*/image", ops=["add"]),
+        ]
+    )
+    for containers in (
+        [{"name": "c", "image": "good"}],
+        _ListKind([{"name": "c", "image": "good"}]),
+    ):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+        pod["spec"] = {"containers": containers}
+        patch = [{"op": "add", "path": "/spec/containers/0/image", "value": "evil"}]
+        with pytest.raises(PatchRejected, match="replaces it"):
+            PatchValidator(policy).apply(pod, patch)
