@@ -279,26 +279,28 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
         return None
     root: dict[str, Any] = dict(doc)
     registers: list[Any] = [root]
+    keep = registers.append
     for source, token, index in program.copies:
         parent = registers[source]
-        kind = type(parent)
-        if kind is dict:
-            child = parent.get(token, _NOTHING)
-            key: str | int = token
-        elif kind is list and index is not None and index < len(parent):
+        if type(parent) is dict:
+            child = parent.get(token)  # None, like a missing member, is not a map or list
+            if type(child) is dict:
+                child = parent[token] = dict(child)
+            elif type(child) is list:
+                child = parent[token] = list(child)
+            else:
+                return None
+        elif type(parent) is list and index is not None and index < len(parent):
             child = parent[index]
-            key = index
+            if type(child) is dict:
+                child = parent[index] = dict(child)
+            elif type(child) is list:
+                child = parent[index] = list(child)
+            else:
+                return None
         else:
             return None
-        kind = type(child)
-        if kind is dict:
-            child = dict(child)
-        elif kind is list:
-            child = list(child)
-        else:
-            return None
-        parent[key] = child
-        registers.append(child)
+        keep(child)
     for register, what, last, index, value in program.writes:
         target = registers[register]
         if type(target) is dict:
@@ -324,9 +326,6 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
         else:
             return None
     return root
-
-
-_NOTHING = object()
 
 
 def _owned_copy(value: Any, owned: set[int]) -> Any:

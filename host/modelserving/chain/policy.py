@@ -106,11 +106,17 @@ class _Known:
 
     __slots__ = ("access", "granted", "parent", "pod", "pss")
 
-    def __init__(self, pod: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        pod: Mapping[str, Any],
+        pss_facts: pss.PodFacts | None = None,
+        access_facts: access.AccessFacts | None = None,
+        granted: dict[str, tuple[str, str]] | None = None,
+    ) -> None:
         self.pod = pod  # held: the entry is found by the Pod's id
-        self.pss: pss.PodFacts | None = None
-        self.access: access.AccessFacts | None = None
-        self.granted: dict[str, tuple[str, str]] | None = None
+        self.pss = pss_facts
+        self.access = access_facts
+        self.granted = granted
         self.parent: _Known | None = None
         """What is known of the Pod this one was patched from: the next plugin of a chain
         patches this one, and its facts are found from those of the nearest Pod up the chain
@@ -477,16 +483,20 @@ class PatchValidator:
         with ``memo`` off, nothing."""
         if not self.memo:
             return _Known(pod)
-        key = id(pod)
         with self._known_lock:
-            known = self._known.get(key)
-            if known is not None and known.pod is pod:
-                self._known.move_to_end(key)
-                return known
-            known = self._known[key] = _Known(pod)
-            while len(self._known) > KNOWN_PODS:
-                self._known.popitem(last=False)
+            return self._held_entry(pod)
+
+    def _held_entry(self, pod: Mapping[str, Any]) -> _Known:
+        """``_entry`` with ``_known_lock`` held."""
+        key = id(pod)
+        known = self._known.get(key)
+        if known is not None and known.pod is pod:
+            self._known.move_to_end(key)
             return known
+        known = self._known[key] = _Known(pod)
+        while len(self._known) > KNOWN_PODS:
+            self._known.popitem(last=False)
+        return known
 
     def related(self, pod: Mapping[str, Any], sibling: Mapping[str, Any]) -> None:
         """Let ``pod``'s facts, when first needed, be found from those already found of
@@ -498,18 +508,16 @@ class PatchValidator:
             return
         with self._known_lock:
             other = self._known.get(id(sibling))
-        if other is None or other.pod is not sibling:
-            return
-        if other.pss is None and other.access is None:
-            return
-        known = self._entry(pod)
+            if other is None or other.pod is not sibling:
+                return
+            if other.pss is None and other.access is None:
+                return
+            known = self._held_entry(pod)
         if known.parent is not None or known.pss is not None or known.access is not None:
             return
         # a detached copy of what is known of the sibling: no chain of Pods, each holding the
         # one made before it, can form
-        holder = _Known(sibling)
-        holder.pss, holder.access, holder.granted = other.pss, other.access, other.granted
-        known.parent = holder
+        known.parent = _Known(sibling, other.pss, other.access, other.granted)
 
     def _pss(self, known: _Known, template: _Known | None = None) -> pss.PodFacts:
         """The Pod Security facts of ``known``'s Pod (from ``template``'s where they are the

@@ -59,7 +59,9 @@ class Protections:
                 )
         if SYSTEM_PRIORITY_CLASS in self._named:
             old, new = spec_b.get("priorityClassName"), spec_a.get("priorityClassName")
-            if (_system(old) or _system(new)) and not _same(old, new):
+            if old is new:  # untouched, or absent from both
+                pass
+            elif (_system(old) or _system(new)) and not _same(old, new):
                 what = (
                     f"the template's priorityClassName {old!r} may not be changed or removed"
                     if _system(old)
@@ -70,7 +72,7 @@ class Protections:
                 )
         if CONTROL_PLANE_TOLERATIONS in self._named:
             old, new = spec_b.get("tolerations"), spec_a.get("tolerations")
-            if old is not new and _control_plane(old) != _control_plane(new):
+            if old is not new and _control_plane(new) != (_control_plane(old) if old else []):
                 raise PatchRejected(
                     "/spec/tolerations",
                     "tolerations of the control-plane taints "

@@ -261,7 +261,10 @@ def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) ->
     """Whether ``pod_facts`` would take every part of ``pod`` from ``parts`` (each made of the
     same objects, and no part more or fewer): the same test, without building anything, for a
     Pod made from the same template as the one ``parts`` were read from."""
-    spec = _as_map(pod.get("spec"))
+    # (``_as_map`` and ``_as_list`` inlined for the commonest types: this runs for every Pod)
+    spec = pod.get("spec")
+    if type(spec) is not dict:
+        spec = _as_map(spec)
     raw_sc = spec.get("securityContext")
     part = parts.get(_POD_PART)
     if part is None:
@@ -269,19 +272,25 @@ def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) ->
     inputs = part.inputs
     if inputs[0] is not raw_sc or not all(map(_is, map(spec.get, _POD_FIELDS), inputs[1:])):
         return False
-    annotations = _as_map(pod.get("metadata")).get("annotations")
+    metadata = pod.get("metadata")
+    annotations = (metadata if type(metadata) is dict else _as_map(metadata)).get("annotations")
     if part.extra != (_apparmor(annotations) if annotations else ()):
         return False
     count = 1
-    for i, volume in enumerate(_as_list(spec.get("volumes"))):
+    volumes = spec.get("volumes")
+    for i, volume in enumerate(volumes if type(volumes) is list else _as_list(volumes)):
         part = parts.get(("volumes", i))
         if part is None or part.inputs[0] is not volume:
             return False
         count += 1
     # with every volume the same, so are the hostPath volumes the containers' reach parts read
     for kind, reach_kind in _PART_KINDS:
-        for i, container in enumerate(_as_list(spec.get(kind))):
-            container = _as_map(container)
+        items = spec.get(kind)
+        if items is None:
+            continue
+        for i, container in enumerate(items if type(items) is list else _as_list(items)):
+            if type(container) is not dict:
+                container = _as_map(container)
             name = container.get("name")
             part = parts.get((kind, i))
             if part is None:
