@@ -209,10 +209,11 @@ def apply_step(doc: Any, step: Step, owned: set[int]) -> Any:
     return root
 
 
-_APPEND, _SET, _GUARDED_SET, _REPLACE = range(4)
+_APPEND, _SET, _GUARDED_SET, _REPLACE, _APPEND_ALL, _SET_ALL = range(6)
 """What a ``Program``'s write does: append to a list, set a map's member, set one that must be
 absent or null (an ``add`` the allow-list lets create but not replace), replace an existing map
-member or list item."""
+member or list item; append several values, set several members (adjacent appends to one list,
+adjacent sets in one map: ``_merged``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +267,30 @@ def program_of(steps: Sequence[Step], guarded: Sequence[bool]) -> Program | None
         kind = _REPLACE if name == "replace" else _GUARDED_SET if guard else _SET
         writes.append((register, kind, last, step.last_index, value))
         set_paths.add(tokens)
-    return Program(tuple(copies), tuple(writes))
+    return Program(tuple(copies), _merged(writes))
+
+
+def _merged(
+    writes: list[tuple[int, int, str, int | None, Any]],
+) -> tuple[tuple[int, int, str, int | None, Any], ...]:
+    """``writes`` with each run of adjacent appends to one register made one ``_APPEND_ALL`` (its
+    values in order) and each run of adjacent sets in one register one ``_SET_ALL`` (its members
+    and values in order): the same changes in the same order."""
+    out: list[tuple[int, int, str, int | None, Any]] = []
+    for write in writes:
+        register, what, last, _, value = write
+        if out and what in (_APPEND, _SET) and out[-1][0] == register:
+            before = out[-1]
+            if what == _APPEND and before[1] in (_APPEND, _APPEND_ALL):
+                values = before[4] if before[1] == _APPEND_ALL else (before[4],)
+                out[-1] = (register, _APPEND_ALL, last, None, (*values, value))
+                continue
+            if what == _SET and before[1] in (_SET, _SET_ALL):
+                pairs = before[4] if before[1] == _SET_ALL else ((before[2], before[4]),)
+                out[-1] = (register, _SET_ALL, last, None, (*pairs, (last, value)))
+                continue
+        out.append(write)
+    return tuple(out)
 
 
 def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
@@ -306,8 +330,10 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
         if type(target) is dict:
             if what == _SET:
                 target[last] = value
-            elif what == _APPEND:  # '-' names a map's member: rare, the Steps apply it
-                return None
+            elif what == _SET_ALL:
+                target.update(value)
+            elif what in (_APPEND, _APPEND_ALL):  # '-' names a map's member: rare, the
+                return None  # Steps apply it
             elif what == _REPLACE:
                 if last not in target:
                     return None
@@ -319,6 +345,8 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
         elif type(target) is list:
             if what == _APPEND:
                 target.append(value)
+            elif what == _APPEND_ALL:
+                target.extend(value)
             elif what == _REPLACE and index is not None and index < len(target):
                 target[index] = value
             else:

@@ -323,6 +323,22 @@ def test_the_validator_keeps_a_bounded_number_of_pods() -> None:
     assert all(entry.pod is not pods[0] for entry in validator._known.values())
 
 
+def test_the_last_patch_of_a_chain_keeps_nothing_of_its_pod() -> None:
+    """``keep=False`` (the chain's last plugin): the patched Pod is judged the same, and is not
+    among the kept Pods; the template is, and a patched Pod another plugin patches is too."""
+    env = [_op("add", "/spec/containers/0/env/-", {"name": "B", "value": "1"})]
+    grant = [_op("add", "/spec/containers/0/securityContext/privileged", True)]
+    validator = PatchValidator(PatchPolicy(allowed_paths=OPEN))
+    pod = copy.deepcopy(TEMPLATES[0])
+    last, _ = validator.apply_patch(pod, env, keep=False)
+    kept = {id(entry.pod) for entry in validator._known.values()}
+    assert id(pod) in kept and id(last) not in kept
+    middle, _ = validator.apply_patch(pod, env)
+    assert id(middle) in {id(entry.pod) for entry in validator._known.values()}
+    with pytest.raises(PatchRejected, match="runs privileged"):
+        validator.apply_patch(middle, grant, keep=False)
+
+
 @pytest.mark.parametrize("memo", [True, False])
 def test_a_new_privilege_is_refused_on_a_known_template(memo: bool) -> None:
     validator = PatchValidator(PatchPolicy(allowed_paths=OPEN), memo=memo)
