@@ -209,11 +209,10 @@ def apply_step(doc: Any, step: Step, owned: set[int]) -> Any:
     return root
 
 
-_APPEND, _SET, _GUARDED_SET, _REPLACE, _APPEND_ALL, _SET_ALL = range(6)
+_APPEND, _SET, _GUARDED_SET, _REPLACE, _APPEND_ALL = range(5)
 """What a ``Program``'s write does: append to a list, set a map's member, set one that must be
 absent or null (an ``add`` the allow-list lets create but not replace), replace an existing map
-member or list item; append several values, set several members (adjacent appends to one list,
-adjacent sets in one map: ``_merged``)."""
+member or list item; append several values (adjacent appends to one list: ``_merged``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,20 +273,16 @@ def _merged(
     writes: list[tuple[int, int, str, int | None, Any]],
 ) -> tuple[tuple[int, int, str, int | None, Any], ...]:
     """``writes`` with each run of adjacent appends to one register made one ``_APPEND_ALL`` (its
-    values in order) and each run of adjacent sets in one register one ``_SET_ALL`` (its members
-    and values in order): the same changes in the same order."""
+    values in order): the same changes in the same order. (Adjacent sets in one map are left
+    apart: ``dict.update`` of two or three members takes longer than setting them one by one.)"""
     out: list[tuple[int, int, str, int | None, Any]] = []
     for write in writes:
         register, what, last, _, value = write
-        if out and what in (_APPEND, _SET) and out[-1][0] == register:
+        if what == _APPEND and out and out[-1][0] == register:
             before = out[-1]
-            if what == _APPEND and before[1] in (_APPEND, _APPEND_ALL):
+            if before[1] in (_APPEND, _APPEND_ALL):
                 values = before[4] if before[1] == _APPEND_ALL else (before[4],)
                 out[-1] = (register, _APPEND_ALL, last, None, (*values, value))
-                continue
-            if what == _SET and before[1] in (_SET, _SET_ALL):
-                pairs = before[4] if before[1] == _SET_ALL else ((before[2], before[4]),)
-                out[-1] = (register, _SET_ALL, last, None, (*pairs, (last, value)))
                 continue
         out.append(write)
     return tuple(out)
@@ -330,8 +325,6 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
         if type(target) is dict:
             if what == _SET:
                 target[last] = value
-            elif what == _SET_ALL:
-                target.update(value)
             elif what in (_APPEND, _APPEND_ALL):  # '-' names a map's member: rare, the
                 return None  # Steps apply it
             elif what == _REPLACE:
