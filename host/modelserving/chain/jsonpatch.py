@@ -443,6 +443,7 @@ def replaces_member(doc: Any, path: str) -> bool:
             parent = parent[token]
         elif (
             (kind is list or isinstance(parent, list))
+            and token.isascii()  # str.isdigit is true of '²' too, which int() refuses
             and token.isdigit()
             and int(token) < len(parent)
         ):

@@ -115,7 +115,7 @@ def _values_at(before: Any, after: Any, tokens: Sequence[str]) -> tuple[Any, Any
 def _child(node: Any, token: str) -> Any:
     if isinstance(node, Mapping):
         return node.get(token, _ABSENT)
-    if isinstance(node, list) and token.isdigit() and (token == "0" or token[0] != "0"):
+    if isinstance(node, list) and _is_index(token):
         index = int(token)
         return node[index] if index < len(node) else _ABSENT
     return _ABSENT
@@ -135,3 +135,9 @@ def _same(a: Any, b: Any) -> bool:
 
 def _as_map(value: Any) -> Mapping[str, Any]:
     return value if type(value) is dict or isinstance(value, Mapping) else {}
+
+
+def _is_index(token: str) -> bool:
+    """An array index token: ASCII digits (``str.isdigit`` is true of '²', which ``int``
+    refuses) without leading zeros (RFC 6901)."""
+    return token.isascii() and token.isdigit() and (token == "0" or token[0] != "0")

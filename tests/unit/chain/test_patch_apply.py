@@ -477,3 +477,18 @@ def test_adjacent_appends_to_one_list_are_one_change() -> None:
     assert got == steps_result(doc, steps, [False] * len(steps))
     assert got == {"a": [0, 1, 2, 3, 4], "b": [5], "m": {"x": 1}}
     assert doc == {"a": [0], "b": [], "m": {}}
+
+
+def test_a_guarded_add_through_a_non_ascii_digit_is_refused_as_not_applying() -> None:
+    """'²' is a digit to ``str.isdigit`` but no list index: the patch does not apply (a
+    PatchRejected saying so), rather than the check failing on ``int('²')``."""
+    assert not replaces_member({"a": [{"b": 1}]}, "/a/²/b")
+    policy = PatchPolicy(
+        allowed_paths=[*default_path_rules(), PathRule(path="/spec/containers/*/env", ops=["add"])]
+    )
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    pod["spec"] = {"containers": [{"name": "c", "image": "i", "env": []}]}
+    with pytest.raises(PatchRejected, match="does not exist"):
+        PatchValidator(policy).apply(
+            pod, [{"op": "add", "path": "/spec/containers/²/env", "value": []}]
+        )

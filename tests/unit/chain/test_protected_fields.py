@@ -14,6 +14,7 @@ from modelserving.api.operator import OperatorConfig
 from modelserving.api.policy import NAMED_PROTECTIONS
 from modelserving.api.validation import pydantic_errors
 from modelserving.chain import PatchValidator
+from modelserving.chain.protected import Protections
 from tests.unit.chain.test_patch_policy import expected, op, rejected
 
 Ops = list[dict[str, Any]]
@@ -216,3 +217,13 @@ def test_protected_fields_are_read_from_camel_case() -> None:
         {"patchPolicy": {"protectedFields": ["controlPlaneTolerations", "/spec/hostname"]}}
     )
     assert config.patch_policy.protected_fields == ["controlPlaneTolerations", "/spec/hostname"]
+
+
+def test_a_pointer_with_a_non_ascii_digit_names_no_list_item() -> None:
+    """'²' is a digit to ``str.isdigit`` but no index: the pointer names nothing in a list, so
+    changes there are not its to refuse (and the check does not fail on ``int('²')``)."""
+    protections = Protections(["/spec/containers/²/image", "/spec/containers/0/image"])
+    before = {"spec": {"containers": [{"image": "a"}]}}
+    protections.check(before, {"spec": {"containers": [{"image": "a"}, {"image": "b"}]}})
+    with pytest.raises(PatchRejected, match="may not change this field"):
+        protections.check(before, {"spec": {"containers": [{"image": "b"}]}})
