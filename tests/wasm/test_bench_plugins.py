@@ -43,6 +43,7 @@ def test_the_rows_print_the_floor_beside_the_call(
         assert re.search(rf"^    {row}\s+p50\s+[\d.]+ us", out, re.M), row
     assert re.search(r"wasm/floor\s+p50 [\d.]+x \(target <= 1.5x\)", out)
     assert re.search(r"native chain overhead \(native - hook\) p50 -?[\d.]+ us", out)
+    assert re.search(r"overhead / hook p50 -?[\d.]+ \(", out)
 
 
 def test_interleaved_runs_every_call_once_per_round() -> None:
