@@ -302,21 +302,17 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
     for source, token, index in program.copies:
         parent = registers[source]
         if type(parent) is dict:
+            key: str | int = token
             child = parent.get(token)  # None, like a missing member, is not a map or list
-            if type(child) is dict:
-                child = parent[token] = dict(child)
-            elif type(child) is list:
-                child = parent[token] = list(child)
-            else:
-                return None
         elif type(parent) is list and index is not None and index < len(parent):
+            key = index
             child = parent[index]
-            if type(child) is dict:
-                child = parent[index] = dict(child)
-            elif type(child) is list:
-                child = parent[index] = list(child)
-            else:
-                return None
+        else:
+            return None
+        if type(child) is dict:
+            child = parent[key] = dict(child)
+        elif type(child) is list:
+            child = parent[key] = list(child)
         else:
             return None
         keep(child)
