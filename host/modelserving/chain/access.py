@@ -40,6 +40,7 @@ from typing import Any
 from modelserving.api.hook import PatchOperation
 from modelserving.chain import pss
 from modelserving.chain.jsonpatch import split_tokens
+from modelserving.chain.shapes import as_list, as_map
 
 SECRETS = "secrets"
 CREDENTIALS = "serviceAccountCredentials"
@@ -204,7 +205,7 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
     old = reuse.parts if reuse is not None else {}
     taken = 0  # parts taken from ``reuse``
     parts: dict[tuple[str, int], pss.Part] = {}
-    spec = _as_map(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     out: dict[pss.Key, pss.Fact] = {}
     inputs = tuple(spec.get(f) for f in _IDENTITY_FIELDS)
     part = old.get(_IDENTITY_PART)
@@ -215,18 +216,18 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
         taken += 1
     parts[_IDENTITY_PART] = part
     out.update(part.facts)
-    for i, volume in enumerate(_as_list(spec.get("volumes"))):
+    for i, volume in enumerate(as_list(spec.get("volumes"))):
         part = old.get(("volumes", i))
         if part is None or part.inputs[0] is not volume:
             part = pss.Part((volume,), {})
-            _volume(_as_map(volume), f"/spec/volumes/{i}", part.facts)
+            _volume(as_map(volume), f"/spec/volumes/{i}", part.facts)
         else:
             taken += 1
         parts["volumes", i] = part
         _merge(out, part.facts)
     for kind in pss.CONTAINER_KINDS:
-        for i, container in enumerate(_as_list(spec.get(kind))):
-            container = _as_map(container)
+        for i, container in enumerate(as_list(spec.get(kind))):
+            container = as_map(container)
             inputs = (container.get("env"), container.get("envFrom"))
             part = old.get((kind, i))
             if part is None or not part.same(inputs):
@@ -240,8 +241,8 @@ def facts_of(pod: Mapping[str, Any], reuse: AccessFacts | None = None) -> Access
     part = old.get(_PULL_PART)
     if part is None or part.inputs[0] is not refs:
         part = pss.Part((refs,), {})
-        for i, ref in enumerate(_as_list(refs)):
-            _secret(_as_map(ref).get("name"), f"/spec/imagePullSecrets/{i}", part.facts)
+        for i, ref in enumerate(as_list(refs)):
+            _secret(as_map(ref).get("name"), f"/spec/imagePullSecrets/{i}", part.facts)
     else:
         taken += 1
     parts[_PULL_PART] = part
@@ -298,16 +299,16 @@ def _identity(spec: Mapping[str, Any], out: dict[pss.Key, pss.Fact]) -> None:
 
 def _volume(volume: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:
     for kind, source in volume.items():
-        source = _as_map(source)
+        source = as_map(source)
         if kind == "projected":
-            for item in _as_list(source.get("sources")):
-                _projection(_as_map(item), path, out)
+            for item in as_list(source.get("sources")):
+                _projection(as_map(item), path, out)
             continue
         if "secretName" in source:  # secret, azureFile
             _secret(source.get("secretName"), path, out)
         for key in _VOLUME_SECRET_KEYS:  # csi, cephfs, flexVolume, iscsi, rbd, scaleIO...
             if key in source:
-                _secret(_as_map(source.get(key)).get("name"), path, out)
+                _secret(as_map(source.get(key)).get("name"), path, out)
         if kind == "csi":
             _csi(source, path, out)
         elif kind == "persistentVolumeClaim":
@@ -315,7 +316,7 @@ def _volume(volume: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) 
             what = f"uses PersistentVolumeClaim {name!r}"
             out.setdefault((CLAIMS, THE_POD, what), (path, _name(name)))
         elif kind == "ephemeral":
-            _ephemeral(_as_map(_as_map(source.get("volumeClaimTemplate")).get("spec")), path, out)
+            _ephemeral(as_map(as_map(source.get("volumeClaimTemplate")).get("spec")), path, out)
 
 
 def _csi(source: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:
@@ -335,7 +336,7 @@ def _ephemeral(claim: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]
     for field in ("dataSource", "dataSourceRef"):
         if field not in claim:
             continue
-        ref = _as_map(claim.get(field))
+        ref = as_map(claim.get(field))
         kind, group, name = ref.get("kind"), ref.get("apiGroup"), ref.get("name")
         source = f"{kind} {name!r}" if not group else f"{kind} ({group}) {name!r}"
         if ref.get("namespace"):
@@ -350,33 +351,33 @@ def _ephemeral(claim: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]
 
 def _projection(item: Mapping[str, Any], path: str, out: dict[pss.Key, pss.Fact]) -> None:
     if "secret" in item:
-        _secret(_as_map(item.get("secret")).get("name"), path, out)
+        _secret(as_map(item.get("secret")).get("name"), path, out)
     if "serviceAccountToken" in item:
-        audience = _as_map(item.get("serviceAccountToken")).get("audience")
+        audience = as_map(item.get("serviceAccountToken")).get("audience")
         aim = f"audience {audience!r}" if audience else "the Kubernetes API"
         what = f"projects a token of its ServiceAccount for {aim}"
         out.setdefault((CREDENTIALS, THE_POD, what), (path, None))
     if "podCertificate" in item:
-        signer = _as_map(item.get("podCertificate")).get("signerName")
+        signer = as_map(item.get("podCertificate")).get("signerName")
         what = f"projects a certificate of its identity signed by {signer!r}"
         out.setdefault((CREDENTIALS, THE_POD, what), (path, None))
 
 
 def _container(env: Any, env_from: Any, base: str, out: dict[pss.Key, pss.Fact]) -> None:
     """The Secrets a container's ``env`` and ``envFrom`` reference."""
-    for j, var in enumerate(_as_list(env)):
+    for j, var in enumerate(as_list(env)):
         # most variables have a value: the test is kept to a dict lookup
-        value_from = var.get("valueFrom") if type(var) is dict else _as_map(var).get("valueFrom")
+        value_from = var.get("valueFrom") if type(var) is dict else as_map(var).get("valueFrom")
         if value_from is None:
             continue
-        value_from = _as_map(value_from)
+        value_from = as_map(value_from)
         if "secretKeyRef" in value_from:
-            name = _as_map(value_from.get("secretKeyRef")).get("name")
+            name = as_map(value_from.get("secretKeyRef")).get("name")
             _secret(name, f"{base}/env/{j}", out)
-    for j, source in enumerate(_as_list(env_from)):
-        source = _as_map(source)
+    for j, source in enumerate(as_list(env_from)):
+        source = as_map(source)
         if "secretRef" in source:
-            _secret(_as_map(source.get("secretRef")).get("name"), f"{base}/envFrom/{j}", out)
+            _secret(as_map(source.get("secretRef")).get("name"), f"{base}/envFrom/{j}", out)
 
 
 def _secret(name: Any, path: str, out: dict[pss.Key, pss.Fact]) -> None:
@@ -386,16 +387,3 @@ def _secret(name: Any, path: str, out: dict[pss.Key, pss.Fact]) -> None:
 
 def _name(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-_EMPTY: Mapping[str, Any] = {}
-
-
-def _as_map(value: Any) -> Mapping[str, Any]:
-    if type(value) is dict:
-        return value
-    return value if isinstance(value, Mapping) else _EMPTY
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []

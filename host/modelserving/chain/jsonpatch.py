@@ -157,8 +157,8 @@ def step_of(op: PatchOperation) -> Step:
     tokens = split_tokens(op["path"])
     if not tokens:
         return Step(op, op["op"], tokens, (), None, None)
-    parents = tuple((token, _index(token)) for token in tokens[:-1])
-    return Step(op, op["op"], tokens, parents, tokens[-1], _index(tokens[-1]))
+    parents = tuple((token, array_index(token)) for token in tokens[:-1])
+    return Step(op, op["op"], tokens, parents, tokens[-1], array_index(tokens[-1]))
 
 
 def apply_one(doc: Any, op: PatchOperation, owned: set[int] | None = None) -> Any:
@@ -209,10 +209,11 @@ def apply_step(doc: Any, step: Step, owned: set[int]) -> Any:
     return root
 
 
-_APPEND, _SET, _GUARDED_SET, _REPLACE, _APPEND_ALL = range(5)
-"""What a ``Program``'s write does: append to a list, set a map's member, set one that must be
-absent or null (an ``add`` the allow-list lets create but not replace), replace an existing map
-member or list item; append several values (adjacent appends to one list: ``_merged``)."""
+_APPEND, _SET, _GUARDED_SET, _REPLACE = range(4)
+"""What a ``Program``'s write does: append values to a list (those of adjacent appends to the
+same list together, a tuple), set a map's member, set one that must be absent or null (an
+``add`` the allow-list lets create but not replace), replace an existing map member or list
+item."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +228,7 @@ class Program:
     register 0 is the document's own copy, register n the copy of ``copies[n - 1]``."""
     writes: tuple[tuple[int, int, str, int | None, Any], ...]
     """Per operation: the register it changes, what it does (``_APPEND``...), the member, its
-    list index (None: it names none) and the value."""
+    list index (None: it names none) and the value (an append's: the values, a tuple)."""
 
 
 def program_of(steps: Sequence[Step], guarded: Sequence[bool]) -> Program | None:
@@ -259,33 +260,17 @@ def program_of(steps: Sequence[Step], guarded: Sequence[bool]) -> Program | None
         if last == "-":
             if name != "add":
                 return None
-            writes.append((register, _APPEND, last, None, value))
+            if writes and writes[-1][:2] == (register, _APPEND):  # one extend for both
+                writes[-1] = (register, _APPEND, last, None, (*writes[-1][4], value))
+            else:
+                writes.append((register, _APPEND, last, None, (value,)))
             continue
         if name == "add" and step.last_index is not None:
             return None
         kind = _REPLACE if name == "replace" else _GUARDED_SET if guard else _SET
         writes.append((register, kind, last, step.last_index, value))
         set_paths.add(tokens)
-    return Program(tuple(copies), _merged(writes))
-
-
-def _merged(
-    writes: list[tuple[int, int, str, int | None, Any]],
-) -> tuple[tuple[int, int, str, int | None, Any], ...]:
-    """``writes`` with each run of adjacent appends to one register made one ``_APPEND_ALL`` (its
-    values in order): the same changes in the same order. (Adjacent sets in one map are left
-    apart: ``dict.update`` of two or three members takes longer than setting them one by one.)"""
-    out: list[tuple[int, int, str, int | None, Any]] = []
-    for write in writes:
-        register, what, last, _, value = write
-        if what == _APPEND and out and out[-1][0] == register:
-            before = out[-1]
-            if before[1] in (_APPEND, _APPEND_ALL):
-                values = before[4] if before[1] == _APPEND_ALL else (before[4],)
-                out[-1] = (register, _APPEND_ALL, last, None, (*values, value))
-                continue
-        out.append(write)
-    return tuple(out)
+    return Program(tuple(copies), tuple(writes))
 
 
 def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
@@ -321,8 +306,8 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
         if type(target) is dict:
             if what == _SET:
                 target[last] = value
-            elif what in (_APPEND, _APPEND_ALL):  # '-' names a map's member: rare, the
-                return None  # Steps apply it
+            elif what == _APPEND:  # '-' names a map's member: rare, the Steps apply it
+                return None
             elif what == _REPLACE:
                 if last not in target:
                     return None
@@ -333,8 +318,6 @@ def run_program(doc: Any, program: Program) -> dict[str, Any] | None:
                 target[last] = value
         elif type(target) is list:
             if what == _APPEND:
-                target.append(value)
-            elif what == _APPEND_ALL:
                 target.extend(value)
             elif what == _REPLACE and index is not None and index < len(target):
                 target[index] = value
@@ -386,8 +369,9 @@ def _change(parent: Any, last: str, op: PatchOperation, index: int | None) -> No
         parent[index] = op["value"]
 
 
-def _index(token: str) -> int | None:
-    """An array index token: digits without leading zeros (RFC 6901)."""
+def array_index(token: str) -> int | None:
+    """The list index an array index token names: ASCII digits (``str.isdigit`` is true of
+    '²' too, which ``int`` refuses) without leading zeros (RFC 6901); None for any other."""
     if not token.isascii() or not token.isdigit() or (len(token) > 1 and token[0] == "0"):
         return None
     return int(token)
@@ -399,7 +383,7 @@ def _member(parent: Any, token: str, path: str) -> Any:
         if token in parent:
             return token
     elif isinstance(parent, list):
-        index = _index(token)
+        index = array_index(token)
         if index is not None and index < len(parent):
             return index
     raise PatchRejected(path, f"patch does not apply to the Pod: '{token}' does not exist")
@@ -434,19 +418,18 @@ def replaces_member(doc: Any, path: str) -> bool:
         return True
     parent = doc
     for token in tokens[:-1]:
-        kind = type(parent)  # exact types first: isinstance of Mapping is slow for a list
-        if (kind is dict or (kind is not list and isinstance(parent, Mapping))) and token in parent:
+        # a list first: it is no Mapping, and isinstance of Mapping is slow to say so
+        if isinstance(parent, list):
+            index = array_index(token)
+            if index is None or index >= len(parent):
+                return False  # it will not apply at all
+            parent = parent[index]
+        elif isinstance(parent, dict | Mapping) and token in parent:
             parent = parent[token]
-        elif (
-            (kind is list or isinstance(parent, list))
-            and token.isascii()  # str.isdigit is true of '²' too, which int() refuses
-            and token.isdigit()
-            and int(token) < len(parent)
-        ):
-            parent = parent[int(token)]
         else:
-            return False  # it will not apply at all
-    kind = type(parent)
-    return (kind is dict or (kind is not list and isinstance(parent, Mapping))) and parent.get(
-        tokens[-1]
-    ) is not None
+            return False
+    return (
+        not isinstance(parent, list)
+        and isinstance(parent, dict | Mapping)
+        and parent.get(tokens[-1]) is not None
+    )

@@ -51,6 +51,7 @@ from modelserving.chain.jsonpatch import (
     step_of,
 )
 from modelserving.chain.protected import Protections
+from modelserving.chain.shapes import as_list, as_map
 from modelserving.plugins.patch import escape
 
 _ALLOWS_CACHE_SIZE = 8192
@@ -776,8 +777,7 @@ def _has_host_volumes(pod: Mapping[str, Any]) -> bool:
     spec = pod.get("spec")
     volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
     return isinstance(volumes, list) and any(
-        "hostPath" in v if type(v) is dict else not isinstance(v, Mapping) or "hostPath" in v
-        for v in volumes
+        not isinstance(v, dict | Mapping) or "hostPath" in v for v in volumes
     )
 
 
@@ -954,11 +954,11 @@ def _touches_names(op: PatchOperation, lists: Sequence[str]) -> bool:
 def _check_unique_container_names(pod: Mapping[str, Any]) -> None:
     """Container names are unique across all kinds (as the API server requires); privileges are
     tracked by name, so a duplicate could hide a new grant behind an existing one."""
-    spec = _as_map(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     seen: set[Any] = set()
     for kind in _CONTAINER_KINDS:
-        for i, container in enumerate(_as_list(spec.get(kind))):
-            name = _as_map(container).get("name")
+        for i, container in enumerate(as_list(spec.get(kind))):
+            name = as_map(container).get("name")
             if not isinstance(name, str):
                 raise PatchRejected(f"/spec/{kind}/{i}/name", "a container name must be a string")
             if name in seen:
@@ -974,7 +974,7 @@ def _check_unique_volume_names(before: Mapping[str, Any], after: Mapping[str, An
     duplicate the template already had is not the plugin's (the API server refuses that Pod)."""
     seen: set[Any] = set()
     for i, volume in enumerate(_volumes(after)):
-        name = _as_map(volume).get("name")
+        name = as_map(volume).get("name")
         if not isinstance(name, str):
             raise PatchRejected(f"/spec/volumes/{i}/name", "a volume name must be a string")
         if name in seen and _count(after, name) > _count(before, name):
@@ -985,11 +985,11 @@ def _check_unique_volume_names(before: Mapping[str, Any], after: Mapping[str, An
 
 
 def _volumes(pod: Mapping[str, Any]) -> list[Any]:
-    return _as_list(_as_map(pod.get("spec")).get("volumes"))
+    return as_list(as_map(pod.get("spec")).get("volumes"))
 
 
 def _count(pod: Mapping[str, Any], name: str) -> int:
-    return sum(_as_map(v).get("name") == name for v in _volumes(pod))
+    return sum(as_map(v).get("name") == name for v in _volumes(pod))
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -1005,12 +1005,3 @@ def _owned(values: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
 
 def _differs(old: Mapping[str, Any], new: Mapping[str, Any], key: str) -> bool:
     return key not in old or key not in new or old[key] != new[key]
-
-
-def _as_map(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
-
-
-def _as_list(value: Any) -> list[Any]:
-    """A list field as written; anything else holds no items (the API server refuses it)."""
-    return value if isinstance(value, list) else []

@@ -20,6 +20,8 @@ from modelserving.api.policy import (
     EXISTING_RUNTIME_CLASS,
     SYSTEM_PRIORITY_CLASS,
 )
+from modelserving.chain.jsonpatch import array_index
+from modelserving.chain.shapes import as_map
 
 _ABSENT = object()
 
@@ -37,7 +39,7 @@ class Protections:
 
     def check(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """Raise PatchRejected when ``after`` changes a protected field of ``before``."""
-        spec_b, spec_a = _as_map(before.get("spec")), _as_map(after.get("spec"))
+        spec_b, spec_a = as_map(before.get("spec")), as_map(after.get("spec"))
         if spec_b is not spec_a and self._named:
             self._check_named(spec_b, spec_a)
         for entry, tokens in self._pointers:
@@ -59,9 +61,7 @@ class Protections:
                 )
         if SYSTEM_PRIORITY_CLASS in self._named:
             old, new = spec_b.get("priorityClassName"), spec_a.get("priorityClassName")
-            if old is new:  # untouched, or absent from both
-                pass
-            elif (_system(old) or _system(new)) and not _same(old, new):
+            if old is not new and (_system(old) or _system(new)) and not _same(old, new):
                 what = (
                     f"the template's priorityClassName {old!r} may not be changed or removed"
                     if _system(old)
@@ -115,8 +115,8 @@ def _values_at(before: Any, after: Any, tokens: Sequence[str]) -> tuple[Any, Any
 def _child(node: Any, token: str) -> Any:
     if isinstance(node, Mapping):
         return node.get(token, _ABSENT)
-    if isinstance(node, list) and _is_index(token):
-        index = int(token)
+    index = array_index(token) if isinstance(node, list) else None
+    if index is not None:
         return node[index] if index < len(node) else _ABSENT
     return _ABSENT
 
@@ -131,13 +131,3 @@ def _same(a: Any, b: Any) -> bool:
     if type(a) is str and type(b) is str:
         return a == b
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
-
-
-def _as_map(value: Any) -> Mapping[str, Any]:
-    return value if type(value) is dict or isinstance(value, Mapping) else {}
-
-
-def _is_index(token: str) -> bool:
-    """An array index token: ASCII digits (``str.isdigit`` is true of '²', which ``int``
-    refuses) without leading zeros (RFC 6901)."""
-    return token.isascii() and token.isdigit() and (token == "0" or token[0] != "0")

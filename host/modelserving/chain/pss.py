@@ -39,6 +39,7 @@ from modelserving.api.policy import (
     capability_name,
     sysctl_name,
 )
+from modelserving.chain.shapes import as_list, as_map
 from modelserving.plugins.patch import escape
 
 
@@ -207,11 +208,11 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
         return reuse
     old = reuse.parts if reuse is not None else {}
     parts: dict[tuple[str, int], Part] = {}
-    spec = _as_map(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     raw_sc = spec.get("securityContext")
-    pod_sc = _as_map(raw_sc)
+    pod_sc = as_map(raw_sc)
     out: dict[Key, Fact] = {}
-    annotations = _as_map(pod.get("metadata")).get("annotations")
+    annotations = as_map(pod.get("metadata")).get("annotations")
     inputs = (raw_sc, *(spec.get(f) for f in _POD_FIELDS))
     apparmor = _apparmor(annotations)
     part = old.get(_POD_PART)
@@ -221,19 +222,23 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
     parts[_POD_PART] = part
     out.update(part.facts)
     host_volumes: dict[str, str] = {}
-    for i, volume in enumerate(_as_list(spec.get("volumes"))):
+    for i, volume in enumerate(as_list(spec.get("volumes"))):
         part = old.get(("volumes", i))
         if part is None or part.inputs[0] is not volume:
             part = Part((volume,), {})
-            part.extra = _volume(_as_map(volume), i, part.facts)
+            part.extra = _volume(as_map(volume), i, part.facts)
         parts["volumes", i] = part
         out.update(part.facts)
         if part.extra is not None:
             host_volumes[part.extra[0]] = part.extra[1]
     containers: set[str] = set()
     for kind, reach_kind in _PART_KINDS:
-        for i, container in enumerate(_as_list(spec.get(kind))):
-            container = _as_map(container)
+        items = spec.get(kind)
+        if items is None:
+            continue
+        for i, container in enumerate(items if type(items) is list else as_list(items)):
+            if type(container) is not dict:
+                container = as_map(container)
             subject = container_subject(kind, container)
             containers.add(subject)
             base = f"/spec/{kind}/{i}"
@@ -243,7 +248,7 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
             part = old.get((kind, i))
             if part is None or not part.same((raw_sc, name, security)):
                 part = Part((raw_sc, name, security), {})
-                _security(_as_map(security), subject, base, pod_sc, part.facts)
+                _security(as_map(security), subject, base, pod_sc, part.facts)
             parts[kind, i] = part
             out.update(part.facts)
             inputs = (name, *(container.get(f) for f in _REACH_FIELDS))
@@ -261,10 +266,12 @@ def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) ->
     """Whether ``pod_facts`` would take every part of ``pod`` from ``parts`` (each made of the
     same objects, and no part more or fewer): the same test, without building anything, for a
     Pod made from the same template as the one ``parts`` were read from."""
-    # (``_as_map`` and ``_as_list`` inlined for the commonest types: this runs for every Pod)
+    # ``as_map`` and ``as_list`` written out for a dict, a list and None (what a Pod holds):
+    # this runs for every Pod the controller creates, and the calls cost about 4 % of a native
+    # plugin's chain overhead (callgrind, inference-engine: 179.6k instructions against 172.5k)
     spec = pod.get("spec")
     if type(spec) is not dict:
-        spec = _as_map(spec)
+        spec = as_map(spec)
     raw_sc = spec.get("securityContext")
     part = parts.get(_POD_PART)
     if part is None:
@@ -273,12 +280,12 @@ def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) ->
     if inputs[0] is not raw_sc or not all(map(_is, map(spec.get, _POD_FIELDS), inputs[1:])):
         return False
     metadata = pod.get("metadata")
-    annotations = (metadata if type(metadata) is dict else _as_map(metadata)).get("annotations")
+    annotations = (metadata if type(metadata) is dict else as_map(metadata)).get("annotations")
     if part.extra != (_apparmor(annotations) if annotations else ()):
         return False
     count = 1
     volumes = spec.get("volumes")
-    for i, volume in enumerate(volumes if type(volumes) is list else _as_list(volumes)):
+    for i, volume in enumerate(volumes if type(volumes) is list else as_list(volumes)):
         part = parts.get(("volumes", i))
         if part is None or part.inputs[0] is not volume:
             return False
@@ -288,9 +295,9 @@ def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) ->
         items = spec.get(kind)
         if items is None:
             continue
-        for i, container in enumerate(items if type(items) is list else _as_list(items)):
+        for i, container in enumerate(items if type(items) is list else as_list(items)):
             if type(container) is not dict:
-                container = _as_map(container)
+                container = as_map(container)
             name = container.get("name")
             part = parts.get((kind, i))
             if part is None:
@@ -344,7 +351,7 @@ def _apparmor(annotations: Any) -> tuple[tuple[str, str], ...]:
     text of its value (a Pod's other annotations, its name's among them, change no fact)."""
     return tuple(
         (str(key), repr(value))
-        for key, value in _as_map(annotations).items()
+        for key, value in as_map(annotations).items()
         if str(key).startswith(_APPARMOR_ANNOTATION)
     )
 
@@ -362,7 +369,7 @@ def _pod_level(
             out[HOST_NAMESPACES, THE_POD, f"sets {namespace}"] = (f"/spec/{namespace}", None)
     if spec.get("hostUsers") is not False:  # the user namespace: root in the Pod is root outside
         out[HOST_NAMESPACES, THE_POD, _HOST_USERS] = ("/spec/hostUsers", None)
-    if _set(_as_map(pod_sc.get("windowsOptions")).get("hostProcess")):
+    if _set(as_map(pod_sc.get("windowsOptions")).get("hostProcess")):
         out[HOST_PROCESS, THE_POD, "runs as a Windows host process"] = (
             f"{_POD_SC}/windowsOptions/hostProcess",
             None,
@@ -370,14 +377,14 @@ def _pod_level(
     if _is_zero(pod_sc.get("runAsUser")):
         out[ROOT_USER, THE_POD, "runs as user 0 (runAsUser: 0)"] = (f"{_POD_SC}/runAsUser", None)
     _profiles(pod_sc, _POD_SC, pod_sc, _POD_SC, THE_POD, out)
-    for i, sysctl in enumerate(_as_list(pod_sc.get("sysctls"))):
-        sysctl = _as_map(sysctl)
+    for i, sysctl in enumerate(as_list(pod_sc.get("sysctls"))):
+        sysctl = as_map(sysctl)
         name = sysctl.get("name")
         out[SYSCTLS, THE_POD, f"sets sysctl {name!r} to {sysctl.get('value')!r}"] = (
             f"{_POD_SC}/sysctls/{i}",
             sysctl_name(name),
         )
-    for key, value in _as_map(annotations).items():
+    for key, value in as_map(annotations).items():
         if str(key).startswith(_APPARMOR_ANNOTATION) and not (
             value == "runtime/default" or str(value).startswith("localhost/")
         ):
@@ -405,7 +412,7 @@ def _volume(volume: Mapping[str, Any], i: int, out: dict[Key, Fact]) -> tuple[st
         if kind == "name":
             continue
         if kind == "hostPath":
-            source = _as_map(source)
+            source = as_map(source)
             what = f"is hostPath {source.get('path')!r}"
             if source.get("type"):
                 what += f" of type {source.get('type')!r}"
@@ -429,7 +436,7 @@ def _container(
     out: dict[Key, Fact],
 ) -> None:
     """Every fact of one container, in order: its security settings', then its reach's."""
-    _security(_as_map(container.get("securityContext")), subject, base, pod_sc, out)
+    _security(as_map(container.get("securityContext")), subject, base, pod_sc, out)
     _reach(container, subject, base, host_volumes, out)
 
 
@@ -455,7 +462,7 @@ def _security(
             f"{scp}/allowPrivilegeEscalation",
             None,
         )
-    _capabilities(_as_map(sc.get("capabilities")), subject, f"{scp}/capabilities", out)
+    _capabilities(as_map(sc.get("capabilities")), subject, f"{scp}/capabilities", out)
     _users(sc, scp, pod_sc, subject, out)
     _profiles(sc, scp, pod_sc, _POD_SC, subject, out)
     if sc.get("procMount") not in (None, "Default"):
@@ -463,9 +470,9 @@ def _security(
             f"{scp}/procMount",
             None,
         )
-    host_process, where = _as_map(sc.get("windowsOptions")).get("hostProcess"), scp
+    host_process, where = as_map(sc.get("windowsOptions")).get("hostProcess"), scp
     if host_process is None:
-        host_process, where = _as_map(pod_sc.get("windowsOptions")).get("hostProcess"), _POD_SC
+        host_process, where = as_map(pod_sc.get("windowsOptions")).get("hostProcess"), _POD_SC
     if _set(host_process):
         out[HOST_PROCESS, subject, "runs as a Windows host process"] = (
             f"{where}/windowsOptions/hostProcess",
@@ -485,8 +492,8 @@ def _reach(
     _probe_hosts(container, subject, base, out)
     if host_volumes:
         _host_mounts(container, subject, base, host_volumes, out)
-    for port in _as_list(container.get("ports")):
-        port = _as_map(port)
+    for port in as_list(container.get("ports")):
+        port = as_map(port)
         if port.get("hostPort"):
             protocol = port.get("protocol") or "TCP"
             host_ip = port.get("hostIP") or "0.0.0.0"
@@ -499,7 +506,7 @@ def _capabilities(caps: Mapping[str, Any], subject: str, path: str, out: dict[Ke
     (restricted: drop ALL, add back at most NET_BIND_SERVICE). Other added ones are judged by
     their name alone, so the operator's list decides them whatever the container drops."""
     added: set[str] = set()
-    for raw in _as_list(caps.get("add")):
+    for raw in as_list(caps.get("add")):
         name = capability_name(raw)
         if name is None:
             out[CAPABILITIES, subject, f"adds {raw!r}"] = (f"{path}/add", None)
@@ -507,7 +514,7 @@ def _capabilities(caps: Mapping[str, Any], subject: str, path: str, out: dict[Ke
             added.add(name)
             out[CAPABILITIES, subject, f"adds capability {name}"] = (f"{path}/add", name)
     # As the runtime applies them: ALL dropped, then each added one back, then each dropped one.
-    dropped = {capability_name(raw) for raw in _as_list(caps.get("drop"))}
+    dropped = {capability_name(raw) for raw in as_list(caps.get("drop"))}
     kept = set() if "ALL" in dropped else set(_DEFAULT_CAPABILITIES)
     kept |= added
     fact = (path, None)
@@ -558,7 +565,7 @@ def _profiles(
             if name == "seccompProfile" and subject != THE_POD:
                 out[NO_SECCOMP_PROFILE, subject, _NO_SECCOMP] = (f"{where}/{name}", None)
             continue
-        value = _as_map(value)
+        value = as_map(value)
         if name == "seLinuxOptions":
             _selinux(value, subject, f"{where}/{name}", out)
             continue
@@ -596,14 +603,14 @@ def _probe_hosts(
 ) -> None:
     """Probes and lifecycle handlers that send the kubelet to a host other than the Pod."""
     handlers = [(p, container.get(p)) for p in ("livenessProbe", "readinessProbe", "startupProbe")]
-    lifecycle = _as_map(container.get("lifecycle"))
+    lifecycle = as_map(container.get("lifecycle"))
     handlers += [(f"lifecycle/{h}", lifecycle.get(h)) for h in ("postStart", "preStop")]
     for where, handler in handlers:
         if handler is None:
             continue
-        handler = _as_map(handler)
+        handler = as_map(handler)
         for action in ("httpGet", "tcpSocket"):
-            host = _as_map(handler.get(action)).get("host")
+            host = as_map(handler.get(action)).get("host")
             if host:
                 what = f"sends the kubelet to another host: {where} {action}.host {host!r}"
                 out[HOST_PROBES, subject, what] = (f"{base}/{where}", None)
@@ -620,8 +627,8 @@ def _host_mounts(
     for each way it is less than read-only: writable, submounts writable (``recursiveReadOnly``
     neither Enabled nor IfPossible) or possibly so (not Enabled), and mount propagation from the
     host, or both ways."""
-    for j, mount in enumerate(_as_list(container.get("volumeMounts"))):
-        mount = _as_map(mount)
+    for j, mount in enumerate(as_list(container.get("volumeMounts"))):
+        mount = as_map(mount)
         name = mount.get("name")
         if not isinstance(name, str) or name not in host_volumes:
             continue
@@ -650,22 +657,6 @@ def _host_mounts(
 
 def _one_of(value: Any, allowed: frozenset[str]) -> bool:
     return isinstance(value, str) and value in allowed
-
-
-_EMPTY: Mapping[str, Any] = {}  # shared: never changed
-
-
-def _as_map(value: Any) -> Mapping[str, Any]:
-    if value is None:
-        return _EMPTY
-    if type(value) is dict:
-        return value
-    return value if isinstance(value, Mapping) else _EMPTY
-
-
-def _as_list(value: Any) -> list[Any]:
-    """A list field as written; anything else carries no facts (the API server refuses it)."""
-    return value if isinstance(value, list) else []
 
 
 def _is_zero(value: Any) -> bool:

@@ -124,8 +124,7 @@ class Chain:
         for entry in serving:
             request = HookRequest(hook, model, place, pod)  # ``request``, without the call
             outcome = invoke(entry, request, validator, None, entry is last)
-            if self.observer is not None:
-                self._observe(outcome, place.role_name)
+            self._observe(outcome, place.role_name)
             if outcome.failure is not None and patches and entry.spec.blocks:
                 raise outcome.failure
             if outcome.pod is not None and not outcome.monitored:

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from modelserving.api.hook import PatchOperation
 from modelserving.chain import pss
 from modelserving.chain.jsonpatch import split_tokens
+from modelserving.chain.shapes import as_list, as_map
 
 RUNS = (
     "image",
@@ -110,10 +111,10 @@ def may_change(op: PatchOperation) -> bool:
 
 def containers(pod: Mapping[str, Any]) -> Iterator[tuple[str, str, int, Mapping[str, Any]]]:
     """``(subject, kind, index, container)`` of every container, as ``pss`` names them."""
-    spec = _as_map(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     for kind in pss.CONTAINER_KINDS:
-        for i, container in enumerate(_as_list(spec.get(kind))):
-            container = _as_map(container)
+        for i, container in enumerate(as_list(spec.get(kind))):
+            container = as_map(container)
             yield pss.container_subject(kind, container), kind, i, container
 
 
@@ -125,7 +126,7 @@ def changes(
     when it is newly set (named after the first subject)."""
     if not subjects:
         return
-    spec_b, spec_a = _as_map(before.get("spec")), _as_map(after.get("spec"))
+    spec_b, spec_a = as_map(before.get("spec")), as_map(after.get("spec"))
     if spec_b is spec_a:
         return
     old = {s: c for s, _, _, c in containers(before) if s in subjects}
@@ -154,11 +155,11 @@ def shared_volumes(pod: Mapping[str, Any], subjects: Sequence[str]) -> Shared:
     """The volumes of ``pod`` that ``subjects`` (containers of ``pod``) mount, the containers
     that write them, the volumes those mount, and so on (``Shared``). Not hostPath volumes nor
     those of ``ALWAYS_READ_ONLY`` types."""
-    spec = _as_map(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     open_ = {
         name
         for name, (_, volume) in _by_name(spec.get("volumes")).items()
-        if _writable_type(_as_map(volume))
+        if _writable_type(as_map(volume))
     }
     listed = list(containers(pod))
     volumes: dict[str, str] = {}
@@ -208,8 +209,8 @@ def _writes(
     """``(field, index, volume)`` of each mount of ``container`` that writes one of ``volumes``:
     a volumeMount without ``readOnly: true``, any volumeDevice (a raw block device)."""
     for field in ("volumeMounts", "volumeDevices"):
-        for j, mount in enumerate(_as_list(container.get(field))):
-            mount = _as_map(mount)
+        for j, mount in enumerate(as_list(container.get(field))):
+            mount = as_map(mount)
             name = mount.get("name")
             writable = field == "volumeDevices" or mount.get("readOnly") is not True
             if writable and isinstance(name, str) and name in volumes:
@@ -222,14 +223,14 @@ def _writable_type(volume: Mapping[str, Any]) -> bool:
 
 
 def _exec(container: Mapping[str, Any], probe: str) -> Any:
-    return _as_map(container.get(probe)).get("exec")
+    return as_map(container.get(probe)).get("exec")
 
 
 def _mounted(container: Mapping[str, Any]) -> list[str]:
     names = []
     for field in ("volumeMounts", "volumeDevices"):
-        for mount in _as_list(container.get(field)):
-            name = _as_map(mount).get("name")
+        for mount in as_list(container.get(field)):
+            name = as_map(mount).get("name")
             if isinstance(name, str):
                 names.append(name)
     return names
@@ -239,8 +240,8 @@ def _by_name(volumes: Any) -> dict[str, tuple[int, Any]]:
     """Volumes by name, each with its index (the first of a name: the validator keeps them
     unique)."""
     out: dict[str, tuple[int, Any]] = {}
-    for i, volume in enumerate(_as_list(volumes)):
-        name = _as_map(volume).get("name")
+    for i, volume in enumerate(as_list(volumes)):
+        name = as_map(volume).get("name")
         if isinstance(name, str):
             out.setdefault(name, (i, volume))
     return out
@@ -257,14 +258,3 @@ def _same(a: Any, b: Any) -> bool:
 
 def _set(flag: Any) -> bool:
     return flag is not None and flag is not False
-
-
-_EMPTY: Mapping[str, Any] = {}
-
-
-def _as_map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else _EMPTY
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
