@@ -7,8 +7,9 @@ WebAssembly: encode, fresh instance, call, decode, validate and apply), with fue
 deadline on: OnPodCreate, or OnPodReady
 (a Running and Ready Pod) for the built-ins that only observe. Also: the cost of a fresh
 instance alone, and loading a module cold (compile), from the disk cache (a restart) and from
-memory; the same plugin built with Rust, TinyGo and standard Go (``bench.toolchains``). Figures
-are printed, never asserted.
+memory; the four OnPodCreate built-ins in one native chain against each in a chain of its own
+(``bench_shared_chain``: the overhead per plugin when plugins share a Pod); the same plugin built
+with Rust, TinyGo and standard Go (``bench.toolchains``). Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from modelserving.abi.codec import encode_request
-from modelserving.api.hook import Hook
+from modelserving.api.hook import Hook, HookRequest
 from modelserving.api.jsondata import json_copy
 from modelserving.api.labels import PLUGINS_APPLIED_ANNOTATION
 from modelserving.api.place import PodPlace
@@ -69,7 +70,10 @@ READY_STATUS = {
 }
 
 
-def ten_kb_manifest(plugin: str, runtime: str, replicas: int = 1) -> dict[str, Any]:
+def ten_kb_manifest(plugin: str | list[str], runtime: str, replicas: int = 1) -> dict[str, Any]:
+    """The benchmark's ModelServing: one role of ``replicas`` Pods of about 10 KB, with the
+    built-in ``plugin`` (or each of a list of them, in order) at ``runtime``."""
+    names = [plugin] if isinstance(plugin, str) else plugin
     container = {
         "name": "engine",
         "image": "vllm/vllm-openai:v0.10.0",
@@ -83,7 +87,9 @@ def ten_kb_manifest(plugin: str, runtime: str, replicas: int = 1) -> dict[str, A
         "metadata": {"name": "bench", "namespace": "default", "uid": "u", "generation": 1},
         "spec": {
             "replicas": replicas,
-            "plugins": [{"name": plugin, "runtime": runtime, "config": CONFIGS.get(plugin)}],
+            "plugins": [
+                {"name": name, "runtime": runtime, "config": CONFIGS.get(name)} for name in names
+            ],
             "template": {
                 "roles": [
                     {
@@ -125,7 +131,7 @@ def chain_for(plugin: str, runtime: str, sandbox: Sandbox) -> tuple[Chain, Desir
 
 
 def chain_pods(
-    plugin: str, runtime: str, sandbox: Sandbox, replicas: int
+    plugin: str | list[str], runtime: str, sandbox: Sandbox | None, replicas: int
 ) -> tuple[Chain, list[DesiredPod]]:
     """The chain of one built-in, and the Pods of ``replicas`` ServingGroups it would create:
     each made from the template as the controller makes it, so the chain finds nothing of one
@@ -226,6 +232,87 @@ def bench_builtin(name: str, sandbox: Sandbox) -> None:
     print(
         f"    overhead / hook p50 {(n50 - h50) / h50:.3f} (they take turns: it holds when the"
         " machine's speed swings between runs)"
+    )
+
+
+SHARED = ["demo-pod-tweaks", "accelerator", "inference-engine", "rdma-network"]
+"""The OnPodCreate built-ins ``bench_shared_chain`` lists in one chain, in this order."""
+
+
+def hook_requests(chain: Chain, pods: list[DesiredPod]) -> list[list[tuple[Any, HookRequest]]]:
+    """Per Pod, each OnPodCreate plugin of ``chain`` with its request as the chain hands it: on
+    the previous plugin's patched Pod (a copy to a built-in that changes the Pod it is given),
+    so that calling them times the hooks alone, as ``bench_builtin`` does for one."""
+    out = []
+    for desired in pods:
+        pod, requests = desired.pod, []
+        for outcome in chain.on_pod_create(desired).outcomes:
+            plugin = chain.entries[outcome.index].plugin
+            given = json_copy(pod) if plugin.copies_pod else pod
+            requests.append((plugin, chain.request(Hook.ON_POD_CREATE, desired, given)))
+            if outcome.pod is None:
+                raise RuntimeError(f"{outcome.plugin} refused the benchmark's Pod: {outcome}")
+            pod = outcome.pod
+        out.append(requests)
+    return out
+
+
+def _call_all(requests: list[tuple[Any, HookRequest]]) -> None:
+    for plugin, request in requests:
+        plugin.call(Hook.ON_POD_CREATE, request)
+
+
+def bench_shared_chain() -> None:
+    """The native chain's overhead per plugin when several share a Pod: the ``SHARED`` built-ins
+    in one chain against their hooks alone, and the same built-ins each in a chain of its own.
+    What a chain does once per Pod (its facts, the plugins-applied annotation, the copy) is
+    then shared; a one-plugin chain (``bench_builtin``) charges all of it to its plugin."""
+    shared, pods = chain_pods(SHARED, "Native", None, PODS)
+    singles = [chain_pods(name, "Native", None, PODS)[0] for name in SHARED]
+    own_pods = [chain_pods(name, "Native", None, PODS)[1] for name in SHARED]
+    next_pod = itertools.cycle(pods).__next__
+    next_hooks = itertools.cycle(hook_requests(shared, pods)).__next__
+    single_runs = [
+        (chain.on_pod_create, itertools.cycle(own).__next__)
+        for chain, own in zip(singles, own_pods, strict=True)
+    ]
+    single_hooks = [
+        itertools.cycle(hook_requests(chain, own)).__next__
+        for chain, own in zip(singles, own_pods, strict=True)
+    ]
+
+    def run_singles() -> None:
+        for run, pod in single_runs:
+            run(pod())
+
+    def run_single_hooks() -> None:
+        for hooks in single_hooks:
+            _call_all(hooks())
+
+    times = interleaved(
+        {
+            "chain": lambda: shared.on_pod_create(next_pod()),
+            "hooks": lambda: _call_all(next_hooks()),
+            "singles": run_singles,
+            "single hooks": run_single_hooks,
+        },
+        ITERATIONS,
+        WARMUP,
+    )
+    c50, h50, s50, sh50 = (p50(times[k]) for k in ("chain", "hooks", "singles", "single hooks"))
+    count = len(SHARED)
+    print(f"  {', '.join(SHARED)} OnPodCreate (native), {ITERATIONS} calls each, in turn:")
+    print(
+        f"    one chain of {count}   p50 {c50:7.1f} us   its hooks {h50:7.1f} us   overhead per"
+        f" plugin {(c50 - h50) / count:5.1f} us (target <= 25 us)"
+    )
+    print(
+        f"    {count} chains of one p50 {s50:7.1f} us   their hooks {sh50:7.1f} us   overhead per"
+        f" plugin {(s50 - sh50) / count:5.1f} us"
+    )
+    print(
+        f"    overhead / hooks p50: one chain {(c50 - h50) / h50:.3f}, chains of one"
+        f" {(s50 - sh50) / sh50:.3f} (the chain's work once per Pod is shared in one chain)"
     )
 
 
@@ -345,6 +432,8 @@ def main(argv: list[str] | None = None) -> None:
                 if builtin.name in only:
                     hooks = bench_builtin if "on_pod_create" in builtin.hooks else bench_ready
                     hooks(builtin.name, sandbox)
+        if "shared" in only:
+            bench_shared_chain()
         return
     bench_compile_bomb()
     with tempfile.TemporaryDirectory() as tmp:
@@ -362,6 +451,7 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 bench_ready(builtin.name, sandbox)
             bench_loading(builtin.name, data, sandbox)
+        bench_shared_chain()
         bench_extism_example(sandbox)
         from modelserving.bench import toolchains  # it uses this module's helpers
 
