@@ -105,7 +105,7 @@ class _Known:
     """What the validator found in one Pod (each part found when first needed): its Pod
     Security facts, its access facts, and the containers its template grants a privilege."""
 
-    __slots__ = ("access", "granted", "parent", "pod", "pss")
+    __slots__ = ("access", "granted", "parent", "pod", "pss", "sibling")
 
     def __init__(
         self,
@@ -122,6 +122,9 @@ class _Known:
         """What is known of the Pod this one was patched from: the next plugin of a chain
         patches this one, and its facts are found from those of the nearest Pod up the chain
         that has them, where they are the same."""
+        self.sibling = False
+        """This is what was known of a Pod made from the same template as the one it is the
+        ``parent`` of (``PatchValidator.related``), not of the Pod that one was patched from."""
 
 
 KNOWN_PODS = 32
@@ -519,13 +522,17 @@ class PatchValidator:
         # a detached copy of what is known of the sibling: no chain of Pods, each holding the
         # one made before it, can form
         known.parent = _Known(sibling, other.pss, other.access, other.granted)
+        known.parent.sibling = True
 
     def _pss(self, known: _Known, template: _Known | None = None) -> pss.PodFacts:
         """The Pod Security facts of ``known``'s Pod (from ``template``'s where they are the
         same)."""
         if known.pss is None:
             source = self._source(known, template, "pss")
-            known.pss = pss.pod_facts(known.pod, source.pss if source is not None else None)
+            if source is None:
+                known.pss = pss.pod_facts(known.pod)
+            else:
+                known.pss = pss.pod_facts(known.pod, source.pss, source.sibling)
         return known.pss
 
     def _access(self, known: _Known, template: _Known | None = None) -> access.AccessFacts:
@@ -674,16 +681,17 @@ class PatchValidator:
         add, each with the first such privilege and the setting that would allow adding it.
         Probe hosts grant the container nothing."""
         out: dict[str, tuple[str, str]] = {}
+        if not facts.privileged:  # no container has a fact of such a control
+            return out
         plain: frozenset[tuple[str, str]] | None = None
-        inert = _inert_host_volumes(pod)
+        inert: frozenset[str] | None = None
+        containers = facts.containers
         for (control, subject, what), (path, value) in facts.facts.items():
-            if (
-                subject in out
-                or subject not in facts.containers
-                or control == pss.HOST_PROBES
-                or pss.CONTROLS[control].restricted
-                or not _takeover_grant(control, what, value, inert)
-            ):
+            if control not in pss.OWN_PRIVILEGES or subject in out or subject not in containers:
+                continue
+            if inert is None:
+                inert = _inert_host_volumes(pod)
+            if not _takeover_grant(control, what, value, inert):
                 continue
             if plain is None:
                 plain = facts.plain()

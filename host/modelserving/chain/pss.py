@@ -95,6 +95,12 @@ CONTROLS: dict[str, Control] = {
     HOST_PROBES: Control("Host Probes / Lifecycle Hooks"),
 }
 
+OWN_PRIVILEGES = frozenset(
+    name for name, control in CONTROLS.items() if not control.restricted and name != HOST_PROBES
+)
+"""The baseline controls whose facts can give a container a privilege of its own (a probe's or
+handler's host sends the kubelet elsewhere, and grants the container nothing)."""
+
 CONTAINER_KINDS = ("containers", "initContainers", "ephemeralContainers")
 THE_POD = "the Pod"
 _POD_SC = "/spec/securityContext"
@@ -143,6 +149,8 @@ class Part:
     """A volume part's hostPath volume, ``(name, what)`` (None when it is none); a container
     part's: the hostPath volumes of its Pod it was read with; the Pod's own part: its AppArmor
     annotations (``_apparmor``), compared by value."""
+    privileged: bool = False
+    """A container's part with a fact of ``OWN_PRIVILEGES`` (set once its facts are read)."""
 
     def same(self, inputs: tuple[Any, ...]) -> bool:
         old = self.inputs
@@ -159,6 +167,9 @@ class PodFacts:
     pod_sc: Mapping[str, Any]
     _plain: frozenset[tuple[str, str]] | None = field(default=None, repr=False)
     parts: dict[tuple[str, int], Part] = field(default_factory=dict, repr=False)
+    privileged: bool = True
+    """Whether a container has a fact of ``OWN_PRIVILEGES`` here (``pod_facts`` finds it; True
+    when not found: look at the facts)."""
 
     def plain(self) -> frozenset[tuple[str, str]]:
         """The ``(control, what)`` of a container without settings of its own in this Pod."""
@@ -194,7 +205,9 @@ def weakenings(before: PodFacts, after: PodFacts) -> Iterator[Weakening]:
         yield Weakening(control, subject, what, fact[0], fact[1], added)
 
 
-def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts:
+def pod_facts(
+    pod: Mapping[str, Any], reuse: PodFacts | None = None, sibling: bool = True
+) -> PodFacts:
     """Every fact of ``pod``: Pod-level ones first, then volumes, then containers in order.
 
     ``reuse``: the facts of a Pod ``pod`` shares objects with (the template of a patched Pod).
@@ -203,22 +216,28 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
     instead of reading them again: the result is the same as without ``reuse``, in the same
     order (a property test checks this), at the cost of the parts a patch touched. When every
     part is taken so (a Pod made from the same template as ``reuse``'s), ``reuse`` itself is
-    the answer."""
-    if reuse is not None and _unchanged(pod, reuse.parts):
+    the answer. ``sibling``: ``pod`` was made from the same template as ``reuse``'s Pod, and is
+    likely to take every part (tested first, without building anything); else (a patched Pod
+    and its template, where the patch mostly changed a part) the parts are taken one by one
+    and ``reuse`` is still the answer when every one was."""
+    if reuse is not None and sibling and _unchanged(pod, reuse.parts):
         return reuse
     old = reuse.parts if reuse is not None else {}
+    taken = 0  # the parts taken from ``reuse``
     parts: dict[tuple[str, int], Part] = {}
     spec = as_map(pod.get("spec"))
     raw_sc = spec.get("securityContext")
     pod_sc = as_map(raw_sc)
     out: dict[Key, Fact] = {}
     annotations = as_map(pod.get("metadata")).get("annotations")
-    inputs = (raw_sc, *(spec.get(f) for f in _POD_FIELDS))
+    inputs = (raw_sc, *map(spec.get, _POD_FIELDS))
     apparmor = _apparmor(annotations)
     part = old.get(_POD_PART)
     if part is None or part.extra != apparmor or not part.same(inputs):
         part = Part(inputs, {}, apparmor)
         _pod_level(dict(zip(_POD_FIELDS, inputs[1:], strict=True)), pod_sc, annotations, part.facts)
+    else:
+        taken += 1
     parts[_POD_PART] = part
     out.update(part.facts)
     host_volumes: dict[str, str] = {}
@@ -227,11 +246,14 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
         if part is None or part.inputs[0] is not volume:
             part = Part((volume,), {})
             part.extra = _volume(as_map(volume), i, part.facts)
+        else:
+            taken += 1
         parts["volumes", i] = part
         out.update(part.facts)
         if part.extra is not None:
             host_volumes[part.extra[0]] = part.extra[1]
     containers: set[str] = set()
+    privileged = False
     for kind, reach_kind in _PART_KINDS:
         items = spec.get(kind)
         if items is None:
@@ -249,17 +271,31 @@ def pod_facts(pod: Mapping[str, Any], reuse: PodFacts | None = None) -> PodFacts
             if part is None or not part.same((raw_sc, name, security)):
                 part = Part((raw_sc, name, security), {})
                 _security(as_map(security), subject, base, pod_sc, part.facts)
+                part.privileged = _has_own_privilege(part.facts)
+            else:
+                taken += 1
             parts[kind, i] = part
             out.update(part.facts)
-            inputs = (name, *(container.get(f) for f in _REACH_FIELDS))
+            privileged = privileged or part.privileged
+            inputs = (name, *map(container.get, _REACH_FIELDS))
             part = old.get((reach_kind, i))
             if part is None or part.extra != host_volumes or not part.same(inputs):
                 part = Part(inputs, {}, host_volumes)
                 view = dict(zip(_REACH_FIELDS, inputs[1:], strict=True))
                 _reach(view, subject, base, host_volumes, part.facts)
+                part.privileged = _has_own_privilege(part.facts)
+            else:
+                taken += 1
             parts[reach_kind, i] = part
             out.update(part.facts)
-    return PodFacts(out, containers, pod_sc, parts=parts)
+            privileged = privileged or part.privileged
+    if reuse is not None and taken == len(parts) == len(old):
+        return reuse  # every part taken, none more or fewer: the same facts
+    return PodFacts(out, containers, pod_sc, parts=parts, privileged=privileged)
+
+
+def _has_own_privilege(facts: Mapping[Key, Fact]) -> bool:
+    return any(key[0] in OWN_PRIVILEGES for key in facts)
 
 
 def _unchanged(pod: Mapping[str, Any], parts: Mapping[tuple[str, int], Part]) -> bool:

@@ -8,6 +8,7 @@ validator and on one that already knows the template, and along a chain of patch
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from typing import Any
 
@@ -279,12 +280,57 @@ def test_facts_found_from_the_template_are_those_of_the_whole_pod(
     if after is None:
         return
     whole = pss.pod_facts(after)
-    reused = pss.pod_facts(after, reuse=pss.pod_facts(template))
+    base = pss.pod_facts(template)
+    reused = pss.pod_facts(after, reuse=base)
     assert list(reused.facts.items()) == list(whole.facts.items())
     assert reused.containers == whole.containers and reused.pod_sc == whole.pod_sc
+    # a patched Pod's parts taken one by one (no test of them all first): the same facts, and
+    # the template's own when every part is taken
+    patched = pss.pod_facts(after, reuse=base, sibling=False)
+    assert list(patched.facts.items()) == list(whole.facts.items())
+    assert patched.containers == whole.containers and patched.pod_sc == whole.pod_sc
+    assert (patched is base) == (reused is base)
+    assert pss.pod_facts(template, reuse=base, sibling=False) is base
+    for facts in (whole, reused, patched):  # what the validator's ``_granted`` skips facts by
+        assert facts.privileged == any(
+            control in pss.OWN_PRIVILEGES and subject in facts.containers
+            for control, subject, _ in facts.facts
+        )
     access_whole = access.facts_of(after)
     access_reused = access.facts_of(after, reuse=access.facts_of(template))
     assert list(access_reused.facts.items()) == list(access_whole.facts.items())
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    template=st.sampled_from(TEMPLATES),
+    patch=PATCHES,
+    policy=st.sampled_from(POLICIES),
+)
+def test_the_granted_containers_are_found_as_from_every_fact(
+    template: dict[str, Any], patch: list[dict[str, Any]], policy: PatchPolicy
+) -> None:
+    """A Pod whose containers have no fact that can grant them a privilege has no granted
+    container: the same answer as reading all of its facts."""
+    after = _patched(template, patch) or template
+    validator = PatchValidator(policy)
+    facts = pss.pod_facts(after, reuse=pss.pod_facts(template))
+    every = dataclasses.replace(facts, privileged=True)
+    assert validator._granted(facts, after) == validator._granted(every, after)
+
+
+@pytest.mark.parametrize("field", ["volumes", "containers", "initContainers"])
+def test_a_patched_pod_with_a_part_fewer_has_facts_of_its_own(field: str) -> None:
+    """Every part of the patched Pod is the template's, but the template has one more: the
+    facts are the Pod's, not the template's."""
+    template = TEMPLATES[1]
+    spec = template["spec"]
+    after = {**template, "spec": {**spec, field: spec[field][:-1]}}
+    base = pss.pod_facts(template)
+    for sibling in (True, False):
+        found = pss.pod_facts(after, reuse=base, sibling=sibling)
+        assert found is not base
+        assert list(found.facts.items()) == list(pss.pod_facts(after).facts.items())
 
 
 def test_a_part_is_read_again_when_its_objects_are_new() -> None:
