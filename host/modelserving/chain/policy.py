@@ -982,8 +982,8 @@ def _check_unique_volume_names(before: Mapping[str, Any], after: Mapping[str, An
     duplicate the template already had is not the plugin's (the API server refuses that Pod)."""
     seen: set[Any] = set()
     for i, volume in enumerate(_volumes(after)):
-        name = as_map(volume).get("name")
-        if not isinstance(name, str):
+        name = (volume if type(volume) is dict else as_map(volume)).get("name")
+        if type(name) is not str and not isinstance(name, str):
             raise PatchRejected(f"/spec/volumes/{i}/name", "a volume name must be a string")
         if name in seen and _count(after, name) > _count(before, name):
             raise PatchRejected(
@@ -993,7 +993,9 @@ def _check_unique_volume_names(before: Mapping[str, Any], after: Mapping[str, An
 
 
 def _volumes(pod: Mapping[str, Any]) -> list[Any]:
-    return as_list(as_map(pod.get("spec")).get("volumes"))
+    spec = pod.get("spec")
+    volumes = (spec if type(spec) is dict else as_map(spec)).get("volumes")
+    return volumes if type(volumes) is list else as_list(volumes)
 
 
 def _count(pod: Mapping[str, Any], name: str) -> int:

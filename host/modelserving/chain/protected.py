@@ -39,9 +39,12 @@ class Protections:
 
     def check(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """Raise PatchRejected when ``after`` changes a protected field of ``before``."""
-        spec_b, spec_a = as_map(before.get("spec")), as_map(after.get("spec"))
-        if spec_b is not spec_a and self._named:
-            self._check_named(spec_b, spec_a)
+        spec_b, spec_a = before.get("spec"), after.get("spec")
+        if spec_b is not spec_a and self._named:  # the named protections are in the spec
+            self._check_named(
+                spec_b if type(spec_b) is dict else as_map(spec_b),
+                spec_a if type(spec_a) is dict else as_map(spec_a),
+            )
         for entry, tokens in self._pointers:
             old, new = _values_at(before, after, tokens)
             if not _same(old, new):
