@@ -193,6 +193,9 @@ class PatchValidator:
         self.memo = memo
         self._known: OrderedDict[int, _Known] = OrderedDict()
         self._known_lock = threading.Lock()
+        self._recent: _Known | None = None
+        """The entry last found or made: a chain's next look is mostly for that same Pod (the
+        template ``related`` linked, then checked; a patched Pod, then patched again)."""
         self._rules = _compile(self.policy)
         self._allowed: dict[tuple[str, str], bool] = {}
         self._op_effects: dict[tuple[str, str], int] = {}
@@ -487,6 +490,9 @@ class PatchValidator:
         with ``memo`` off, nothing."""
         if not self.memo:
             return _Known(pod)
+        recent = self._recent  # another thread's maybe: it is this Pod's entry or not looked at
+        if recent is not None and recent.pod is pod:
+            return recent  # just made or moved to the end: no need to move it again
         with self._known_lock:
             return self._held_entry(pod)
 
@@ -496,10 +502,11 @@ class PatchValidator:
         known = self._known.get(key)
         if known is not None and known.pod is pod:
             self._known.move_to_end(key)
-            return known
-        known = self._known[key] = _Known(pod)
-        while len(self._known) > KNOWN_PODS:
-            self._known.popitem(last=False)
+        else:
+            known = self._known[key] = _Known(pod)
+            while len(self._known) > KNOWN_PODS:
+                self._known.popitem(last=False)
+        self._recent = known
         return known
 
     def related(self, pod: Mapping[str, Any], sibling: Mapping[str, Any]) -> None:

@@ -8,6 +8,8 @@ validator and on one that already knows the template, and along a chain of patch
 from __future__ import annotations
 
 import copy
+import sys
+import threading
 import dataclasses
 import itertools
 from typing import Any
@@ -585,3 +587,51 @@ def test_a_pod_is_linked_only_to_a_known_sibling_and_only_once() -> None:
     off = PatchValidator(memo=False)
     off.related(second, first)
     assert not off._known
+
+
+THREAD_PATCHES = [
+    [_op("add", "/spec/containers/0/env/-", {"name": "A", "value": "1"})],
+    [LABEL],
+    [_op("add", "/spec/containers/0/securityContext/privileged", True)],
+    [_op("add", "/spec/volumes/-", {"name": "h", "hostPath": {"path": "/var/log"}})],
+    [_op("add", "/spec/containers/0/securityContext/capabilities", {"add": ["NET_ADMIN"]})],
+]
+
+
+def test_threads_sharing_a_validator_judge_as_each_alone() -> None:
+    """Four threads, each making Pods from a template and running chains of patches on them
+    through one validator (its table of Pods, the last entry it found, the sibling links), with
+    the interpreter switching threads as often as it can: every verdict is the full walk's."""
+    validator = PatchValidator(PatchPolicy(allowed_paths=OPEN))
+    failures: list[str] = []
+    start = threading.Barrier(4)
+
+    def work(seed: int) -> None:
+        reference = PatchValidator(PatchPolicy(allowed_paths=OPEN), memo=False)
+        template = TEMPLATES[seed % len(TEMPLATES)]
+        previous = None
+        start.wait()
+        for i in range(60):
+            pod = _made_from(template)
+            if previous is not None:
+                validator.related(pod, previous)
+            previous = pod
+            for step in range(3):
+                patch = THREAD_PATCHES[(seed + i + step) % len(THREAD_PATCHES)]
+                got, want = verdict(validator, pod, patch), verdict(reference, pod, patch)
+                if got != want:
+                    failures.append(f"thread {seed}, Pod {i}, plugin {step}: {got!r} != {want!r}")
+                if isinstance(got, dict):
+                    pod = got
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[:3]
