@@ -8,10 +8,10 @@ validator and on one that already knows the template, and along a chain of patch
 from __future__ import annotations
 
 import copy
-import sys
-import threading
 import dataclasses
 import itertools
+import sys
+import threading
 from typing import Any
 
 import pytest
