@@ -127,6 +127,10 @@ class _Known:
         ``parent`` of (``PatchValidator.related``), not of the Pod that one was patched from."""
 
 
+_MAX_PARENTS = 64
+"""How far up the Pods a patched Pod was patched from its facts are looked for: further than any
+chain goes (a ModelServing lists at most 32 plugins)."""
+
 KNOWN_PODS = 32
 """How many Pods a validator keeps the facts of: the template of each Pod in the works, and
 each plugin's patched Pod, which the next plugin of the chain patches."""
@@ -528,8 +532,9 @@ class PatchValidator:
             return
         # a detached copy of what is known of the sibling: no chain of Pods, each holding the
         # one made before it, can form
-        known.parent = _Known(sibling, other.pss, other.access, other.granted)
-        known.parent.sibling = True
+        parent = _Known(sibling, other.pss, other.access, other.granted)
+        parent.sibling = True  # before it is linked: another thread may link this Pod meanwhile
+        known.parent = parent
 
     def _pss(self, known: _Known, template: _Known | None = None) -> pss.PodFacts:
         """The Pod Security facts of ``known``'s Pod (from ``template``'s where they are the
@@ -553,9 +558,11 @@ class PatchValidator:
         """The Pod whose ``facts`` (``pss`` or ``access``) ``known``'s are found from: the
         template, else the nearest Pod up the chain that has them; none with ``memo`` off."""
         source = template if template is not None else known.parent
-        while source is not None and getattr(source, facts) is None:
+        for _ in range(_MAX_PARENTS):
+            if source is None or getattr(source, facts) is not None:
+                return source if self.memo else None
             source = source.parent
-        return source if self.memo else None
+        return None  # no chain is that long: a loop (``check_invariants`` of two Pods both ways)
 
     def check_privileges(
         self,

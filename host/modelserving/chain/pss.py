@@ -149,8 +149,9 @@ class Part:
     """A volume part's hostPath volume, ``(name, what)`` (None when it is none); a container
     part's: the hostPath volumes of its Pod it was read with; the Pod's own part: its AppArmor
     annotations (``_apparmor``), compared by value."""
-    privileged: bool = False
-    """A container's part with a fact of ``OWN_PRIVILEGES`` (set once its facts are read)."""
+    privileged: bool = True
+    """A container's part with a fact of ``OWN_PRIVILEGES`` (``pod_facts`` sets it once its
+    facts are read; True until then: look at the facts)."""
 
     def same(self, inputs: tuple[Any, ...]) -> bool:
         old = self.inputs

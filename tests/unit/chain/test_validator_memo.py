@@ -635,3 +635,37 @@ def test_threads_sharing_a_validator_judge_as_each_alone() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert not failures, failures[:3]
+
+
+def test_a_privileged_container_without_a_host_mount_still_grants_in_a_sibling() -> None:
+    """``TEMPLATES[1]``'s privileged container also mounts a hostPath volume. In a Pod whose
+    volume is an emptyDir instead (its containers the template's objects, its facts found from
+    the template's), only the container's security settings grant it a privilege: a change of
+    its image is still a takeover."""
+    policy = PatchPolicy(allowed_paths=OPEN)
+    validator, reference = PatchValidator(policy), PatchValidator(policy, memo=False)
+    template = _made_from(TEMPLATES[1])
+    validator._pss(validator._entry(template))
+    spec = template["spec"]
+    volumes = [spec["volumes"][0], {"name": "h", "emptyDir": {}}, *spec["volumes"][2:]]
+    pod = {**template, "spec": {**spec, "volumes": volumes}}
+    validator.related(pod, template)
+    assert validator._pss(validator._entry(pod)).privileged
+    image = [_op("replace", "/spec/containers/1/image", "other:1")]
+    got = verdict(validator, pod, image)
+    assert got == verdict(reference, pod, image)
+    assert got[0] == "rejected" and "runs privileged" in got[2], got
+
+
+@pytest.mark.timeout(10)
+def test_pods_checked_both_ways_do_not_loop_the_facts_search() -> None:
+    """``check_invariants(a, b)`` links b to a as patched from it; the same the other way round
+    links a to b. The search for the Pod whose facts to start from then meets a loop: it stops,
+    and the facts are read whole."""
+    validator = PatchValidator()
+    a, b = copy.deepcopy(TEMPLATES[0]), copy.deepcopy(TEMPLATES[0])
+    label = [LABEL]
+    validator.check_invariants(a, b, label)  # nothing read: a label needs no facts
+    validator.check_invariants(b, a, label)
+    validator.check_invariants(a, b)  # every check: the facts of both
+    assert validator._entry(b).pss is not None
