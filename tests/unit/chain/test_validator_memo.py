@@ -664,7 +664,7 @@ def test_pods_checked_both_ways_do_not_loop_the_facts_search() -> None:
     and the facts are read whole."""
     validator = PatchValidator()
     a, b = copy.deepcopy(TEMPLATES[0]), copy.deepcopy(TEMPLATES[0])
-    label = [LABEL]
+    label: Any = [LABEL]
     validator.check_invariants(a, b, label)  # nothing read: a label needs no facts
     validator.check_invariants(b, a, label)
     validator.check_invariants(a, b)  # every check: the facts of both
