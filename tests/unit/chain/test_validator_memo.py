@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
+from modelserving.api.modelserving import MAX_PLUGINS
 from modelserving.api.policy import PatchPolicy, PathRule
 from modelserving.chain import access, pss
 from modelserving.chain.jsonpatch import apply_one
@@ -611,7 +612,7 @@ def test_threads_sharing_a_validator_judge_as_each_alone() -> None:
         template = TEMPLATES[seed % len(TEMPLATES)]
         previous = None
         start.wait()
-        for i in range(60):
+        for i in range(240):
             pod = _made_from(template)
             if previous is not None:
                 validator.related(pod, previous)
@@ -655,6 +656,30 @@ def test_a_privileged_container_without_a_host_mount_still_grants_in_a_sibling()
     got = verdict(validator, pod, image)
     assert got == verdict(reference, pod, image)
     assert got[0] == "rejected" and "runs privileged" in got[2], got
+
+
+def test_the_facts_of_the_first_pod_serve_a_chain_of_the_most_plugins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ModelServing lists at most 32 plugins: after 31 that change no fact (a label each),
+    the last plugin's Pod still finds its facts from the first Pod's, reading no part again."""
+    read: list[str] = []
+    for part in ("_security", "_reach"):
+        real = getattr(pss, part)
+
+        def read_part(*args: Any, _part: str = part, _real: Any = real) -> None:
+            read.append(_part)
+            _real(*args)
+
+        monkeypatch.setattr(pss, part, read_part)
+    validator = PatchValidator()
+    env = [_op("add", "/spec/containers/0/env/-", {"name": "A", "value": "1"})]
+    pod = validator.apply(copy.deepcopy(TEMPLATES[1]), env)  # the template's facts read
+    first = len(read)
+    for i in range(MAX_PLUGINS - 1):
+        pod = validator.apply(pod, [_op("add", f"/metadata/labels/l{i}", "x")])
+    validator.apply(pod, env)  # what runs: the facts of its Pod, found up the chain
+    assert first and len(read) == first
 
 
 @pytest.mark.timeout(10)
