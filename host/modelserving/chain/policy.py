@@ -997,7 +997,7 @@ def _check_unique_volume_names(before: Mapping[str, Any], after: Mapping[str, An
     seen: set[Any] = set()
     for i, volume in enumerate(_volumes(after)):
         name = (volume if type(volume) is dict else as_map(volume)).get("name")
-        if type(name) is not str and not isinstance(name, str):
+        if not isinstance(name, str):
             raise PatchRejected(f"/spec/volumes/{i}/name", "a volume name must be a string")
         if name in seen and _count(after, name) > _count(before, name):
             raise PatchRejected(

@@ -111,11 +111,8 @@ def may_change(op: PatchOperation) -> bool:
 
 def containers(pod: Mapping[str, Any]) -> Iterator[tuple[str, str, int, Mapping[str, Any]]]:
     """``(subject, kind, index, container)`` of every container, as ``pss`` names them."""
-    spec = as_map(pod.get("spec"))
-    for kind in pss.CONTAINER_KINDS:
-        for i, container in enumerate(as_list(spec.get(kind))):
-            container = as_map(container)
-            yield pss.container_subject(kind, container), kind, i, container
+    for kind, _, i, container in pss.containers_of(as_map(pod.get("spec"))):
+        yield pss.container_subject(kind, container), kind, i, container
 
 
 def changes(

@@ -11,7 +11,7 @@ import pytest
 
 from modelserving.api import PatchPolicy, PatchRejected, PathRule
 from modelserving.api.policy import BASELINE_CAPABILITIES
-from modelserving.chain import PatchValidator
+from modelserving.chain import PatchValidator, pss
 from modelserving.chain.pss import CONTROLS
 from tests.unit.chain.test_patch_policy import expected, op
 
@@ -558,3 +558,21 @@ def test_running_as_non_root_user() -> None:
     assert path == "/spec/securityContext/runAsUser"
     keeps(root_pod, [op("add", "/spec/containers/-", sidecar())])  # as the template's would
     keeps(root_pod, [op("replace", "/spec/securityContext/runAsUser", 1000)])
+
+
+def test_containers_of_walks_every_kind_in_the_pods_order() -> None:
+    """The walk ``pod_facts``, ``_unchanged`` and the takeover checks share: kind by kind, each
+    container with its index; a kind that is not a list holds none, a container that is not a
+    map is an empty one."""
+    spec = {
+        "ephemeralContainers": [{"name": "e"}],
+        "containers": [{"name": "a"}, "not a map", {"name": "b"}],
+        "initContainers": {"name": "not a list"},
+    }
+    walked = [(kind, reach, i, dict(c)) for kind, reach, i, c in pss.containers_of(spec)]
+    assert walked == [
+        ("containers", "containers/reach", 0, {"name": "a"}),
+        ("containers", "containers/reach", 1, {}),
+        ("containers", "containers/reach", 2, {"name": "b"}),
+        ("ephemeralContainers", "ephemeralContainers/reach", 0, {"name": "e"}),
+    ]
