@@ -446,6 +446,21 @@ def test_the_next_plugin_finds_the_facts_of_its_pod_from_the_pod_it_was_patched_
     assert found == list(pss.pod_facts(pod).facts.items())
 
 
+def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the container parts ``pss`` reads from now on (``_security``, ``_reach``),
+    one entry per read."""
+    read: list[str] = []
+    for part in ("_security", "_reach"):
+        real = getattr(pss, part)
+
+        def read_part(*args: Any, _part: str = part, _real: Any = real) -> None:
+            read.append(_part)
+            _real(*args)
+
+        monkeypatch.setattr(pss, part, read_part)
+    return read
+
+
 @pytest.mark.parametrize(
     ("operation", "security", "reach"),
     [
@@ -464,15 +479,7 @@ def test_a_container_is_read_again_only_in_the_part_a_patch_changed(
     pod = copy.deepcopy(TEMPLATES[1])
     before = pss.pod_facts(pod)
     after = apply_one(pod, operation)  # type: ignore[arg-type]
-    read: list[str] = []
-    for part in ("_security", "_reach"):
-        real = getattr(pss, part)
-
-        def read_part(*args: Any, _part: str = part, _real: Any = real) -> None:
-            read.append(_part)
-            _real(*args)
-
-        monkeypatch.setattr(pss, part, read_part)
+    read = _counted_reads(monkeypatch)
     found = pss.pod_facts(after, before)
     assert read.count("_security") == security and read.count("_reach") == reach
     monkeypatch.undo()
@@ -663,15 +670,7 @@ def test_the_facts_of_the_first_pod_serve_a_chain_of_the_most_plugins(
 ) -> None:
     """A ModelServing lists at most 32 plugins: after 31 that change no fact (a label each),
     the last plugin's Pod still finds its facts from the first Pod's, reading no part again."""
-    read: list[str] = []
-    for part in ("_security", "_reach"):
-        real = getattr(pss, part)
-
-        def read_part(*args: Any, _part: str = part, _real: Any = real) -> None:
-            read.append(_part)
-            _real(*args)
-
-        monkeypatch.setattr(pss, part, read_part)
+    read = _counted_reads(monkeypatch)
     validator = PatchValidator()
     env = [_op("add", "/spec/containers/0/env/-", {"name": "A", "value": "1"})]
     pod = validator.apply(copy.deepcopy(TEMPLATES[1]), env)  # the template's facts read
