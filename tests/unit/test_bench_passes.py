@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from modelserving.bench import passes
 from modelserving.collector import GC_THRESHOLDS
+from modelserving.workload.plan import DesiredPod
+from modelserving.workload.sync import SyncPlan
 
 
 def test_the_settled_pods_need_nothing_and_a_new_image_rolls_a_quarter() -> None:
@@ -32,9 +36,11 @@ def test_each_size_runs_with_both_thresholds_and_the_default_comes_back(
         ("64", "Python's"),
         ("64", "controller's"),
     ]
-    assert [line.split()[:3] for line in lines[7:9]] == [
+    assert [line.split()[:3] for line in lines[7:11]] == [
         ["32", "rolling", "update"],
         ["64", "rolling", "update"],
+        ["32", "slow", "rollout"],
+        ["64", "slow", "rollout"],
     ]
 
 
@@ -43,3 +49,43 @@ def test_the_simulated_rolling_update_ends_with_every_pod_replaced() -> None:
     assert run.done and run.pods == 80
     # 10 ServingGroups, at most 2 (25 %) unavailable at a time, 3 Pods Ready a pass
     assert run.passes >= 80 // 3
+
+
+def _summary(plan: SyncPlan) -> Any:
+    creates = [
+        (c.name, c.pod_group is not None, [step_name(step) for step in c.steps])
+        for c in plan.creates
+    ]
+    return (
+        creates,
+        plan.delete_pods,
+        plan.delete_services,
+        plan.delete_pod_groups,
+        plan.update_pod_groups,
+        plan.groups,
+        plan.requeue_after,
+        plan.notes,
+        plan.status,
+    )
+
+
+def step_name(step: Any) -> str:
+    return step.name if isinstance(step, DesiredPod) else str(step["metadata"]["name"])
+
+
+@pytest.mark.parametrize("ready_per_pass", [1, 3, 7])
+def test_a_slow_rolling_update_decides_every_pass_as_a_visit_of_every_group(
+    ready_per_pass: int,
+) -> None:
+    """Deleted Pods that stay terminating: new ServingGroups wait for their names over many
+    passes (no plan is built for them then), and each pass decides as a pass from lists that
+    visits and plans every ServingGroup."""
+    waited: list[float | None] = []
+
+    def check(plan: SyncPlan, again: Callable[..., SyncPlan]) -> None:
+        assert _summary(plan) == _summary(again(every_group=True))
+        waited.append(plan.requeue_after)
+
+    run = passes.rollout(96, ready_per_pass=ready_per_pass, slow=True, check=check)
+    assert run.done and len(waited) == run.passes
+    assert sum(w is not None for w in waited) > run.passes // 2  # they waited for their names

@@ -387,3 +387,62 @@ class ObjectCache:
             for key in [k for k in self._gone if k[1:] == (namespace, owner)]:
                 del self._gone[key]
             self._primed = {k for k in self._primed if k[1:] != (namespace, owner)}
+
+
+FRESH_S = 30.0
+"""How long a ModelServing's copy from its watch, or from the answer to the controller's own
+write, stands for a read of it (``LatestObjects.get``)."""
+
+
+class LatestObjects:
+    """The newest copy of each object of one kind, by (namespace, name): from its watch's
+    events and the answers to the controller's own writes. A pass reads its ModelServing here
+    instead of from the API while the copy is fresh (seen within ``fresh_s``): a GET per pass
+    was an API round trip and about a millisecond and a half of the controller's CPU, on every
+    pass of a rolling update. A deletion the watch missed (it listed again) or a copy nothing
+    confirmed for ``fresh_s`` sends the read back to the API. Thread-safe."""
+
+    def __init__(self, fresh_s: float = FRESH_S, clock: Callable[[], float] = time.monotonic):
+        self._fresh_s = fresh_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._objects: dict[tuple[str, str], tuple[Mapping[str, Any], float]] = {}
+
+    @staticmethod
+    def key(obj: Mapping[str, Any]) -> tuple[str, str]:
+        meta = obj.get("metadata") or {}
+        return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+    def offer(self, obj: Mapping[str, Any]) -> bool:
+        """Keep ``obj`` unless an object of its name at a newer resourceVersion is kept (the
+        watch's echo of an earlier state can come after a write's answer). Whether it is a
+        state not seen before: False for the echo of what is kept, or an older one."""
+        key = self.key(obj)
+        now = self._clock()
+        with self._lock:
+            kept = self._objects.get(key)
+            if kept is not None:
+                old = kept[0]
+                meta, old_meta = obj.get("metadata") or {}, old.get("metadata") or {}
+                same = meta.get("uid") == old_meta.get("uid")
+                if same and _older(obj, old):
+                    return False
+                version = meta.get("resourceVersion")
+                if same and version is not None and version == old_meta.get("resourceVersion"):
+                    self._objects[key] = (old, now)
+                    return False
+            self._objects[key] = (obj, now)
+            return True
+
+    def gone(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._objects.pop((namespace, name), None)
+
+    def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The kept copy while fresh; None when there is none or it is too old (read the API,
+        then ``offer`` or ``gone`` what it answered)."""
+        with self._lock:
+            kept = self._objects.get((namespace, name))
+        if kept is None or self._clock() - kept[1] > self._fresh_s:
+            return None
+        return kept[0]

@@ -31,7 +31,7 @@ from modelserving.chain import CallRecord, ChainCache
 from modelserving.chain.objects import ObjectValidator
 from modelserving.chain.policy import PatchValidator
 from modelserving.controller import handlers
-from modelserving.controller.cache import ObjectCache, owner_of
+from modelserving.controller.cache import LatestObjects, ObjectCache, owner_of
 from modelserving.controller.config import pod_namespace, sandbox_settings
 from modelserving.controller.events import EventRecorder
 from modelserving.controller.kube import CRDS, NODES, POD_GROUPS, PODS, SERVICES, ApiError, Kube
@@ -262,6 +262,10 @@ class Controller:
         self._deleting: set[Key] = set()
         """ModelServings the watch saw deleted (or being deleted): their passes stop creating."""
         self.reconciler.stopping = self._is_deleting
+        self.model_servings = LatestObjects()
+        """Each ModelServing as its watch and our status writes last showed it: a pass reads
+        it there, and the watch's echo of our own status write queues no pass."""
+        self.reconciler.model_servings = self.model_servings
         self.reconciler.pod_groups_watched = self.watch_pod_groups
         self.cache = ObjectCache()
         self.reconciler.cache = self.cache
@@ -310,6 +314,11 @@ class Controller:
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         seen = (meta.get("generation"), meta.get("labels"), meta.get("annotations"))
         gone = event_type == "DELETED" or bool(meta.get("deletionTimestamp"))
+        if event_type == "DELETED":
+            self.model_servings.gone(*key)
+            new = True
+        else:
+            new = self.model_servings.offer(obj)
         with self._seen_lock:
             changed = gone or self._seen.get(key) != seen
             if event_type == "DELETED":
@@ -322,8 +331,8 @@ class Controller:
                 self._deleting.discard(key)
         if changed:
             self.enqueue(key, change=True)
-        else:
-            self._batched(key)  # a status write (ours, mostly)
+        elif new:
+            self._batched(key)  # a status write (someone else's: ours are kept when answered)
 
     def owned_event(self, plural: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
         """A watch event of a Pod, Service or PodGroup with the ModelServing name label: kept

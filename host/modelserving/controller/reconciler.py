@@ -44,7 +44,7 @@ from modelserving.api.validation import parse_model_serving
 from modelserving.chain import CallRecord, Chain, ChainCache, Outcome
 from modelserving.chain.objects import ObjectValidator
 from modelserving.controller import status as status_
-from modelserving.controller.cache import ObjectCache
+from modelserving.controller.cache import LatestObjects, ObjectCache
 from modelserving.controller.groups import GroupHooks
 from modelserving.controller.kube import (
     CONFIG_MAPS,
@@ -134,7 +134,7 @@ class _Pass:
 
     key: Key
     ms: ModelServing
-    raw: dict[str, Any]
+    raw: Mapping[str, Any]
     chain: Chain | None = None
     plugin_error: PluginConfigError | None = None
     pod_failures: list[PluginFailure] = field(default_factory=list)
@@ -183,6 +183,9 @@ class Reconciler:
         self.backlog: StartBacklog | None = None
         """The Pods created lately that have not started: a pass waits for room in it before
         each ServingGroup (None: never waits)."""
+        self.model_servings: LatestObjects | None = None
+        """The ModelServings as their watch and the status writes last showed them: a pass
+        reads its own there while it is fresh (None: every pass reads it from the API)."""
         self.pod_sets: dict[Key, PodSet] = {}
         """Each ModelServing's Pods as its last pass left them (with the cache only)."""
         self.owned_sets: dict[tuple[str, Key], OwnedSet] = {}
@@ -210,7 +213,7 @@ class Reconciler:
         """
         namespace, name = key
         started = time.thread_time()
-        raw = self.kube.get(MODEL_SERVINGS, namespace, name)
+        raw = self._model_serving(namespace, name)
         if raw is None or raw.get("metadata", {}).get("deletionTimestamp"):
             self.forget(key)
             return None
@@ -270,6 +273,21 @@ class Reconciler:
         if work.look_again:
             return min(plan.requeue_after or LOOK_AGAIN_S, LOOK_AGAIN_S)
         return plan.requeue_after
+
+    def _model_serving(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The ModelServing: the watch's fresh copy, else read from the API (and kept)."""
+        latest = self.model_servings
+        if latest is not None:
+            found = latest.get(namespace, name)
+            if found is not None:
+                return found
+        raw = self.kube.get(MODEL_SERVINGS, namespace, name)
+        if latest is not None:
+            if raw is None:
+                latest.gone(namespace, name)
+            else:
+                latest.offer(raw)
+        return raw
 
     def forget(self, key: Key) -> None:
         self.decide_seconds.pop(key, None)
@@ -745,12 +763,18 @@ class Reconciler:
         )
         if new != (work.raw.get("status") or {}):
             try:
-                self.kube.merge_patch(
+                written = self.kube.merge_patch(
                     MODEL_SERVINGS, work.ms.namespace, work.ms.name, {"status": new}, "status"
                 )
             except ApiError as exc:
-                if not exc.not_found:
+                if exc.not_found:
+                    if self.model_servings is not None:
+                        self.model_servings.gone(work.ms.namespace, work.ms.name)
+                else:
                     work.api_errors.append(str(exc))
+            else:
+                if self.model_servings is not None and isinstance(written, Mapping):
+                    self.model_servings.offer(written)
 
 
 def _history_roles(revision: Mapping[str, Any]) -> list[Any]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -701,14 +702,12 @@ class _Sync:
             for group in ranked[:surplus]:
                 self.delete_group(group, None)
             return []
-        taken = live_now
-        fresh: list[int] = []
-        index = 0
-        while len(fresh) < -surplus:
-            if index not in taken:
-                fresh.append(index)
-            index += 1
-        return fresh
+        # the lowest ordinals not taken (in C: a rolling update takes this in every pass)
+        return list(
+            itertools.islice(
+                itertools.filterfalse(live_now.__contains__, itertools.count()), max(0, -surplus)
+            )
+        )
 
     def create_missing(self, plan: GroupPlan, skip: set[str]) -> None:
         """Create what ``plan`` describes and does not exist (skipping names in ``skip``)."""
@@ -775,16 +774,45 @@ class _Sync:
             if name in names:
                 self.out.update_pod_groups[name] = patches[name]
 
+    def fresh_revision(self, index: int, current: str | None) -> str:
+        """A new ServingGroup's revision: below the partition the current one (as a
+        StatefulSet does) when its roles are known; otherwise the new one. A role's partition
+        applies inside existing ServingGroups only (Kthena)."""
+        old = index < self.partition and current and current != self.update_revision
+        if old and current is not None and self.ms_at(current) is not None:
+            return current
+        return self.update_revision
+
     def fresh_plan(self, index: int, current: str | None) -> GroupPlan:
-        """A new ServingGroup: below the partition it is made at the current revision (as a
-        StatefulSet does) when that revision's roles are known; otherwise at the new one."""
-        if index < self.partition and current and current != self.update_revision:
-            old = self.plan_for(index, current)
-            if old is not None:
-                return old
-        plan = self.plan_for(index, self.update_revision)
+        plan = self.plan_for(index, self.fresh_revision(index, current))
         assert plan is not None
-        return plan  # a role's partition applies inside existing ServingGroups only (Kthena)
+        return plan
+
+    def create_fresh(self, index: int, current: str | None) -> None:
+        """Create a new ServingGroup's missing objects (``create_missing``). While every name
+        of its Pods is still held (by a Pod being deleted, or one gone a moment ago) and its
+        Services and PodGroup exist, there is nothing to create: then its plan is not built,
+        and the pass only looks again, as ``create_missing`` would. In a rolling update the
+        control plane takes minutes over, hundreds of ServingGroups wait so in every pass.
+        ``every_group`` builds every plan (what this shortcut is tested against)."""
+        names = self.names_for(index, self.fresh_revision(index, current))
+        assert names is not None
+        raw, gone = self.podset.raw, self.recently_gone
+        if (
+            self.every_group
+            or self.missing_pod_group(names.name or group_name(self.ms.name, index)) is not None
+            or not (names.pods <= raw.keys() or all(n in raw or n in gone for n in names.pods))
+            or not names.services <= self.services.keys()
+        ):
+            self.create_missing(self.fresh_plan(index, current), set())
+            return
+        deleting, terminating = self.deleted_pods, self.terminating_names
+        if (
+            not names.services.isdisjoint(self.out.service_causes)
+            or not names.pods.isdisjoint(deleting)
+            or not names.pods.isdisjoint(terminating)
+        ):
+            self.out.requeue(BUSY_RETRY_SECONDS)
 
     def _terminating(self, desired: DesiredPod) -> bool:
         return desired.name in self.terminating_names
@@ -1164,7 +1192,7 @@ def sync(
     for index in sorted(visit):
         s.membership(s.groups[index])
     for index in fresh:
-        s.create_missing(s.fresh_plan(index, previous), set())
+        s.create_fresh(index, previous)
     names, named = s.kept_groups(fresh, live)
     s.orphans(named, dead)
     s.out.groups = names

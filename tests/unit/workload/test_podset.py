@@ -157,6 +157,7 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
     }
     owned_seen: dict[str, dict[str, dict[str, Any]]] = {"services": {}, "pod groups": {}}
     history: dict[str, Any] = {}
+    departed: set[str] = set()  # Pods gone: their names may be gone a moment ago
     for n in range(data.draw(st.integers(3, 14))):
         action = data.draw(st.sampled_from(["pass", "pass", "change", "change", "spec", "objects"]))
         lost: dict[str, str] = {}
@@ -166,12 +167,14 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
                 after = changed(pods[name], data.draw(st.sampled_from(CHANGES)), n)
                 if after is None:
                     del pods[name]
+                    departed.add(name)
                 else:
                     pods[name] = after
             if data.draw(st.booleans()):
                 lost = {"node-b": data.draw(st.sampled_from([NODE_DELETED, NODE_NOT_READY]))}
             if data.draw(st.booleans()):
-                gone = set(data.draw(st.lists(st.sampled_from(sorted(pods) or ["x"]), max_size=2)))
+                known = sorted(pods.keys() | departed) or ["x"]
+                gone = set(data.draw(st.lists(st.sampled_from(known), max_size=2)))
         elif action == "objects" and (services or pod_groups):
             # Services and PodGroups replaced, relabelled, changed or gone, as Volcano and users do
             kinds = [k for k in (services, pod_groups) if k]
@@ -250,7 +253,10 @@ def test_a_kept_pod_set_decides_as_pods_read_afresh(data: st.DataObject) -> None
         ms.status.current_revision = plan.status.current_revision
         if action == "pass":  # carry the plan out
             for ref in plan.delete_pods:
-                pods.pop(ref.name, None)
+                if ref.name in pods and data.draw(st.booleans()):  # the node agent takes its time
+                    pods[ref.name] = changed(pods[ref.name], "terminating", n) or {}
+                elif pods.pop(ref.name, None) is not None:
+                    departed.add(ref.name)
             for name in plan.delete_services:
                 services.pop(name, None)
             for name in plan.delete_pod_groups:
