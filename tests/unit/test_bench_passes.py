@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from modelserving.bench import passes
 from modelserving.collector import GC_THRESHOLDS
-from modelserving.workload.plan import DesiredPod
 from modelserving.workload.sync import SyncPlan
+from tests.unit.workload.test_podset import summary
 
 
 def test_the_settled_pods_need_nothing_and_a_new_image_rolls_a_quarter() -> None:
@@ -51,28 +50,6 @@ def test_the_simulated_rolling_update_ends_with_every_pod_replaced() -> None:
     assert run.passes >= 80 // 3
 
 
-def _summary(plan: SyncPlan) -> Any:
-    creates = [
-        (c.name, c.pod_group is not None, [step_name(step) for step in c.steps])
-        for c in plan.creates
-    ]
-    return (
-        creates,
-        plan.delete_pods,
-        plan.delete_services,
-        plan.delete_pod_groups,
-        plan.update_pod_groups,
-        plan.groups,
-        plan.requeue_after,
-        plan.notes,
-        plan.status,
-    )
-
-
-def step_name(step: Any) -> str:
-    return step.name if isinstance(step, DesiredPod) else str(step["metadata"]["name"])
-
-
 @pytest.mark.parametrize("ready_per_pass", [1, 3, 7])
 def test_a_slow_rolling_update_decides_every_pass_as_a_visit_of_every_group(
     ready_per_pass: int,
@@ -83,7 +60,7 @@ def test_a_slow_rolling_update_decides_every_pass_as_a_visit_of_every_group(
     waited: list[float | None] = []
 
     def check(plan: SyncPlan, again: Callable[..., SyncPlan]) -> None:
-        assert _summary(plan) == _summary(again(every_group=True))
+        assert summary(plan) == summary(again(every_group=True))
         waited.append(plan.requeue_after)
 
     run = passes.rollout(96, ready_per_pass=ready_per_pass, slow=True, check=check)

@@ -98,7 +98,9 @@ def test_a_pass_reads_the_fresh_copy_and_its_own_status_write(
     scaled["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
     rec.model_servings.offer(scaled)  # the watch shows a new spec
     made = kube.count("create", PODS)
+    before = copy.deepcopy(scaled)
     rec.reconcile(KEY)
+    assert scaled == before  # shared with the watch: a pass changes nothing in it
     assert asked == ["sample"]
     assert kube.count("create", PODS) > made  # acted on the watch's copy
     clock.now += FRESH_S + 1

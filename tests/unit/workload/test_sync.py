@@ -24,6 +24,7 @@ from modelserving.workload.observed import (
 from modelserving.workload.plan import DesiredPod
 from modelserving.workload.sync import BUSY_RETRY_SECONDS, SyncPlan, _Sync, sync
 from tests.unit.conftest import manifest, role
+from tests.unit.workload.test_podset import summary
 
 _uids = itertools.count(1)
 
@@ -649,31 +650,10 @@ def test_a_complete_group_is_decided_as_if_it_were_planned(data: st.DataObject) 
             recently_gone=gone,
         )
 
-    def summary(plan: SyncPlan) -> Any:
-        creates = [
-            (c.name, c.pod_group is not None, [_step_name(s) for s in c.steps])
-            for c in plan.creates
-        ]
-        return (
-            creates,
-            plan.delete_pods,
-            plan.delete_services,
-            plan.delete_pod_groups,
-            plan.update_pod_groups,
-            plan.groups,
-            plan.requeue_after,
-            plan.notes,
-            plan.status,
-        )
-
     shortcut = summary(decide())
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_Sync, "complete", lambda self, group, rev: False)
         assert summary(decide()) == shortcut
-
-
-def _step_name(step: DesiredPod | dict[str, Any]) -> str:
-    return step.name if isinstance(step, DesiredPod) else str(step["metadata"]["name"])
 
 
 def counts_of(w: World) -> tuple[int, int, int, int]:
