@@ -10,9 +10,10 @@ turned not Ready), from the ``PodSet`` kept from the last pass, given that one c
 controller's cache gives it (``ObjectCache.changes``), with the ``GroupIndex`` kept with it: the
 pass works only on that Pod's ServingGroup. And a whole rolling update simulated (``rollout``), each
 pass given only what changed since the last; then again on a slow control plane, where a deleted
-Pod stays terminating for many passes, as the 10k fleet's are. No plugin has an OnPodReady hook. The time per Pod of a
-fresh pass should stay flat as the ModelServing grows; the time of a pass after one event should not
-grow with it at all, nor the rolling update's CPU per Pod. Each size runs with Python's default
+Pod stays terminating for many passes, as the 10k fleet's are. No plugin has an OnPodReady hook.
+The time per Pod of a fresh pass should stay flat as the ModelServing grows; the time of a pass
+after one event should not grow with it at all, nor the rolling update's CPU per Pod. Each size
+runs with Python's default
 garbage-collector thresholds and with the controller's (``collector.GC_THRESHOLDS``). Figures are
 printed, never asserted.
 
