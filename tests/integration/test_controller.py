@@ -369,7 +369,15 @@ def test_rolling_update_recreates_groups_at_the_new_revision(objs: Objects) -> N
 
 def test_failed_pod_recreates_its_role_replica(objs: Objects) -> None:
     objs.create(model_serving("recover", replicas=1, workers=1))
-    pods = {p["metadata"]["name"]: p for p in objs.wait_pods("recover", 2)}
+    objs.wait_pods("recover", 2)
+
+    def started() -> dict[str, Any] | None:
+        # kwok makes a Pod without an IP Running: a Failed phase patched before that is undone
+        found = {p["metadata"]["name"]: p for p in objs.pods("recover")}
+        ready = all((p.get("status") or {}).get("podIP") for p in found.values())
+        return found if len(found) == 2 and ready else None
+
+    pods = wait_for("both Pods started by kwok", started)
     worker = pods["recover-0-server-0-1"]
     objs.core.patch_namespaced_pod_status(
         worker["metadata"]["name"], objs.namespace, {"status": {"phase": "Failed"}}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from modelserving.bench import passes
 from modelserving.collector import GC_THRESHOLDS
+from modelserving.workload import sync as sync_module
 from modelserving.workload.sync import SyncPlan
 from tests.unit.workload.test_podset import summary
 
@@ -66,3 +69,25 @@ def test_a_slow_rolling_update_decides_every_pass_as_a_visit_of_every_group(
     run = passes.rollout(96, ready_per_pass=ready_per_pass, slow=True, check=check)
     assert run.done and len(waited) == run.passes
     assert sum(w is not None for w in waited) > run.passes // 2  # they waited for their names
+
+
+def test_every_group_plans_every_new_serving_group_and_the_kept_pass_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``every_group`` is what the shortcut is compared with: it must never take it."""
+    calls: Counter[tuple[str, bool]] = Counter()
+    for method in ("create_fresh", "fresh_plan"):
+        original = getattr(sync_module._Sync, method)
+
+        def counting(self: Any, *args: Any, _method: str = method, _f: Any = original) -> Any:
+            calls[(_method, self.every_group)] += 1
+            return _f(self, *args)
+
+        monkeypatch.setattr(sync_module._Sync, method, counting)
+
+    def check(plan: SyncPlan, again: Callable[..., SyncPlan]) -> None:
+        again(every_group=True)
+
+    passes.rollout(96, ready_per_pass=3, slow=True, check=check)
+    assert calls[("create_fresh", True)] == calls[("fresh_plan", True)] > 0
+    assert calls[("fresh_plan", False)] < calls[("create_fresh", False)] / 2

@@ -399,14 +399,18 @@ class LatestObjects:
     events and the answers to the controller's own writes. A pass reads its ModelServing here
     instead of from the API while the copy is fresh (seen within ``fresh_s``): a GET per pass
     was an API round trip and about a millisecond and a half of the controller's CPU, on every
-    pass of a rolling update. A deletion the watch missed (it listed again) or a copy nothing
-    confirmed for ``fresh_s`` sends the read back to the API. Thread-safe."""
+    pass of a rolling update. A copy nothing confirmed for ``fresh_s``, or one a status write
+    found gone, sends the read back to the API; a deletion the watch missed (it listed again)
+    is acted on for at most that long. Thread-safe."""
 
     def __init__(self, fresh_s: float = FRESH_S, clock: Callable[[], float] = time.monotonic):
         self._fresh_s = fresh_s
         self._clock = clock
         self._lock = threading.Lock()
         self._objects: dict[tuple[str, str], tuple[Mapping[str, Any], float]] = {}
+        self._gone: dict[str, float] = {}
+        """The UIDs of objects ``gone`` took away, and when (``TOMBSTONE_S``): the answer to a
+        write can come after the watch told the object deleted, and must not bring it back."""
 
     @staticmethod
     def key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -414,29 +418,46 @@ class LatestObjects:
         return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
     def offer(self, obj: Mapping[str, Any]) -> bool:
-        """Keep ``obj`` unless an object of its name at a newer resourceVersion is kept (the
-        watch's echo of an earlier state can come after a write's answer). Whether it is a
-        state not seen before: False for the echo of what is kept, or an older one."""
+        """Keep ``obj`` unless it is older than the copy kept (resourceVersions order every
+        object of the cluster: the watch's echo of an earlier state can come after a write's
+        answer, and the answer about an object deleted and made again after the new one's
+        events), or its object is gone. Whether it is a state not seen before: False for the
+        echo of what is kept, an older state, or a gone object's."""
         key = self.key(obj)
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid")
         now = self._clock()
         with self._lock:
+            if uid is not None and uid in self._gone:
+                return False
             kept = self._objects.get(key)
             if kept is not None:
                 old = kept[0]
-                meta, old_meta = obj.get("metadata") or {}, old.get("metadata") or {}
-                same = meta.get("uid") == old_meta.get("uid")
-                if same and _older(obj, old):
+                if _older(obj, old):
                     return False
+                old_meta = old.get("metadata") or {}
                 version = meta.get("resourceVersion")
+                same = uid == old_meta.get("uid")
                 if same and version is not None and version == old_meta.get("resourceVersion"):
                     self._objects[key] = (old, now)
                     return False
             self._objects[key] = (obj, now)
             return True
 
-    def gone(self, namespace: str, name: str) -> None:
+    def gone(self, namespace: str, name: str, uid: str | None = None) -> None:
+        """The object of that name (of that UID, when given) is gone: deleted, or not found.
+        Its copy, and any copy of it offered later, are not read."""
+        now = self._clock()
         with self._lock:
-            self._objects.pop((namespace, name), None)
+            key = (namespace, name)
+            kept = self._objects.get(key)
+            kept_uid = (kept[0].get("metadata") or {}).get("uid") if kept is not None else None
+            if kept is not None and (uid is None or kept_uid == uid):
+                del self._objects[key]
+            for went in {uid, kept_uid if uid is None else None} - {None}:
+                self._gone[str(went)] = now
+            for old in [u for u, t in self._gone.items() if now - t > TOMBSTONE_S]:
+                del self._gone[old]
 
     def get(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The kept copy while fresh; None when there is none or it is too old (read the API,

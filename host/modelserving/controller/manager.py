@@ -315,7 +315,7 @@ class Controller:
         seen = (meta.get("generation"), meta.get("labels"), meta.get("annotations"))
         gone = event_type == "DELETED" or bool(meta.get("deletionTimestamp"))
         if event_type == "DELETED":
-            self.model_servings.gone(*key)
+            self.model_servings.gone(*key, meta.get("uid"))
             new = True
         else:
             new = self.model_servings.offer(obj)

@@ -769,7 +769,8 @@ class Reconciler:
             except ApiError as exc:
                 if exc.not_found:
                     if self.model_servings is not None:
-                        self.model_servings.gone(work.ms.namespace, work.ms.name)
+                        uid = work.ms.metadata.uid
+                        self.model_servings.gone(work.ms.namespace, work.ms.name, uid)
                 else:
                     work.api_errors.append(str(exc))
             else:

@@ -41,12 +41,30 @@ def test_the_newest_copy_is_kept_and_an_echo_or_older_state_is_not_new() -> None
     assert not latest.offer(ms(6, replicas=9))  # the watch's echo of an earlier state
     assert not latest.offer(ms(7, replicas=2))  # the echo of what is kept
     assert latest.get(NS, "sample") == ms(7, replicas=2)
-    assert latest.offer(ms(3, uid="u2"))  # made again under the name: another object
-    assert latest.get(NS, "sample") == ms(3, uid="u2")
+    assert latest.offer(ms(9, uid="u2"))  # made again under the name: another object
+    assert latest.get(NS, "sample") == ms(9, uid="u2")
     unversioned = {"metadata": {"namespace": NS, "name": "sample", "uid": "u2"}}
     assert latest.offer(unversioned) and latest.offer(unversioned)  # no order known: new
     latest.gone(NS, "sample")
     assert latest.get(NS, "sample") is None
+
+
+def test_a_gone_object_is_not_brought_back_by_a_late_answer() -> None:
+    """The answer to a status write can be offered after the watch told its ModelServing
+    deleted, and after the events of one made again under the name."""
+    latest = LatestObjects(clock=Clock())
+    latest.offer(ms(10))
+    latest.gone(NS, "sample", "u1")  # the watch: DELETED
+    assert not latest.offer(ms(11))  # the late answer about u1
+    assert latest.get(NS, "sample") is None
+    assert latest.offer(ms(13, uid="u2"))  # made again
+    assert not latest.offer(ms(12))  # older than what is kept, whatever its UID
+    assert latest.get(NS, "sample") == ms(13, uid="u2")
+    latest.gone(NS, "sample", "u1")  # a DELETED of the old object, late: the new one stays
+    assert latest.get(NS, "sample") == ms(13, uid="u2")
+    latest.gone(NS, "sample")  # not found: whatever is kept is gone
+    assert latest.get(NS, "sample") is None
+    assert not latest.offer(ms(14, uid="u2"))
 
 
 def test_a_copy_nothing_confirmed_for_a_while_is_not_read() -> None:
@@ -165,3 +183,25 @@ def test_the_echo_of_our_own_status_write_queues_no_pass(tmp_path: Path) -> None
         assert ctl.reconciler.model_servings is ctl.model_servings
         ctl.model_serving_event("DELETED", other)
         assert ctl.model_servings.get("ns", "llm") is None
+
+
+def test_what_a_pass_reads_from_the_api_is_kept(
+    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    rec.model_servings = LatestObjects(clock=clock)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    for _ in range(3):
+        rec.reconcile(KEY)  # settled: the status written, nothing more to write
+    asked = _counted_gets(kube, monkeypatch)
+    writes = kube.count("patch", MODEL_SERVINGS, "status")
+    clock.now += FRESH_S + 1
+    rec.reconcile(KEY)
+    assert asked == ["sample"] and kube.count("patch", MODEL_SERVINGS, "status") == writes
+    assert rec.model_servings.get(NS, "sample") == kube.stored(MODEL_SERVINGS, "sample")
+    stored = kube.stored(MODEL_SERVINGS, "sample")
+    kube.remove(MODEL_SERVINGS, "sample")
+    clock.now += FRESH_S + 1
+    rec.reconcile(KEY)  # not found: gone, and so is any copy of it offered later
+    assert asked == ["sample", "sample"]
+    assert stored is not None and not rec.model_servings.offer(stored)

@@ -21,7 +21,8 @@ from modelserving.workload.observed import (
     READY_HOOKS_ANNOTATION,
     observe_pod,
 )
-from modelserving.workload.plan import DesiredPod
+from modelserving.workload.plan import DesiredPod, plan_group
+from modelserving.workload.revision import revision
 from modelserving.workload.sync import BUSY_RETRY_SECONDS, SyncPlan, _Sync, sync
 from tests.unit.conftest import manifest, role
 from tests.unit.workload.test_podset import summary
@@ -789,3 +790,38 @@ def test_scale_down_spares_the_groups_the_partition_protects() -> None:
         "sample-2-server-0-0",
         "sample-3-server-0-0",
     ]
+
+
+def test_a_new_serving_group_below_the_partition_waits_for_its_names_at_the_current_revision() -> (
+    None
+):
+    """ServingGroup 0, below the partition, is made again at the current revision, whose role
+    has two replicas where the new one has one. One of those two names is free: its plan is
+    built and that Pod made, though the one name the new revision has is still held."""
+    strategy = {
+        "type": "ServingGroupRollingUpdate",
+        "rollingUpdateConfiguration": {"maxUnavailable": 1, "partition": 2},
+    }
+    old = parse_model_serving(manifest(roles=[role(replicas=2)], replicas=2))
+    changed = role(replicas=1)
+    changed["entryTemplate"]["spec"]["containers"][0]["image"] = "nginx:2"
+    new = parse_model_serving(manifest(roles=[changed], replicas=2, rolloutStrategy=strategy))
+    current = revision(old)
+    new.status = ModelServingStatus(current_revision=current)
+    history = {current: [r.to_api() for r in old.spec.template.roles]}
+    pods = []
+    for desired in plan_group(old, 1, current).pods():  # ServingGroup 1: complete, Ready
+        pod = copy.deepcopy(desired.pod)
+        pod["metadata"].update(uid=f"uid-{desired.name}", resourceVersion="1")
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        pods.append(pod)
+    held = copy.deepcopy(next(plan_group(old, 0, current).pods()).pod)
+    assert held["metadata"]["name"] == "sample-0-server-0-0"  # the new revision's only name
+    held["metadata"].update(uid="uid-held", deletionTimestamp="2026-12-07T00:00:00Z")
+    held["status"] = {"phase": "Running"}
+    pods.append(held)  # sample-0-server-1-0 is free
+    inputs: dict[str, Any] = {"now": 1000.0, "history": history}
+    plan = sync(new, pods, **inputs)
+    assert summary(plan) == summary(sync(new, pods, every_group=True, **inputs))
+    made = [s.name for c in plan.creates for s in c.steps if isinstance(s, DesiredPod)]
+    assert made == ["sample-0-server-1-0"]
