@@ -1,7 +1,8 @@
 """One reconcile pass of one ModelServing: read, decide (``workload.sync``), act, report.
 
 Called by the controller's workers with a (namespace, name) key. A pass
-1. reads the ModelServing; gone or being deleted: forget it (garbage collection removes the rest);
+1. reads the ModelServing (the watch's fresh copy when it has one, else from the API); gone or
+   being deleted: forget it (garbage collection removes the rest);
 2. builds (or reuses) its plugin chain; module ConfigMaps are read each pass and their
    resourceVersions join the chain's cache key, so a changed ConfigMap yields a new chain;
 3. records the revision as a ControllerRevision and lists the Pods, Services and PodGroups;
