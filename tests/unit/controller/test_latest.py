@@ -80,6 +80,20 @@ def test_a_copy_nothing_confirmed_for_a_while_is_not_read() -> None:
     assert latest.get(NS, "sample") is None
 
 
+@pytest.fixture
+def clock(kube: FakeKube, rec: Reconciler) -> Clock:
+    """The clock of the reconciler's kept copies; a ModelServing of one replica stored."""
+    now = Clock()
+    rec.model_servings = LatestObjects(clock=now)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
+    return now
+
+
+def kept(rec: Reconciler) -> LatestObjects:
+    assert rec.model_servings is not None
+    return rec.model_servings
+
+
 def _counted_gets(kube: FakeKube, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the ModelServings ``kube`` is asked for from now on."""
     asked: list[str] = []
@@ -95,11 +109,8 @@ def _counted_gets(kube: FakeKube, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_pass_reads_the_fresh_copy_and_its_own_status_write(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = Clock()
-    rec.model_servings = LatestObjects(clock=clock)
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
     asked = _counted_gets(kube, monkeypatch)
     rec.reconcile(KEY)
     assert asked == ["sample"]  # nothing kept yet: read from the API
@@ -114,7 +125,7 @@ def test_a_pass_reads_the_fresh_copy_and_its_own_status_write(
     scaled = copy.deepcopy(stored)
     scaled["spec"]["replicas"] = 2
     scaled["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
-    rec.model_servings.offer(scaled)  # the watch shows a new spec
+    kept(rec).offer(scaled)  # the watch shows a new spec
     made = kube.count("create", PODS)
     before = copy.deepcopy(scaled)
     rec.reconcile(KEY)
@@ -127,25 +138,23 @@ def test_a_pass_reads_the_fresh_copy_and_its_own_status_write(
 
 
 def test_a_model_serving_gone_under_its_status_write_is_read_again(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A deletion the watch never told (it listed again): the status write's 404 drops the kept
     copy, and the next pass finds the ModelServing gone."""
-    rec.model_servings = LatestObjects(clock=Clock())
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
     rec.reconcile(KEY)
     stored = kube.stored(MODEL_SERVINGS, "sample")
     assert stored is not None
     moved = copy.deepcopy(stored)
     moved["spec"]["replicas"] = 2  # a new status to write
     moved["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
-    rec.model_servings.offer(moved)
+    kept(rec).offer(moved)
     kube.remove(MODEL_SERVINGS, "sample")
     for name in list(kube.all(PODS)):
         kube.remove(PODS, name)
     asked = _counted_gets(kube, monkeypatch)
     rec.reconcile(KEY)  # writes Pods for the copy, then its status write is refused: 404
-    assert rec.model_servings.get(NS, "sample") is None
+    assert kept(rec).get(NS, "sample") is None
     made = kube.count("create", PODS)
     rec.reconcile(KEY)
     assert asked == ["sample"]
@@ -186,11 +195,8 @@ def test_the_echo_of_our_own_status_write_queues_no_pass(tmp_path: Path) -> None
 
 
 def test_what_a_pass_reads_from_the_api_is_kept(
-    kube: FakeKube, rec: Reconciler, monkeypatch: pytest.MonkeyPatch
+    kube: FakeKube, rec: Reconciler, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = Clock()
-    rec.model_servings = LatestObjects(clock=clock)
-    kube.put(MODEL_SERVINGS, model_serving(replicas=1))
     for _ in range(3):
         rec.reconcile(KEY)  # settled: the status written, nothing more to write
     asked = _counted_gets(kube, monkeypatch)
@@ -198,10 +204,10 @@ def test_what_a_pass_reads_from_the_api_is_kept(
     clock.now += FRESH_S + 1
     rec.reconcile(KEY)
     assert asked == ["sample"] and kube.count("patch", MODEL_SERVINGS, "status") == writes
-    assert rec.model_servings.get(NS, "sample") == kube.stored(MODEL_SERVINGS, "sample")
+    assert kept(rec).get(NS, "sample") == kube.stored(MODEL_SERVINGS, "sample")
     stored = kube.stored(MODEL_SERVINGS, "sample")
     kube.remove(MODEL_SERVINGS, "sample")
     clock.now += FRESH_S + 1
     rec.reconcile(KEY)  # not found: gone, and so is any copy of it offered later
     assert asked == ["sample", "sample"]
-    assert stored is not None and not rec.model_servings.offer(stored)
+    assert stored is not None and not kept(rec).offer(stored)
