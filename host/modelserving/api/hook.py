@@ -105,7 +105,7 @@ class PatchOperation(TypedDict):
     value: NotRequired[Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class HookRequest:
     """The context of one hook call for one Pod (Kthena's HookRequest, plus the hook name).
 
@@ -118,6 +118,17 @@ class HookRequest:
     model_serving: ModelServing
     place: PodPlace
     pod: dict[str, Any]
+
+    def __init__(
+        self, hook: Hook, model_serving: ModelServing, place: PodPlace, pod: dict[str, Any]
+    ) -> None:
+        # the frozen dataclass's own ``__init__``, with the setter looked up once: one request
+        # is made for every plugin call (0.59 against 0.86 us)
+        put = _put
+        put(self, "hook", hook)
+        put(self, "model_serving", model_serving)
+        put(self, "place", place)
+        put(self, "pod", pod)
 
     @property
     def serving_group(self) -> str:
@@ -139,3 +150,6 @@ class HookRequest:
     def pod_name(self) -> str:
         name = self.pod.get("metadata", {}).get("name", "")
         return str(name)
+
+
+_put = object.__setattr__

@@ -418,18 +418,18 @@ def replaces_member(doc: Any, path: str) -> bool:
         return True
     parent = doc
     for token in tokens[:-1]:
-        # a list first: it is no Mapping, and isinstance of Mapping is slow to say so
-        if isinstance(parent, list):
+        # exact types first: ``isinstance`` of Mapping (an ABC) is slow to say no
+        kind = type(parent)
+        if kind is not dict and isinstance(parent, list):
             index = array_index(token)
             if index is None or index >= len(parent):
                 return False  # it will not apply at all
             parent = parent[index]
-        elif isinstance(parent, dict | Mapping) and token in parent:
+        elif (kind is dict or isinstance(parent, Mapping)) and token in parent:
             parent = parent[token]
         else:
             return False
+    kind = type(parent)
     return (
-        not isinstance(parent, list)
-        and isinstance(parent, dict | Mapping)
-        and parent.get(tokens[-1]) is not None
-    )
+        kind is dict or (not isinstance(parent, list) and isinstance(parent, Mapping))
+    ) and parent.get(tokens[-1]) is not None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,7 +88,7 @@ class Outcome:
         return self.failure is None
 
     @property
-    def observations(self) -> list[Observation]:
+    def observations(self) -> Sequence[Observation]:
         return self.reply.observations
 
     @property
