@@ -40,6 +40,7 @@ SMALL = ModuleBounds(
     max_function_body_bytes=200,
     max_code_bytes=2_000,
     max_locals_per_function=50,
+    max_local_declarations=8,
     max_types=10,
     max_imports=3,
     max_exports=12,
@@ -99,6 +100,10 @@ OVER = {
         "bytes of code",
     ),
     "maxLocalsPerFunction": (_wat("(func " + "(local i32) " * 51 + ")"), "51 locals"),
+    "maxLocalDeclarations": (
+        _wat(*["(func (local i32) (local i64) (local i32))"] * 3),
+        "9 local declarations",
+    ),
     "maxTypes": (
         _wat(*[f"(type (func (param {' '.join(['i32'] * n)})))" for n in range(11)]),
         "11 types",
@@ -189,6 +194,47 @@ def test_typed_reference_types_do_not_hide_what_follows_them(data: bytes) -> Non
     bounds = dataclasses.replace(SMALL, max_tables=2)
     message = _refusal(_sandbox(module_bounds=bounds), data)
     assert "52 locals" in message or "101 initial elements" in message
+
+
+def _declarations_of_nothing(functions: int, declarations: int) -> bytes:
+    """``functions`` functions, each declaring ``declarations`` times no i32 (valid, and two
+    bytes each: the locals' bound never sees them)."""
+    body = leb(declarations) + b"\x00\x7f" * declarations + b"\x0b"
+    entry = leb(len(body)) + body
+    return (
+        HEADER
+        + section(1, b"\x01\x60\x00\x00")
+        + section(3, leb(functions) + b"\x00" * functions)
+        + section(10, leb(functions) + entry * functions)
+    )
+
+
+def test_declarations_of_no_locals_are_counted_before_they_are_read() -> None:
+    """Found by a red-team helper: 16 MiB of declarations of no locals (17 KB gzipped) took
+    about 4 s of the controller's CPU to read, each new digest again, before any worker."""
+    data = _declarations_of_nothing(4, 200_000)
+    assert len(data) > 1_600_000
+    sandbox = _sandbox()
+    assert _refusal(sandbox, data) == (
+        "the module has 200000 local declarations; the limit is 100000 "
+        "(operator setting sandbox.moduleLimits.maxLocalDeclarations)"
+    )
+    assert sandbox.modules.stats.compiled == 0
+    # counted across the module: each function alone is within the bound
+    spread = _declarations_of_nothing(3, 40_000)
+    assert "120000 local declarations" in _refusal(_sandbox(), spread)
+
+
+def test_a_module_of_many_memories_is_refused_at_its_memory_section() -> None:
+    """Found by a red-team helper: 8 million memory entries (33 KB gzipped) were each read
+    before the engine refused the second."""
+    count = 1_000_000
+    data = HEADER + section(5, leb(count) + b"\x00\x01" * count)
+    sandbox = _sandbox()
+    assert _refusal(sandbox, data) == (
+        "the module declares 1000000 memories; a plugin has at most one"
+    )
+    assert sandbox.modules.stats.compiled == 0
 
 
 def test_the_shape_check_agrees_with_the_compiler_on_valid_modules() -> None:

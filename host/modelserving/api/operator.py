@@ -52,6 +52,7 @@ class ModuleLimitsConfig(ApiModel):
     max_function_body_bytes: int = Field(default=512 * 1024, ge=1, le=INT64_MAX)
     max_code_bytes: int = Field(default=16 * MIB, ge=1, le=INT64_MAX)
     max_locals_per_function: int = Field(default=10_000, ge=1, le=50_000)
+    max_local_declarations: int = Field(default=100_000, ge=1, le=10_000_000)
     max_types: int = Field(default=10_000, ge=1, le=1_000_000)
     max_imports: int = Field(default=1_000, ge=1, le=1_000_000)
     max_exports: int = Field(default=10_000, ge=1, le=1_000_000)

@@ -56,7 +56,9 @@ from pathlib import Path
 
 from modelserving.sandbox.settings import SandboxSettings
 
-ARTIFACT_MAGIC = b"MSCWASM2"
+ARTIFACT_MAGIC = b"MSCWASM3"
+"""The trailer's first field; a new one whenever what an artifact keeps changes (3: the module
+shape's count of local declarations), so an artifact of another layout is foreign and deleted."""
 _KEY_BYTES = 8  # the engine key: 16 hex digits
 _FIELDS_LEN = len(ARTIFACT_MAGIC) + _KEY_BYTES + 32 + 3 * 8
 TRAILER_LEN = _FIELDS_LEN + 32

@@ -33,6 +33,7 @@ class ModuleBounds:
     max_function_body_bytes: int = 512 * 1024
     max_code_bytes: int = 16 * 1024 * 1024
     max_locals_per_function: int = 10_000
+    max_local_declarations: int = 100_000
     max_types: int = 10_000
     max_imports: int = 1_000
     max_exports: int = 10_000

@@ -72,6 +72,7 @@ def test_camel_case_names_round_trip() -> None:
                 "maxFunctionBodyBytes": 10,
                 "maxCodeBytes": 11,
                 "maxLocalsPerFunction": 12,
+                "maxLocalDeclarations": 29,
                 "maxTypes": 13,
                 "maxImports": 14,
                 "maxExports": 15,
