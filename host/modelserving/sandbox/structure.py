@@ -148,6 +148,13 @@ class _Reader:
                 raise _Malformed("integer representation too long")
 
 
+MAX_CUSTOM_SECTIONS = 1_000
+"""The most custom sections a module may have (compilers write a handful: names, producers,
+target features, debug information). Each is read as it comes: a million of them, two bytes
+each, took seconds of the controller's CPU before this bound; each other section may come once,
+so the figures of one section cannot be spread over many."""
+
+
 def check_shape(data: bytes, bounds: ModuleBounds) -> ModuleShape:
     """The shape of ``data``; InvalidModule when the binary framing is broken or a figure is over
     its bound (checked as soon as it is read, so a huge vector is never walked)."""
@@ -164,11 +171,23 @@ def check_shape(data: bytes, bounds: ModuleBounds) -> ModuleShape:
     figures: dict[str, int] = {}
     pos, end = 8, len(data)
     section = "header"
+    seen: set[int] = set()  # each section but custom ones comes once
+    custom = 0
     try:
         while pos < end:
             head = _Reader(view, pos, end)
             sid = head.byte()
             section = _SECTION_NAMES.get(sid, f"#{sid}")
+            if sid == _CUSTOM:
+                custom += 1
+                if custom > MAX_CUSTOM_SECTIONS:
+                    raise invalid_module(
+                        f"the module has more than {MAX_CUSTOM_SECTIONS} custom sections"
+                    )
+            elif sid in seen:
+                raise _Malformed("it comes twice")
+            else:
+                seen.add(sid)
             size = head.u32()
             body = _Reader(view, head.pos, head.pos + size)
             if body.end > end:
