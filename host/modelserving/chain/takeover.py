@@ -77,12 +77,14 @@ class Shared(NamedTuple):
 
 class Writer(NamedTuple):
     """A container of the patched Pod that writes ``volume`` and did not in the template: new
-    (``added``; ``path`` is the container) or given a writable mount (``path`` is the mount)."""
+    (``added``; ``path`` is the container) or given a writable mount (``path`` is the mount).
+    ``through``: the name it mounts, when that is another volume of the same storage."""
 
     subject: str
     volume: str
     path: str
     added: bool
+    through: str | None = None
 
 
 class Change(NamedTuple):
@@ -154,7 +156,7 @@ def shared_volumes(pod: Mapping[str, Any], subjects: Sequence[str]) -> Shared:
     those of ``ALWAYS_READ_ONLY`` types."""
     spec = as_map(pod.get("spec"))
     open_ = {
-        name
+        name: storage(as_map(volume))
         for name, (_, volume) in _by_name(spec.get("volumes")).items()
         if _writable_type(as_map(volume))
     }
@@ -169,6 +171,11 @@ def shared_volumes(pod: Mapping[str, Any], subjects: Sequence[str]) -> Shared:
                 for name in _mounted(container):
                     if name in open_:
                         volumes.setdefault(name, subject)
+                        # another volume of the same storage is the same files
+                        key = open_[name]
+                        for other, other_key in open_.items():
+                            if key is not None and other_key == key:
+                                volumes.setdefault(other, subject)
         readers = set()
         for subject, _, _, container in listed:
             if subject in roots:
@@ -189,14 +196,32 @@ def new_writers(
     if not shared.volumes:
         return
     old = {s for s, _, _, _ in containers(before)}
+    # the patched Pod's volumes of another name that store in what a shared volume stores in
+    # (a second volume of the same claim): writing one writes the other
+    kept = _by_name(as_map(before.get("spec")).get("volumes"))
+    stores: dict[tuple[str, ...], str] = {}
+    for name in shared.volumes:
+        key = storage(as_map(kept[name][1])) if name in kept else None
+        if key is not None:
+            stores.setdefault(key, name)
+    targets = {name: name for name in shared.volumes}
+    if stores:
+        for name, (_, volume) in _by_name(as_map(after.get("spec")).get("volumes")).items():
+            if name not in targets and _writable_type(as_map(volume)):
+                found = stores.get(storage(as_map(volume)))  # type: ignore[arg-type]
+                if found is not None:
+                    targets[name] = found
     for subject, kind, i, container in containers(after):
         if subject in shared.roots:
             continue
-        for field, j, name in _writes(container, shared.volumes):
+        for field, j, name in _writes(container, targets):
+            through = None if targets[name] == name else name
             if subject in old:
-                yield Writer(subject, name, f"/spec/{kind}/{i}/{field}/{j}", False)
+                yield Writer(
+                    subject, targets[name], f"/spec/{kind}/{i}/{field}/{j}", False, through
+                )
             else:
-                yield Writer(subject, name, f"/spec/{kind}/{i}", True)
+                yield Writer(subject, targets[name], f"/spec/{kind}/{i}", True, through)
             break
 
 
@@ -212,6 +237,30 @@ def _writes(
             writable = field == "volumeDevices" or mount.get("readOnly") is not True
             if writable and isinstance(name, str) and name in volumes:
                 yield field, j, name
+
+
+PER_VOLUME = frozenset({"emptyDir", "ephemeral", "gitRepo"})
+"""Volume types whose storage is the volume's own, made for it: no other volume names it."""
+
+
+def storage(volume: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """What a volume stores its files in, as far as another volume of another name may store in
+    the same place; None for a volume whose storage is its own (``PER_VOLUME``). A claim is
+    known by its name; an inline CSI volume by its driver (what its attributes name is the
+    driver's to say), any other type by the type alone (an NFS export, a cloud disk...: two
+    volumes of the type may name one place, or one inside the other). So two volumes of one
+    storage are always taken as one; two of another may be too."""
+    kinds = sorted(k for k in volume if k != "name")
+    if not kinds or any(k in PER_VOLUME for k in kinds):
+        return None
+    if kinds == ["persistentVolumeClaim"]:
+        return (
+            "persistentVolumeClaim",
+            str(as_map(volume["persistentVolumeClaim"]).get("claimName")),
+        )
+    if kinds == ["csi"]:
+        return ("csi", str(as_map(volume["csi"]).get("driver")))
+    return tuple(kinds)
 
 
 def _writable_type(volume: Mapping[str, Any]) -> bool:

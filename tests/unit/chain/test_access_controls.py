@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from modelserving.api import PatchPolicy, PatchRejected, PathRule
-from modelserving.api.policy import BASELINE_CAPABILITIES, default_path_rules
+from modelserving.api.policy import (
+    BASELINE_CAPABILITIES,
+    RESTRICTED_VOLUME_TYPES,
+    default_path_rules,
+)
 from modelserving.chain import PatchValidator, access, takeover
 from modelserving.chain.jsonpatch import apply_one
 from tests.unit.chain.test_patch_policy import expected, op
@@ -1011,6 +1015,157 @@ NOT_FEEDS: dict[str, tuple[Ops, dict[str, Any]]] = {
 @pytest.mark.parametrize(("ops", "policy"), list(NOT_FEEDS.values()), ids=list(NOT_FEEDS))
 def test_what_feeds_no_privileged_container_passes(ops: Ops, policy: dict[str, Any]) -> None:
     passes(fed(), ops, **{"allowed_paths": OPEN, **policy})
+
+
+SHARED_CLAIM = {"name": "tools", "persistentVolumeClaim": {"claimName": "shared"}}
+NFS_CSI = {
+    "name": "tools",
+    "csi": {"driver": "nfs.csi.k8s.io", "volumeAttributes": {"share": "/t"}},
+}
+
+# Found by a red-team helper: a second volume of the storage a privileged container runs from,
+# under another name, let a plugin write that storage (writers were followed by volume name).
+ALIASES: dict[str, tuple[dict[str, Any], dict[str, Any], Ops, str]] = {
+    "a second volume of the claim, written by a new sidecar": (
+        SHARED_CLAIM,
+        {"name": "data2", "persistentVolumeClaim": {"claimName": "shared", "readOnly": False}},
+        [
+            op(
+                "add",
+                "/spec/containers/-",
+                {**WRITER, "volumeMounts": [{"name": "data2", "mountPath": "/d"}]},
+            )
+        ],
+        "/spec/containers/2",
+    ),
+    "a second volume of the claim, given to the engine": (
+        SHARED_CLAIM,
+        {"name": "data2", "persistentVolumeClaim": {"claimName": "shared"}},
+        [op("add", f"{ENGINE}/volumeMounts", [{"name": "data2", "mountPath": "/d"}])],
+        f"{ENGINE}/volumeMounts/0",
+    ),
+    "an inline CSI volume of the driver, other attributes": (
+        NFS_CSI,
+        {"name": "data2", "csi": {"driver": "nfs.csi.k8s.io", "volumeAttributes": {"share": "/"}}},
+        [
+            op(
+                "add",
+                "/spec/initContainers",
+                [{**WRITER, "volumeMounts": [{"name": "data2", "mountPath": "/d"}]}],
+            )
+        ],
+        "/spec/initContainers/0",
+    ),
+    "an NFS export (any NFS volume may name the same files)": (
+        {"name": "tools", "nfs": {"server": "files", "path": "/exports/tools"}},
+        {"name": "data2", "nfs": {"server": "files.example", "path": "/exports"}},
+        [
+            op(
+                "add",
+                "/spec/containers/-",
+                {**WRITER, "volumeMounts": [{"name": "data2", "mountPath": "/d"}]},
+            )
+        ],
+        "/spec/containers/2",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("runs_from", "alias", "ops", "path"), list(ALIASES.values()), ids=list(ALIASES)
+)
+def test_another_volume_of_the_same_storage_is_the_same_volume(
+    runs_from: dict[str, Any], alias: dict[str, Any], ops: Ops, path: str
+) -> None:
+    pod = template(RUNNER, volumes=[runs_from])
+    ops = [op("add", "/spec/volumes/-", alias), *ops]
+    # the volume itself is allowed (its type, its driver): what the new name is written for is not
+    policy: dict[str, Any] = {
+        "allowed_paths": OPEN,
+        "allowed_volume_types": [*RESTRICTED_VOLUME_TYPES, "nfs"],
+        "allowed_csi_drivers": ["nfs.csi.k8s.io"],
+    }
+    with pytest.raises(PatchRejected) as info:
+        PatchValidator(PatchPolicy(**policy)).apply(pod, ops)
+    assert info.value.path == path, info.value
+    assert f"volume 'data2', the storage of {OF_AGENT}" in info.value.reason
+    for text in WRITES:
+        assert text in info.value.reason
+    allowed = PatchValidator(PatchPolicy(**policy, allow_privileged_container_changes=True))
+    assert allowed.apply(pod, ops) == expected(pod, ops)
+
+
+def test_a_writer_of_another_name_for_the_storage_in_the_template_is_protected() -> None:
+    """The template's own sidecar writes the claim the privileged container runs from, under
+    another volume name: what runs in it may not change."""
+    sidecar = {
+        **WRITER,
+        "name": "sync",
+        "image": "sync:1",
+        "volumeMounts": [{"name": "data2", "mountPath": "/d"}],
+    }
+    pod = template(
+        RUNNER,
+        sidecar,
+        volumes=[SHARED_CLAIM, {"name": "data2", "persistentVolumeClaim": {"claimName": "shared"}}],
+    )
+    refused(
+        pod,
+        [op("replace", "/spec/containers/2/image", "evil:1")],
+        "/spec/containers/2/image",
+        "changes the image of container 'sync', which writes volume 'data2' that container "
+        "'agent' mounts",
+        allow_privileged_container_changes=True,
+    )
+
+
+NOT_ALIASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "another claim": (
+        SHARED_CLAIM,
+        {"name": "data2", "persistentVolumeClaim": {"claimName": "other"}},
+    ),
+    "another CSI driver": (NFS_CSI, {"name": "data2", "csi": {"driver": "ebs.csi.aws.com"}}),
+    "an emptyDir beside an emptyDir": (TOOLS, {"name": "data2", "emptyDir": {}}),
+    "a claim beside an inline CSI volume": (
+        NFS_CSI,
+        {"name": "data2", "persistentVolumeClaim": {"claimName": "x"}},
+    ),
+}
+
+
+@pytest.mark.parametrize(("runs_from", "other"), list(NOT_ALIASES.values()), ids=list(NOT_ALIASES))
+def test_a_volume_of_other_storage_may_be_written(
+    runs_from: dict[str, Any], other: dict[str, Any]
+) -> None:
+    pod = template(RUNNER, volumes=[runs_from])
+    sidecar = {**WRITER, "volumeMounts": [{"name": "data2", "mountPath": "/d"}]}
+    passes(
+        pod,
+        [op("add", "/spec/volumes/-", other), op("add", "/spec/containers/-", sidecar)],
+        allowed_paths=OPEN,
+        allowed_volume_types=["persistentVolumeClaim", "csi", "emptyDir"],
+        allowed_claims=["other", "x"],
+        allowed_csi_drivers=["ebs.csi.aws.com"],
+    )
+
+
+def test_a_read_only_mount_of_another_name_for_the_storage_passes() -> None:
+    pod = template(RUNNER, volumes=[SHARED_CLAIM])
+    reader = {**WRITER, "volumeMounts": [{"name": "data2", "mountPath": "/d", "readOnly": True}]}
+    alias = {"name": "data2", "persistentVolumeClaim": {"claimName": "shared"}}
+    passes(
+        pod,
+        [op("add", "/spec/volumes/-", alias), op("add", "/spec/containers/-", reader)],
+        allowed_paths=OPEN,
+    )
+
+
+def test_storage_names_what_other_volumes_may_share() -> None:
+    assert takeover.storage(SHARED_CLAIM) == ("persistentVolumeClaim", "shared")
+    assert takeover.storage(NFS_CSI) == ("csi", "nfs.csi.k8s.io")
+    assert takeover.storage({"name": "n", "nfs": {"server": "a", "path": "/"}}) == ("nfs",)
+    for own in ({"name": "e", "emptyDir": {}}, {"name": "e", "ephemeral": {}}, {"name": "e"}):
+        assert takeover.storage(own) is None
 
 
 def test_read_only_volume_types_and_host_paths_have_no_writers() -> None:
