@@ -66,7 +66,10 @@ _CONTAINER_KINDS = pss.CONTAINER_KINDS
 _CONTAINER_NAMES, _VOLUME_NAMES, _GRANTS, _ACCESS, _TAKEOVER, _IDENTITY_FIELDS = (
     1 << i for i in range(6)
 )
-_ALL_EFFECTS = _CONTAINER_NAMES | _VOLUME_NAMES | _GRANTS | _ACCESS | _TAKEOVER | _IDENTITY_FIELDS
+_PROTECTED = 1 << 9  # a field of patchPolicy.protectedFields (``Protections.reaches``)
+_ALL_EFFECTS = (
+    _CONTAINER_NAMES | _VOLUME_NAMES | _GRANTS | _ACCESS | _TAKEOVER | _IDENTITY_FIELDS | _PROTECTED
+)
 _GRANTS_BY_VALUE, _ACCESS_BY_VALUE, _GRANTS_BY_POD = 1 << 6, 1 << 7, 1 << 8
 _DEPENDS = _GRANTS_BY_VALUE | _ACCESS_BY_VALUE | _GRANTS_BY_POD
 _ANNOTATIONS = ("metadata", "annotations")
@@ -348,7 +351,8 @@ class PatchValidator:
                     f"{field[:-1]} '{key}' belongs to the controller "
                     f"(patchPolicy.protectedPrefixes: {', '.join(self._prefixes)})",
                 )
-        self._protections.check(before, after)
+        if effects & _PROTECTED:
+            self._protections.check(before, after)
         if effects & _CONTAINER_NAMES:
             _check_unique_container_names(after)
         if effects & _VOLUME_NAMES:
@@ -427,8 +431,7 @@ class PatchValidator:
                     by_pod.append((op, self._capabilities_may_grant(op)))
         return found & _ALL_EFFECTS, tuple(by_pod)
 
-    @staticmethod
-    def _op_bits(op: PatchOperation) -> int:
+    def _op_bits(self, op: PatchOperation) -> int:
         """The effects of an operation with its name and path, as bits (with ``_DEPENDS`` ones
         when some depend on its value or on the Pod)."""
         if grants.reads_value(op) or access.volumes_put(op) is not None:
@@ -445,6 +448,8 @@ class PatchValidator:
             | grant
             | reach
             | _TAKEOVER * takeover.may_change(op)
+            | _PROTECTED
+            * (op["op"] != "test" and self._protections.reaches(split_tokens(op["path"])))
         )
 
     def _may_grant(self, op: PatchOperation) -> bool:

@@ -36,6 +36,15 @@ class Protections:
             for e in entries
             if e.startswith("/")
         )
+        self._fields = tuple(_NAMED_FIELDS[n] for n in sorted(self._named) if n in _NAMED_FIELDS)
+        self._fields += tuple(tokens for _, tokens in self._pointers)
+
+    def reaches(self, tokens: Sequence[str]) -> bool:
+        """Whether an operation at ``tokens`` (a split path) may change a protected field: it is
+        on the way to one, or inside one, or at an index of a list on the way (an ``add`` or
+        ``remove`` there moves the items after it). The patch policy runs ``check`` only for a
+        patch with such an operation."""
+        return any(_may_reach(tokens, field) for field in self._fields)
 
     def check(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         """Raise PatchRejected when ``after`` changes a protected field of ``before``."""
@@ -82,6 +91,26 @@ class Protections:
                     f"({', '.join(CONTROL_PLANE_TAINTS)}, or of every taint) may not be added, "
                     f"changed or removed ({_hint(CONTROL_PLANE_TOLERATIONS)})",
                 )
+
+
+_NAMED_FIELDS = {
+    EXISTING_RUNTIME_CLASS: ("spec", "runtimeClassName"),
+    SYSTEM_PRIORITY_CLASS: ("spec", "priorityClassName"),
+    CONTROL_PLANE_TOLERATIONS: ("spec", "tolerations"),
+}
+"""The field each named protection reads."""
+
+
+def _may_reach(op: Sequence[str], field: Sequence[str]) -> bool:
+    """Whether an operation at ``op`` may change the value at ``field`` (both split paths)."""
+    for mine, theirs in zip(op, field, strict=False):
+        if mine != theirs:
+            # another member: untouched, unless both name list items ('-' appends, but an index
+            # of another form may name the same item: judged as reaching it)
+            return (mine == "-" or array_index(mine) is not None) and (
+                theirs == "-" or array_index(theirs) is not None
+            )
+    return True  # one is on the way to the other
 
 
 def _hint(entry: str) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from modelserving.api import PatchPolicy, PatchRejected, PathRule
@@ -14,6 +16,7 @@ from modelserving.api.operator import OperatorConfig
 from modelserving.api.policy import NAMED_PROTECTIONS
 from modelserving.api.validation import pydantic_errors
 from modelserving.chain import PatchValidator
+from modelserving.chain import policy as policy_module
 from modelserving.chain.protected import Protections
 from tests.unit.chain.test_patch_policy import expected, op, rejected
 
@@ -227,3 +230,118 @@ def test_a_pointer_with_a_non_ascii_digit_names_no_list_item() -> None:
     protections.check(before, {"spec": {"containers": [{"image": "a"}, {"image": "b"}]}})
     with pytest.raises(PatchRejected, match="may not change this field"):
         protections.check(before, {"spec": {"containers": [{"image": "b"}]}})
+
+
+# --- which patches are checked ------------------------------------------------------------
+
+
+class EveryTime(PatchValidator):
+    """The reference: the protections are checked for every patch, whatever its paths."""
+
+    def _patch_effects(self, checked: Any, before: Any) -> int:
+        return super()._patch_effects(checked, before) | policy_module._PROTECTED
+
+
+ENTRIES = [
+    *NAMED_PROTECTIONS,
+    "/spec/containers/1/image",
+    "/spec/nodeSelector/gpu",
+    "/metadata/labels/team",
+    "/spec/tolerations/0/key",
+]
+PATHS = [
+    "",
+    "/spec",
+    "/metadata",
+    "/metadata/labels",
+    "/metadata/labels/team",
+    "/metadata/labels/other",
+    "/spec/runtimeClassName",
+    "/spec/priorityClassName",
+    "/spec/schedulerName",
+    "/spec/tolerations",
+    "/spec/tolerations/0",
+    "/spec/tolerations/1",
+    "/spec/tolerations/-",
+    "/spec/tolerations/0/key",
+    "/spec/nodeSelector",
+    "/spec/nodeSelector/gpu",
+    "/spec/nodeSelector/zone",
+    "/spec/containers",
+    "/spec/containers/0",
+    "/spec/containers/1",
+    "/spec/containers/-",
+    "/spec/containers/0/image",
+    "/spec/containers/1/image",
+    "/spec/containers/0/env",
+]
+VALUES = st.sampled_from(
+    [
+        "kata",
+        "runc",
+        "system-node-critical",
+        "high",
+        [CONTROL_PLANE],
+        [GPU],
+        [],
+        {},
+        {"gpu": "a100"},
+        {"key": "node-role.kubernetes.io/control-plane"},
+        {"name": "side", "image": "s:1"},
+        [{"name": "main", "image": "m:1"}, {"name": "side", "image": "s:1"}],
+        None,
+    ]
+)
+OPS = st.builds(
+    lambda name, path, value: (
+        {"op": name, "path": path, "value": value}
+        if name != "remove"
+        else {"op": "remove", "path": path}
+    ),
+    st.sampled_from(["add", "replace", "remove"]),
+    st.sampled_from(PATHS),
+    VALUES,
+)
+
+
+def _outcome(validator: PatchValidator, pod: dict[str, Any], ops: Ops) -> Any:
+    try:
+        return validator.apply(pod, ops)
+    except PatchRejected as exc:
+        return ("refused", exc.path, exc.reason)
+
+
+@settings(max_examples=600, deadline=None)
+@given(ops=st.lists(OPS, min_size=1, max_size=3), entries=st.sets(st.sampled_from(ENTRIES)))
+def test_a_patch_whose_paths_reach_no_protected_field_is_not_checked_for_one(
+    ops: Ops, entries: set[str]
+) -> None:
+    """A patch is checked against protectedFields only when an operation's path may change a
+    protected field (``Protections.reaches``); it is decided exactly as when every patch is."""
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "labels": {"team": "a", "app": "x"}},
+        "spec": {
+            "runtimeClassName": "kata",
+            "priorityClassName": "system-node-critical",
+            "tolerations": [CONTROL_PLANE, GPU],
+            "nodeSelector": {"gpu": "h100"},
+            "containers": [{"name": "main", "image": "m:1"}, {"name": "side", "image": "s:1"}],
+        },
+    }
+    policy = PatchPolicy(protected_fields=sorted(entries), allowed_paths=[PathRule(path="/**")])
+    gated, reference = PatchValidator(policy), EveryTime(policy)
+    assert _outcome(gated, pod, ops) == _outcome(reference, pod, ops)
+
+
+def test_reaches_follows_the_path_and_list_items() -> None:
+    protections = Protections(["/spec/containers/1/image", "controlPlaneTolerations"])
+    assert protections.reaches(())  # the whole Pod
+    assert protections.reaches(("spec",))
+    assert protections.reaches(("spec", "tolerations", "3"))  # inside a protected field
+    assert protections.reaches(("spec", "containers", "0"))  # an add here moves item 1
+    assert protections.reaches(("spec", "containers", "1", "image"))
+    assert not protections.reaches(("spec", "containers", "1", "env"))
+    assert not protections.reaches(("metadata", "labels", "team"))
+    assert not protections.reaches(("spec", "nodeSelector"))
