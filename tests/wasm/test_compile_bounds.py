@@ -5,6 +5,7 @@ memory cap. Every refusal is InvalidModule naming the setting and the module's f
 from __future__ import annotations
 
 import dataclasses
+import gc
 import gzip
 import json
 import os
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ from modelserving.sandbox import (
     compiler,
 )
 from modelserving.sandbox.compiler import _Spare, cpu_seconds
+from modelserving.sandbox.errors import MAX_MESSAGE
 from modelserving.sandbox.settings import ModuleBounds
 from tests.processes import mentioning
 from tests.wasm.guests import MIRROR, responding
@@ -252,6 +255,34 @@ def test_custom_sections_are_bounded_and_other_sections_come_once() -> None:
     doubled = code + code[len(HEADER) :]  # 40,000 functions in two code sections
     assert "it comes twice" in _refusal(sandbox, doubled)
     assert sandbox.modules.stats.compiled == 0
+
+
+def test_a_refusal_is_remembered_without_the_modules_bytes() -> None:
+    """Found by a red-team helper: the remembered refusal kept its traceback, whose frames held
+    the module's bytes (30 MB modules refused one after another grew the controller by 30 MB
+    each, for good). Nor does the plugin's error keep them once raised."""
+    sandbox = _sandbox()
+    tracemalloc.start()
+    try:
+        for n in range(3):
+            data = HEADER + section(0, b"\x03pad" + bytes([n]) * 4_000_000)  # no ABI marker
+            assert "no ABI marker" in _refusal(sandbox, data)
+            del data
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 1_000_000, held
+    assert len(sandbox.modules._refused) == 3
+
+
+def test_a_refusal_that_quotes_the_module_is_cut() -> None:
+    """9,990 export names like ABI markers, 3 KB each, made a refusal of 30 million characters
+    (found by a red-team helper); every sandbox message is at most MAX_MESSAGE characters."""
+    names = [f'(func (export "modelserving_abi_v9_{n}_{"x" * 300}"))' for n in range(40)]
+    message = _refusal(_sandbox(), _wat(*names))
+    assert message.startswith("unsupported ABI: the module exports modelserving_abi_v9_0_x")
+    assert len(message) == MAX_MESSAGE and message.endswith(" more characters)")
 
 
 def test_the_shape_check_agrees_with_the_compiler_on_valid_modules() -> None:

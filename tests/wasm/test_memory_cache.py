@@ -14,12 +14,14 @@ import msgpack
 import pytest
 
 from modelserving.api import PluginSpec, parse_model_serving
+from modelserving.api.errors import PluginConfigError
 from modelserving.api.hook import Hook
-from modelserving.chain import ChainCache
+from modelserving.chain import ChainCache, build_chain
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.plugins.wasm import WasmPlugin
 from modelserving.sandbox import CompiledModule, Sandbox, SandboxSettings, sha256_hex
 from tests.wasm.guests import responding
+from tests.wasm.modules import HEADER, section
 
 ANSWERS: tuple[bytes, ...] = (
     msgpack.packb({"patch": []}),
@@ -250,3 +252,14 @@ def test_a_thread_waiting_to_load_a_module_keeps_its_lock_for_the_next_one(
         thread.join(5)
     assert inside == ["first", "first out", "second", "second out", "third", "third out"]
     assert users() == 0 and digest not in modules._loading, "the last user removes the lock"
+
+
+def test_a_plugin_error_for_a_refused_module_holds_none_of_its_bytes(tmp_path: Path) -> None:
+    """The chain's error is kept as long as the ModelServing's status reports it: raised inside
+    the handler of the sandbox's refusal, it kept that as its context, and with it the load's
+    frames and the module's bytes."""
+    refused = HEADER + section(0, b"\x03pad" + b"\0" * 1000)  # no ABI marker
+    ms = parse_model_serving(manifest(0, refused))
+    with pytest.raises(PluginConfigError, match="no ABI marker") as info:
+        build_chain(ms, modules=resolver(refused), sandbox=sandbox(tmp_path, 1))
+    assert info.value.__context__ is None and info.value.__cause__ is None

@@ -45,3 +45,11 @@ def escape_controls(text: str) -> str:
     if CONTROLS.search(text) is None:
         return text
     return CONTROLS.sub(_escape_match, text)
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, ending with how many more there were."""
+    if len(text) <= limit:
+        return text
+    more = f"... ({len(text) - limit} more characters)"
+    return text[: max(0, limit - len(more))] + more

@@ -145,12 +145,14 @@ def _wasm_entry(index: int, spec: PluginSpec, data: bytes, build: _Build) -> Cha
     """Load the module (checked, compiled once per digest) and run its ValidateConfig."""
     sandbox = build.wasm_sandbox()
     pinned = spec.module.sha256 if spec.module is not None else None
+    refusal: tuple[str, FailureClass] | None = None
     try:
         compiled = sandbox.load(data, pinned)
     except SandboxError as exc:
-        raise PluginConfigError(
-            spec.name, index, [FieldError("module", str(exc))], exc.failure_class
-        ) from None
+        refusal = str(exc), exc.failure_class
+    if refusal is not None:  # raised here, it has no context: the refusal's traceback holds
+        # the load's frames, and they the module's bytes, as long as the error is kept
+        raise PluginConfigError(spec.name, index, [FieldError("module", refusal[0])], refusal[1])
     requested = spec.limits
     limits = sandbox.limits(
         requested.fuel if requested else None,

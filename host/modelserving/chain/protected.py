@@ -36,7 +36,9 @@ class Protections:
             for e in entries
             if e.startswith("/")
         )
-        self._fields = tuple(_NAMED_FIELDS[n] for n in sorted(self._named) if n in _NAMED_FIELDS)
+        self._fields: tuple[tuple[str, ...], ...] = tuple(
+            _NAMED_FIELDS[n] for n in sorted(self._named) if n in _NAMED_FIELDS
+        )
         self._fields += tuple(tokens for _, tokens in self._pointers)
 
     def reaches(self, tokens: Sequence[str]) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from modelserving.api.errors import PluginConfigError, PluginFailure
 from modelserving.api.modelserving import ModelServing
+from modelserving.api.text import bounded
 from modelserving.workload.plan import label_selector
 from modelserving.workload.sync import SyncStatus
 
@@ -26,6 +27,11 @@ def _time(now: float) -> str:
     return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+MAX_CONDITION_MESSAGE = 4096
+"""Characters of a condition's message (the API's Condition allows 32,768; a plugin's error
+can quote a module's names or a guest's text at any length)."""
+
+
 def plugins_condition(
     ms: ModelServing,
     error: PluginConfigError | None,
@@ -35,10 +41,10 @@ def plugins_condition(
     when the plugin list could not be loaded or a Fail-policy plugin failed on a Pod."""
     if error is not None:
         reason = str(error.failure_class) if error.failure_class else "InvalidConfig"
-        return "False", reason, str(error)
+        return "False", reason, bounded(str(error), MAX_CONDITION_MESSAGE)
     if failures:
         first = failures[0]
-        return "False", str(first.failure_class), str(first)
+        return "False", str(first.failure_class), bounded(str(first), MAX_CONDITION_MESSAGE)
     count = len(ms.spec.plugins or [])
     if count == 0:
         return "True", "NoPlugins", "no plugins are configured"

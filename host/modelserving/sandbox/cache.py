@@ -395,8 +395,11 @@ class ModuleCache:
             return None
 
     def _remember_refusal(self, digest: str, error: SandboxError) -> None:
+        # its class and message only: the error's traceback holds the frames of the load, and
+        # they the module's bytes (30 MB each for modules made to be refused)
+        kept = SandboxError(error.failure_class, error.message)
         with self._lock:
-            self._refused[digest] = (error, self._clock())
+            self._refused[digest] = (kept, self._clock())
             self._refused.move_to_end(digest)
             while len(self._refused) > REFUSALS_KEPT:
                 self._refused.popitem(last=False)

@@ -11,16 +11,20 @@ from __future__ import annotations
 import re
 
 from modelserving.api.errors import FailureClass
-from modelserving.api.text import escape_controls
+from modelserving.api.text import bounded, escape_controls
+
+MAX_MESSAGE = 2000
+"""Characters of a message; a longer one is cut (a module's names can make one of megabytes:
+9,990 ABI-like export names of 3 KB each made a refusal of 30 million characters)."""
 
 
 class SandboxError(Exception):
     """A module was refused or a call failed, with exactly one failure class; ``message`` is
-    one line (control characters escaped)."""
+    one line (control characters escaped) of at most ``MAX_MESSAGE`` characters."""
 
     def __init__(self, failure_class: FailureClass, message: str, contended: bool = False) -> None:
         self.failure_class = failure_class
-        self.message = escape_controls(message)
+        self.message = bounded(escape_controls(message), MAX_MESSAGE)
         self.contended = contended
         """The failure may be the busy host's, not the module's (a compile that passed its
         deadline while another compile ran, or with its worker starved of CPU): it is not

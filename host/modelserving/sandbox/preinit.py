@@ -72,10 +72,26 @@ _I32, _I64, _F32, _F64 = 0x7F, 0x7E, 0x7D, 0x7C
 _CONSTS = {0x41: _I32, 0x42: _I64, 0x43: _F32, 0x44: _F64}
 _END = 0x0B
 _NON_ZERO_BYTE = re.compile(rb"[^\x00]")
-_GAP = re.compile(rb"\x00{%d}" % MERGE_GAP)
+_GAP = b"\x00" * MERGE_GAP
+_CHUNK = 1 << 20
 P = ParamSpec("P")
 R = TypeVar("R")
 _RESERVED = b"modelserving:snapshot:"
+
+
+def _find_gap(memory: Any, start: int, size: int) -> int:
+    """Where the first ``MERGE_GAP`` zero bytes from ``start`` begin in ``memory`` (-1: none), a
+    mebibyte copied at a time. ``bytes.find`` is linear whatever the bytes; a regular expression
+    tries the gap again at every zero byte, and memory of 63 zeros and a one between took it
+    2 s for 64 MiB (found by a red-team helper)."""
+    pos = start
+    while pos < size:
+        stop = min(size, pos + _CHUNK)
+        found = bytes(memory[pos : min(size, stop + MERGE_GAP - 1)]).find(_GAP)
+        if found >= 0:
+            return pos + found
+        pos = stop
+    return -1
 
 
 class Refused(Exception):
@@ -123,8 +139,8 @@ class Snapshot:
         pos = 0
         while (found := _NON_ZERO_BYTE.search(memory, pos)) is not None:
             start = found.start()
-            gap = _GAP.search(memory, start)
-            end = size if gap is None else gap.start()
+            gap = _find_gap(memory, start, size)
+            end = size if gap < 0 else gap
             while memory[end - 1] == 0:  # fewer than MERGE_GAP zeros end the memory
                 end -= 1
             total += end - start

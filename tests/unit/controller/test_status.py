@@ -255,6 +255,18 @@ def test_an_invalid_module(ms: ModelServing) -> None:
     assert "ConfigMap team-a/mods not found" in message
 
 
+def test_a_long_error_is_cut_to_the_conditions_bound(ms: ModelServing) -> None:
+    """A plugin's error may quote a module or a guest at any length (a red-team module made one
+    of 30 million characters); the condition keeps its head and says how much was cut."""
+    error = PluginConfigError("w", 0, [FieldError("module", "x" * 100_000)], FailureClass.TRAP)
+    _, _, message = status.plugins_condition(ms, error, [])
+    assert len(message) == status.MAX_CONDITION_MESSAGE
+    assert message.startswith("spec.plugins[0] (plugin 'w'): module: xxx")
+    assert message.endswith(" more characters)")
+    slow = PluginFailure(FailureClass.TIMEOUT, "v", Hook.ON_POD_CREATE, "y" * 50_000, "s-0")
+    assert len(status.plugins_condition(ms, None, [slow])[2]) == status.MAX_CONDITION_MESSAGE
+
+
 def test_an_invalid_config(ms: ModelServing) -> None:
     error = PluginConfigError("demo-pod-tweaks", 1, [FieldError("config.bogus", "not allowed")])
     state, reason, message = status.plugins_condition(ms, error, [])
