@@ -618,3 +618,16 @@ def test_cpu_seconds_grows_while_a_process_runs_and_is_negative_for_none() -> No
         spinner.kill()
         spinner.wait()
     assert cpu_seconds(spinner.pid) == -1.0  # reaped
+
+
+def test_a_compile_worker_is_the_first_the_kernel_kills_for_memory() -> None:
+    """The workers share the controller's container: when their caps together pass its limit,
+    the kernel's OOM killer takes a worker (one compile fails), not the controller."""
+    _Spare.refill()
+    assert _Spare.worker is not None
+    adj = Path(f"/proc/{_Spare.worker.pid}/oom_score_adj")
+    deadline = time.monotonic() + 30
+    while adj.read_text().strip() != "1000" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert adj.read_text().strip() == "1000"
+    assert Path("/proc/self/oom_score_adj").read_text().strip() != "1000"

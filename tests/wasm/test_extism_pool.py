@@ -159,3 +159,15 @@ def test_close_stops_idle_workers_at_once_and_a_busy_one_when_its_call_ends(
     blocked.release()
     assert wait_until_gone(worker_copy) == []
     assert sandbox.extism.pids() == []
+
+
+def test_an_extism_worker_is_the_first_the_kernel_kills_for_memory(
+    own: Callable[..., Sandbox],
+) -> None:
+    sandbox = own()
+    ok = sandbox.load(OK)
+    assert sandbox.call(ok, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
+    pids = sandbox.extism.pids()
+    assert pids
+    for pid in pids:
+        assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "1000"

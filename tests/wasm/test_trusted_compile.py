@@ -25,7 +25,7 @@ def worker_compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
     real = Compiler.compile
 
-    def counted(self: Compiler, module: bytes) -> bytes:
+    def counted(self: Compiler, module: bytes) -> bytearray:
         sizes.append(len(module))
         return real(self, module)
 

@@ -196,7 +196,9 @@ class ArtifactStore:
             view[:payload_len], blob[payload_len:checked], blob[checked : checked + tail_len], path
         )
 
-    def put(self, digest: str, payload: bytes, extra: bytes = b"", tail: bytes = b"") -> None:
+    def put(
+        self, digest: str, payload: bytes | bytearray, extra: bytes = b"", tail: bytes = b""
+    ) -> None:
         """Store ``payload``, ``extra`` and ``tail`` atomically, then trim the directory to its
         cap; a failure is noted, never raised (the cache is an optimisation: a read-only or full
         disk must not fail a load)."""
@@ -265,7 +267,7 @@ class ArtifactStore:
         os.close(fd)
         return None
 
-    def _write(self, dfd: int, name: str, parts: tuple[bytes, ...]) -> bool:
+    def _write(self, dfd: int, name: str, parts: tuple[bytes | bytearray, ...]) -> bool:
         """Write a new file beside ``name`` (created 0600, never through a link) and rename it
         into place, so a reader sees the old artifact or the whole new one."""
         tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}"
@@ -334,7 +336,7 @@ class ArtifactStore:
         )
 
     @staticmethod
-    def _checksum(payload: bytes | memoryview, extra: bytes, fields: bytes) -> bytes:
+    def _checksum(payload: bytes | bytearray | memoryview, extra: bytes, fields: bytes) -> bytes:
         checksum = hashlib.sha256(payload)
         checksum.update(extra)
         checksum.update(fields)

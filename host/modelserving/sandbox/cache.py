@@ -104,7 +104,8 @@ class _Built:
     """A module compiled: its serialized and loaded forms, its interface, and whether it is
     a snapshot after ``_initialize`` (``preinit``)."""
 
-    payload: bytes
+    payload: bytes | bytearray
+    """Serialized (a compile worker's reply as it was read: not copied again)."""
     module: wasmtime.Module
     interface: Interface
     preinitialized: bool = False
@@ -318,7 +319,9 @@ class ModuleCache:
         self._keep(compiled, native)
         return native
 
-    def _compiled_form(self, target: bytes, trusted: bool) -> tuple[bytes, wasmtime.Module]:
+    def _compiled_form(
+        self, target: bytes, trusted: bool
+    ) -> tuple[bytes | bytearray, wasmtime.Module]:
         """``target`` compiled: serialized and loaded. In a compile worker, under its deadline
         and memory cap, unless ``trusted`` (made from a module of ``self._trusted``): then in
         this process, as fast as a compile gets (a worker adds 40 to 70 ms to a built-in)."""
@@ -467,7 +470,7 @@ class ModuleCache:
                 f"the module's imports cannot be linked: {error_line(exc)}"
             ) from None
 
-    def _deserialize(self, payload: bytes) -> wasmtime.Module:
+    def _deserialize(self, payload: bytes | bytearray) -> wasmtime.Module:
         try:
             return wasmtime.Module.deserialize(self._engine.engine, payload)
         except wasmtime.WasmtimeError as exc:

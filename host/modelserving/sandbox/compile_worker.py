@@ -31,6 +31,7 @@ from typing import Any
 import wasmtime
 
 from modelserving.frames import frame, read_frame
+from modelserving.sandbox.oom import first_to_go
 
 OK, REFUSED = b"0", b"1"
 EXIT_NO_MEMORY = 3
@@ -150,6 +151,7 @@ def _compile(params: dict[str, Any], module: bytes, warm: wasmtime.Engine) -> tu
 
 def main() -> None:
     _die_with_parent(int(sys.argv[1]))
+    first_to_go()
     warm = _warm_up()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:

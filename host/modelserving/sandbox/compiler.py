@@ -105,7 +105,7 @@ class Compiler:
         """Compiles started while another ran: a late compile that overlapped one may have been
         slowed by it."""
 
-    def compile(self, module: bytes) -> bytes:
+    def compile(self, module: bytes) -> bytearray:
         """The serialized module; InvalidModule when it does not compile within the limits,
         Timeout when no worker became free within the compile deadline (the host was busy: the
         module is not to blame, and a later load tries again)."""
@@ -143,7 +143,7 @@ class Compiler:
                 self._running -= 1
             self._slots.release()
 
-    def _run(self, worker: subprocess.Popen[bytes], module: bytes) -> bytes:
+    def _run(self, worker: subprocess.Popen[bytes], module: bytes) -> bytearray:
         settings = self._settings
         params = json.dumps(
             {
@@ -194,7 +194,7 @@ def cpu_seconds(pid: int) -> float:
 
 def _collect(
     worker: subprocess.Popen[bytes], request: bytes, deadline: float, limit: int
-) -> tuple[bytes, bytes, float | None]:
+) -> tuple[bytearray, bytes, float | None]:
     """Writes ``request`` to the worker and reads everything it prints until it closes stdout,
     all before the deadline (then it is killed: a worker too slow even to read its input, a
     stopped one, cannot hold the caller). Returns stdout, the first bytes of stderr, and, when
@@ -215,7 +215,7 @@ def _collect(
             if left <= 0:
                 used = cpu_seconds(worker.pid)
                 _kill(worker)
-                return bytes(out), bytes(err), used
+                return out, bytes(err), used
             for key, _ in selector.select(left):
                 fd = key.fd
                 if fd == stdin:
@@ -243,18 +243,21 @@ def _collect(
                     )
                 if buf is out or len(err) < _STDERR_KEEP:
                     buf += chunk
-    return bytes(out), bytes(err), None
+    # the reply as read, not a copy: a small module can compile to tens of megabytes
+    return out, bytes(err), None
 
 
 def _parse(
-    worker: subprocess.Popen[bytes], reply: bytes, errors: bytes, settings: SandboxSettings
-) -> bytes:
+    worker: subprocess.Popen[bytes], reply: bytearray, errors: bytes, settings: SandboxSettings
+) -> bytearray:
     status = worker.wait()
-    body = reply[5:]
-    complete = len(reply) >= 5 and int.from_bytes(reply[1:5], "big") == len(body)
-    if status == 0 and complete and reply[:1] == compile_worker.OK:
+    kind = bytes(reply[:1])
+    complete = len(reply) >= 5 and int.from_bytes(reply[1:5], "big") == len(reply) - 5
+    del reply[:5]  # in place (a bytearray drops its head without copying the rest)
+    body = reply
+    if status == 0 and complete and kind == compile_worker.OK:
         return body
-    if status == 0 and complete and reply[:1] == compile_worker.REFUSED:
+    if status == 0 and complete and kind == compile_worker.REFUSED:
         text = cause_line(body.decode("utf-8", errors="replace"))
         raise invalid_module(f"the module does not compile: {text}")
     text = errors.decode("utf-8", errors="replace")

@@ -64,6 +64,7 @@ from collections import OrderedDict
 from typing import Any, BinaryIO
 
 from modelserving.frames import frame, read_frame
+from modelserving.sandbox.oom import first_to_go
 
 MAX_HEADER = 64 * 1024
 MAX_GUEST_ERROR = 1024  # the guest sets this text and may make it huge
@@ -469,6 +470,7 @@ def _reply(stdout: BinaryIO, header: dict[str, Any], payload: bytes = b"") -> No
 def main() -> None:
     liveness, size, stage = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     _exit_with_parent(liveness)
+    first_to_go()
     # The replies get their own descriptor; whatever else writes to stdout goes to stderr.
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
