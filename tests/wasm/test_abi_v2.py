@@ -106,7 +106,7 @@ def test_a_failed_call_drops_its_observations(sandbox: Sandbox) -> None:
     reply = plugin(sandbox, ready_guest(failing)).call(
         Hook.ON_POD_READY, request(Hook.ON_POD_READY)
     )
-    assert (reply.failure, reply.message, reply.observations) == (
+    assert (reply.failure, reply.message, list(reply.observations)) == (
         FailureClass.PLUGIN_ERROR,
         "not today",
         [],
