@@ -522,6 +522,24 @@ def test_facts_found_from_a_sibling_judge_as_the_full_walk_does(
     assert verdict(fast, pod, first) == verdict(reference, pod, first)
 
 
+@SETTINGS
+@given(
+    template=st.sampled_from(TEMPLATES),
+    differ=st.lists(st.one_of(OPS, HOSTILE), max_size=2),
+)
+def test_unchanged_says_what_taking_the_parts_one_by_one_finds(
+    template: dict[str, Any], differ: Any
+) -> None:
+    """``_unchanged`` (the sibling's test, building nothing) is true exactly when taking a
+    Pod's parts one by one from a sibling's facts takes every one of them."""
+    base = pss.pod_facts(_made_from(template))
+    for pod in (_made_from(template), _patched(_made_from(template), differ)):
+        if pod is None:
+            continue
+        taken = pss.pod_facts(pod, reuse=base, sibling=False) is base
+        assert pss._unchanged(pod, base.parts) is taken
+
+
 def test_a_pod_made_from_the_same_template_takes_its_siblings_facts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
