@@ -407,6 +407,7 @@ class PatchValidator:
         by_pod: list[tuple[PatchOperation, bool | None]] = []
         cache = self._op_effects
         deferred = []
+        names_last: PatchOperation | None = None  # the last operation that can rename volumes
         for op in ops:
             key = (op["op"], op["path"])
             bits = cache.get(key)
@@ -416,7 +417,11 @@ class PatchValidator:
                 bits = cache[key] = self._op_bits(op)
             if bits & _DEPENDS:  # some depend on the value or the Pod, not only on the path
                 deferred.append((op, bits))
+            if bits & _VOLUME_NAMES:
+                names_last = op
             found |= bits
+        if names_last is not None and _named_volumes(names_last):
+            found &= ~_VOLUME_NAMES  # the Pod's volumes are that list, whatever it had
         for op, bits in deferred:
             if bits & _GRANTS_BY_VALUE and not found & _GRANTS and self._may_grant(op):
                 found |= _GRANTS
@@ -996,6 +1001,24 @@ def _check_unique_container_names(pod: Mapping[str, Any]) -> None:
                     f"/spec/{kind}/{i}/name", f"container name {name!r} is used twice in the Pod"
                 )
             seen.add(name)
+
+
+def _named_volumes(op: PatchOperation) -> bool:
+    """Whether ``op`` sets the Pod's whole volume list to volumes of distinct string names: when
+    no later operation can rename a volume, the patched Pod's names are unique whatever the Pod
+    had (``_check_unique_volume_names`` need not run; the built-ins' patches that add volumes)."""
+    if op["op"] not in ("add", "replace") or split_tokens(op["path"]) != ("spec", "volumes"):
+        return False
+    volumes = op.get("value")
+    if type(volumes) is not list:
+        return False
+    names = set()
+    for volume in volumes:
+        name = volume.get("name") if type(volume) is dict else None
+        if type(name) is not str or name in names:
+            return False
+        names.add(name)
+    return True
 
 
 def _check_unique_volume_names(before: Mapping[str, Any], after: Mapping[str, Any]) -> None:

@@ -95,12 +95,15 @@ FIELDS: dict[str, tuple[list[str], list[Any]]] = {
          {"capabilities": {"add": ["IPC_LOCK"]}, "privileged": True}, {"add": [], "drop": []}],
     ),
     "volumes": (
-        ["", "/0", "/-", "/1", "/0/hostPath", "/0/emptyDir"],
+        ["", "/0", "/-", "/1", "/0/hostPath", "/0/emptyDir", "/0/name", "/1/name"],
         [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, [{"name": "dshm", "emptyDir": {}}],
          {"name": "h2", "hostPath": {"path": "/"}}, [{"name": "h2", "hostPath": {"path": "/"}}],
          {"name": "host", "emptyDir": {}}, {"name": "n", "nfs": {"server": "s", "path": "/"}},
          {"name": "c", "configMap": {"name": "c"}}, {"name": "s", "secret": {"secretName": "db"}},
-         [{"name": "e", "emptyDir": {}}, "x"], {"path": "/"}, [HOST]],
+         [{"name": "e", "emptyDir": {}}, "x"], {"path": "/"}, [HOST],
+         [{"name": "d", "emptyDir": {}}, {"name": "d", "emptyDir": {}}],
+         [{"name": "host", "emptyDir": {}}, {"name": "e", "emptyDir": {}}], [{"emptyDir": {}}],
+         [{"name": 7, "emptyDir": {}}], "state"],
     ),
 }  # fmt: skip
 POLICIES = [
@@ -208,6 +211,38 @@ def test_what_the_privilege_check_is_run_for(
 )  # fmt: skip
 def test_what_the_access_check_is_run_for(operation: dict[str, Any], checked: bool) -> None:
     assert bool(_effects(POLICIES[0], PODS[0], operation) & policy._ACCESS) is checked
+
+
+WHOLE = _op("add", "/spec/volumes", [{"name": "d", "emptyDir": {}}, {"name": "e", "emptyDir": {}}])
+TWICE = _op("add", "/spec/volumes", [{"name": "d", "emptyDir": {}}, {"name": "d", "emptyDir": {}}])
+
+
+@pytest.mark.parametrize(
+    ("ops", "checked"),
+    [
+        ([WHOLE], False),
+        ([TWICE], True),
+        ([_op("add", "/spec/volumes", [{"emptyDir": {}}])], True),
+        ([WHOLE, _op("add", "/spec/volumes/-", {"name": "d", "emptyDir": {}})], True),
+        ([_op("add", "/spec/volumes/-", {"name": "d", "emptyDir": {}}), WHOLE], False),
+        ([WHOLE, _op("add", "/spec/volumes/0/emptyDir", {"medium": "Memory"})], False),
+        ([WHOLE, _op("replace", "/spec/volumes/1/name", "d")], True),
+        ([WHOLE, _op("replace", "/spec", {"containers": [], "volumes": []})], True),
+        ([_op("replace", "/spec/volumes/0/name", "state"), WHOLE], False),
+    ],
+    ids=["whole", "twice", "unnamed", "then-append", "append-then", "then-type", "then-rename",
+         "then-spec", "rename-then"],
+)  # fmt: skip
+def test_what_the_volume_name_check_is_run_for(ops: list[Any], checked: bool) -> None:
+    """A patch whose last operation that can rename volumes sets the whole list to distinct
+    names leaves them unique whatever the Pod had: the check is not run, and the patch is
+    decided as when it is."""
+    assert bool(_effects(POLICIES[0], PODS[2], *ops) & policy._VOLUME_NAMES) is checked
+    for pod in PODS:
+        for rules in POLICIES:
+            assert _outcome(PatchValidator(rules), pod, ops) == _outcome(
+                EveryCheck(rules), pod, ops
+            )
 
 
 def test_a_volume_type_the_policy_does_not_allow_is_checked() -> None:
