@@ -411,6 +411,32 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def step_replaces_member(doc: Any, step: Step) -> bool:
+    """``replaces_member`` of a Step's path: the same answer, its tokens and list indexes read
+    once (``step_of``) instead of for every document."""
+    if step.last is None:
+        return True
+    parent = doc
+    for token, index in step.parents:
+        kind = type(parent)
+        if kind is dict:
+            if token not in parent:
+                return False
+            parent = parent[token]
+        elif isinstance(parent, list):
+            if index is None or index >= len(parent):
+                return False  # it will not apply at all
+            parent = parent[index]
+        elif isinstance(parent, Mapping) and token in parent:
+            parent = parent[token]
+        else:
+            return False
+    kind = type(parent)
+    return (
+        kind is dict or (not isinstance(parent, list) and isinstance(parent, Mapping))
+    ) and parent.get(step.last) is not None
+
+
 def replaces_member(doc: Any, path: str) -> bool:
     """Whether an 'add' at ``path`` would overwrite a non-null object member (RFC 6902 4.1)."""
     tokens = split_tokens(path)

@@ -49,6 +49,7 @@ from modelserving.chain.jsonpatch import (
     split_pointer,
     split_tokens,
     step_of,
+    step_replaces_member,
 )
 from modelserving.chain.protected import Protections
 from modelserving.chain.shapes import as_list, as_map
@@ -153,7 +154,7 @@ class _Checked:
 
     ops: list[PatchOperation]
     effects: int
-    by_pod: tuple[tuple[PatchOperation, bool | None], ...]
+    by_pod: tuple[tuple[Step, bool | None], ...]
     """Each operation whose privilege answer reads the Pod, with its answer when it replaces
     nothing there (None: a volume mount, whose answer is whether the Pod has a hostPath
     volume)."""
@@ -279,9 +280,11 @@ class PatchValidator:
                 return kept
         ops = check_shape(raw_ops, copy_values)
         self.check_paths(ops)
-        effects, by_pod = self._value_effects(ops)
+        effects, found_by_pod = self._value_effects(ops)
         guarded = tuple(op["op"] == "add" and not self.allows(op["path"], "replace") for op in ops)
         steps = tuple(map(step_of, ops))
+        by_step = {id(step.op): step for step in steps} if found_by_pod else {}
+        by_pod = tuple((by_step[id(op)], fresh) for op, fresh in found_by_pod)
         checked = _Checked(ops, effects, by_pod, guarded, steps, program_of(steps, guarded))
         if key is not None:
             self._patches.keep(key, len(key), checked)
@@ -390,7 +393,8 @@ class PatchValidator:
         so they are kept per validator; the others read its value (``grants.reads_value``,
         ``access.reads_value``, volumes: ``_volumes_may_weaken``) or ``before`` too
         (a volume mount; an operation that only adds capabilities: ``_patch_effects``)."""
-        return _with_pod(*self._value_effects(ops), before)
+        effects, by_pod = self._value_effects(ops)
+        return _with_pod(effects, ((step_of(op), fresh) for op, fresh in by_pod), before)
 
     def _patch_effects(self, checked: _Checked, before: Mapping[str, Any]) -> int:
         """``_effects`` of a checked patch: what its values decide (found once per patch), and
@@ -777,18 +781,18 @@ class PatchValidator:
 
 def _with_pod(
     effects: int,
-    by_pod: Iterable[tuple[PatchOperation, bool | None]],
+    by_pod: Iterable[tuple[Step, bool | None]],
     before: Mapping[str, Any],
 ) -> int:
     """``effects`` with what the operations whose privilege answer reads the Pod
-    (``_Checked.by_pod``) can change in ``before``."""
-    for op, fresh in by_pod:
+    (``_Checked.by_pod``, as Steps) can change in ``before``."""
+    for step, fresh in by_pod:
         if effects & _GRANTS:
             break
         if fresh is None:
             grants = _has_host_volumes(before)
-        elif replaces_member(before, op["path"]):
-            grants = may_grant(op)
+        elif step_replaces_member(before, step):
+            grants = may_grant(step.op)
         else:
             grants = fresh
         if grants:

@@ -22,6 +22,7 @@ from modelserving.chain.jsonpatch import (
     replaces_member,
     run_program,
     step_of,
+    step_replaces_member,
 )
 from modelserving.chain.policy import PatchValidator
 from modelserving.chain.pss import pod_facts, weakenings
@@ -492,3 +493,18 @@ def test_a_guarded_add_through_a_non_ascii_digit_is_refused_as_not_applying() ->
         PatchValidator(policy).apply(
             pod, [{"op": "add", "path": "/spec/containers/²/env", "value": []}]
         )
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    doc=st.dictionaries(st.sampled_from(["a", "b", "0", "a/b"]), values, max_size=3),
+    path=paths,
+)
+def test_a_steps_answer_to_replaces_member_is_the_paths(doc: dict[str, Any], path: str) -> None:
+    """``step_replaces_member`` reads the path as a Step (split once, for every Pod of a kept
+    patch); its answer is ``replaces_member``'s."""
+    try:
+        step = step_of({"op": "add", "path": path, "value": 1})
+    except PatchRejected:
+        return
+    assert step_replaces_member(doc, step) is replaces_member(doc, path)
