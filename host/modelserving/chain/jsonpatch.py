@@ -11,9 +11,11 @@ walked once);
 
 from __future__ import annotations
 
+import builtins
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import CodeType, FunctionType
 from typing import Any
 
 from modelserving.api.errors import PatchRejected
@@ -221,7 +223,11 @@ class Program:
     """A patch of plain ``add``s and ``replace``s as one pass over a document (``program_of``):
     copy each map and list on the operations' paths once, in path order, then make each change
     in the copies, in the operations' order. The same result as applying the Steps one by one,
-    without walking each operation's path again."""
+    without walking each operation's path again.
+
+    ``run`` interprets it the first time (``run_program``) and from its second document on runs
+    it as a Python function written for it (``compile_program``): a patch kept by its bytes
+    runs again for every Pod, one met once is not worth compiling."""
 
     copies: tuple[tuple[int, str, int | None], ...]
     """Per copy: the copy (register) it is taken from, the token, and the list index it names;
@@ -229,6 +235,19 @@ class Program:
     writes: tuple[tuple[int, int, str, int | None, Any], ...]
     """Per operation: the register it changes, what it does (``_APPEND``...), the member, its
     list index (None: it names none) and the value (an append's: the values, a tuple)."""
+    compiled: list[Callable[[Any], dict[str, Any] | None]] = field(
+        default_factory=list, compare=False, repr=False
+    )
+    """``compile_program``'s function, made when the program first runs (in a list: the
+    dataclass is frozen)."""
+
+    def run(self, doc: Any) -> dict[str, Any] | None:
+        """``run_program`` of ``doc``: interpreted the first time, compiled after."""
+        compiled = self.compiled
+        if compiled:
+            return compiled[0](doc)
+        compiled.append(compile_program(self))
+        return run_program(doc, self)
 
 
 def program_of(steps: Sequence[Step], guarded: Sequence[bool]) -> Program | None:
@@ -271,6 +290,108 @@ def program_of(steps: Sequence[Step], guarded: Sequence[bool]) -> Program | None
         writes.append((register, kind, last, step.last_index, value))
         set_paths.add(tokens)
     return Program(tuple(copies), tuple(writes))
+
+
+def compile_program(program: Program) -> Callable[[Any], dict[str, Any] | None]:
+    """A function that does what ``run_program`` does with ``program``, written out: a few lines
+    per copy and per write, no loop, no dispatch on what a write does (inference-engine's
+    program: 1.41 against 2.02 us, ``timeit``). Its text holds only register numbers and
+    positions in tuples of the program's tokens, indexes and values (``K``, ``X``, ``V``), never
+    a token or a value, so no patch can write code; and it depends only on the program's shape
+    (``_shape``), so its code is compiled once per shape (about 0.5 ms) and each program gets a
+    function of that code over its own tuples (about a microsecond)."""
+    shape = _shape(program)
+    code = _CODES.get(shape)
+    if code is None:
+        code = _code_of(program)
+        if len(_CODES) >= _CODES_KEPT:
+            _CODES.pop(next(iter(_CODES)))
+        _CODES[shape] = code
+    tokens: list[str] = []
+    indexes: list[int | None] = []
+    for _, token, index in program.copies:
+        tokens.append(token)
+        indexes.append(index)
+    for _, _, last, index, _ in program.writes:
+        tokens.append(last)
+        indexes.append(index)
+    scope = {
+        "__builtins__": builtins,
+        "K": tuple(tokens),
+        "X": tuple(indexes),
+        "V": tuple(write[4] for write in program.writes),
+    }
+    run: Callable[[Any], dict[str, Any] | None] = FunctionType(code, scope)
+    return run
+
+
+def _shape(program: Program) -> tuple[Any, ...]:
+    """What the text ``_code_of`` writes depends on: each copy's source and whether it names a
+    list index, each write's register, what it does and whether it names one."""
+    return (
+        tuple((source, index is not None) for source, _, index in program.copies),
+        tuple(
+            (register, what, index is not None) for register, what, _, index, _ in program.writes
+        ),
+    )
+
+
+def _code_of(program: Program) -> CodeType:
+    lines = ["def run(doc):", "    if type(doc) is not dict:", "        return None"]
+    lines.append("    r0 = dict(doc)")
+    add = lines.append
+    k = 0  # the position of the next token and index in K and X
+    for n, (source, _, index) in enumerate(program.copies, 1):
+        add(f"    p = r{source}")
+        add("    if type(p) is dict:")
+        add(f"        key = K[{k}]")
+        add("        c = p.get(key)")
+        if index is not None:
+            add(f"    elif type(p) is list and X[{k}] < len(p):")
+            add(f"        key = X[{k}]")
+            add("        c = p[key]")
+        add("    else:")
+        add("        return None")
+        add("    if type(c) is dict:")
+        add(f"        r{n} = p[key] = dict(c)")
+        add("    elif type(c) is list:")
+        add(f"        r{n} = p[key] = list(c)")
+        add("    else:")
+        add("        return None")
+        k += 1
+    for v, (register, what, _, index, _) in enumerate(program.writes):
+        add(f"    t = r{register}")
+        if what == _SET:
+            add("    if type(t) is not dict:")
+            add("        return None")
+            add(f"    t[K[{k}]] = V[{v}]")
+        elif what == _APPEND:
+            add("    if type(t) is not list:")
+            add("        return None")
+            add(f"    t.extend(V[{v}])")
+        elif what == _GUARDED_SET:
+            add(f"    if type(t) is not dict or t.get(K[{k}]) is not None:")
+            add("        return None")
+            add(f"    t[K[{k}]] = V[{v}]")
+        else:  # _REPLACE
+            add("    if type(t) is dict:")
+            add(f"        if K[{k}] not in t:")
+            add("            return None")
+            add(f"        t[K[{k}]] = V[{v}]")
+            if index is not None:
+                add(f"    elif type(t) is list and X[{k}] < len(t):")
+                add(f"        t[X[{k}]] = V[{v}]")
+            add("    else:")
+            add("        return None")
+        k += 1
+    add("    return r0")
+    module = compile("\n".join(lines), "<patch program>", "exec")
+    return next(c for c in module.co_consts if isinstance(c, CodeType))
+
+
+_CODES: dict[tuple[Any, ...], CodeType] = {}
+"""Compiled programs by shape (``compile_program``), the oldest dropped past ``_CODES_KEPT``."""
+_CODES_KEPT = 256
 
 
 def run_program(doc: Any, program: Program) -> dict[str, Any] | None:

@@ -45,7 +45,6 @@ from modelserving.chain.jsonpatch import (
     check_shape,
     program_of,
     replaces_member,
-    run_program,
     split_pointer,
     split_tokens,
     step_of,
@@ -297,7 +296,7 @@ class PatchValidator:
         if not ops:
             return dict(pod)
         program = checked.program
-        after: Any = None if program is None else run_program(pod, program)
+        after: Any = None if program is None else program.run(pod)
         if after is None:
             after = self._apply_steps(pod, checked)
         if not isinstance(after, dict):

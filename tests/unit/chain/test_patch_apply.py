@@ -16,8 +16,10 @@ from modelserving.api.errors import PatchRejected
 from modelserving.api.policy import PatchPolicy, PathRule, default_path_rules
 from modelserving.chain.grants import may_grant
 from modelserving.chain.jsonpatch import (
+    _CODES,
     apply_one,
     apply_step,
+    compile_program,
     program_of,
     replaces_member,
     run_program,
@@ -336,6 +338,12 @@ def test_program_does_what_the_steps_do(
             assert got == expected
             assert shared(doc, got) == shared(doc, expected)
         assert doc == before
+        if program is not None:  # written out, it does what it does interpreted
+            compiled = compile_program(program)(doc)
+            assert compiled == got
+            if got is not None:
+                assert shared(doc, compiled) == shared(doc, got)
+            assert doc == before
         assert patch == kept
 
 
@@ -508,3 +516,27 @@ def test_a_steps_answer_to_replaces_member_is_the_paths(doc: dict[str, Any], pat
     except PatchRejected:
         return
     assert step_replaces_member(doc, step) is replaces_member(doc, path)
+
+
+def test_a_compiled_programs_code_holds_no_token_or_value() -> None:
+    """Two programs of one shape share one compiled code, whatever their tokens and values
+    (here tokens that would be code if written into it); each runs with its own."""
+    plain = program_of([step_of({"op": "add", "path": "/a/b", "value": 1})], [False])
+    hostile = '"]); import os; os._exit(1); x = (["'
+    tricky = program_of(
+        [step_of({"op": "add", "path": f"/{hostile}/{hostile}", "value": "\n'\""})], [False]
+    )
+    assert plain is not None and tricky is not None
+    _CODES.clear()
+    assert compile_program(plain)({"a": {}}) == {"a": {"b": 1}}
+    assert compile_program(tricky)({hostile: {}}) == {hostile: {hostile: "\n'\""}}
+    assert len(_CODES) == 1
+
+
+def test_a_program_is_interpreted_once_then_runs_compiled() -> None:
+    program = program_of([step_of({"op": "add", "path": "/a/-", "value": 2})], [False])
+    assert program is not None and not program.compiled
+    assert program.run({"a": [1]}) == {"a": [1, 2]}
+    assert len(program.compiled) == 1
+    assert program.run({"a": [0]}) == {"a": [0, 2]}
+    assert program.run({"a": {}}) is None  # the Steps apply it (and refuse it)
