@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FunctionType
@@ -225,9 +226,11 @@ class Program:
     in the copies, in the operations' order. The same result as applying the Steps one by one,
     without walking each operation's path again.
 
-    ``run`` interprets it the first time (``run_program``) and from its second document on runs
-    it as a Python function written for it (``compile_program``): a patch kept by its bytes
-    runs again for every Pod, one met once is not worth compiling."""
+    ``run`` interprets it (``run_program``) the first time and from its second document on
+    runs it as a Python function written for it (``compile_program``): a patch kept by its bytes
+    runs again for every Pod, one met once (a patch not kept makes a new Program every time) is
+    not worth compiling, nor is a program of more than ``COMPILED_STEPS`` copies and writes (its
+    code would be large to compile and to keep)."""
 
     copies: tuple[tuple[int, str, int | None], ...]
     """Per copy: the copy (register) it is taken from, the token, and the list index it names;
@@ -235,18 +238,24 @@ class Program:
     writes: tuple[tuple[int, int, str, int | None, Any], ...]
     """Per operation: the register it changes, what it does (``_APPEND``...), the member, its
     list index (None: it names none) and the value (an append's: the values, a tuple)."""
-    compiled: list[Callable[[Any], dict[str, Any] | None]] = field(
+    compiled: list[Callable[[Any], dict[str, Any] | None] | None] = field(
         default_factory=list, compare=False, repr=False
     )
-    """``compile_program``'s function, made when the program first runs (in a list: the
-    dataclass is frozen)."""
+    """What ``run`` knows of the program's runs, in a list (the dataclass is frozen): nothing
+    before the first, None after it, then ``compile_program``'s function from the second."""
 
     def run(self, doc: Any) -> dict[str, Any] | None:
-        """``run_program`` of ``doc``: interpreted the first time, compiled after."""
+        """``run_program`` of ``doc``: interpreted the first time, compiled from the second."""
         compiled = self.compiled
         if compiled:
-            return compiled[0](doc)
-        compiled.append(compile_program(self))
+            function = compiled[0]
+            if function is not None:
+                return function(doc)
+            if len(self.copies) + len(self.writes) <= COMPILED_STEPS:
+                function = compiled[0] = compile_program(self)
+                return function(doc)
+        else:
+            compiled.append(None)
         return run_program(doc, self)
 
 
@@ -304,9 +313,10 @@ def compile_program(program: Program) -> Callable[[Any], dict[str, Any] | None]:
     code = _CODES.get(shape)
     if code is None:
         code = _code_of(program)
-        if len(_CODES) >= _CODES_KEPT:
-            _CODES.pop(next(iter(_CODES)))
-        _CODES[shape] = code
+        with _CODES_LOCK:
+            while len(_CODES) >= _CODES_KEPT:
+                _CODES.pop(next(iter(_CODES)))
+            _CODES[shape] = code
     tokens: list[str] = []
     indexes: list[int | None] = []
     for _, token, index in program.copies:
@@ -390,8 +400,13 @@ def _code_of(program: Program) -> CodeType:
 
 
 _CODES: dict[tuple[Any, ...], CodeType] = {}
-"""Compiled programs by shape (``compile_program``), the oldest dropped past ``_CODES_KEPT``."""
+"""Compiled programs by shape (``compile_program``), the oldest dropped past ``_CODES_KEPT``;
+changed under ``_CODES_LOCK`` (the validator serves several threads)."""
 _CODES_KEPT = 256
+_CODES_LOCK = threading.Lock()
+COMPILED_STEPS = 64
+"""The most copies and writes of a program ``Program.run`` compiles (the built-ins' have 9 to
+12): the code of a program of a thousand deep writes took seconds and a gigabyte to compile."""
 
 
 def run_program(doc: Any, program: Program) -> dict[str, Any] | None:

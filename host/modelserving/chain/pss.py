@@ -373,11 +373,11 @@ _REACH_FIELDS = (
     "volumeMounts",
     "ports",
 )
+"""The fields of a container ``_reach`` reads (its security facts: its securityContext alone)."""
 _POD_KEYS = ("securityContext", *_POD_FIELDS)
 """The Pod's own part's inputs, in order: its securityContext, then ``_POD_FIELDS``."""
 _REACH_KEYS = ("name", *_REACH_FIELDS)
 """A container's reach part's inputs, in order: its name, then ``_REACH_FIELDS``."""
-"""The fields of a container ``_reach`` reads (its security facts: its securityContext alone)."""
 _PART_KINDS = tuple((kind, f"{kind}/reach") for kind in CONTAINER_KINDS)
 """Each container kind, and the key of its containers' reach parts (``PodFacts.parts``)."""
 

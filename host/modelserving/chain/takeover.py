@@ -65,11 +65,18 @@ class Shared(NamedTuple):
     volumes: dict[str, str]
     writers: dict[str, str]
     roots: dict[str, str]
+    aliases: dict[str, str] = {}  # noqa: RUF012 - never changed: a new map for every Shared
+    """Each volume of ``volumes`` its container does not mount itself, and the one of the same
+    storage it mounts."""
 
     def chain(self, volume: str) -> str:
-        """``volume 'tools' that container 'agent' mounts``, through the writers between."""
+        """``volume 'tools' that container 'agent' mounts``, through the writers between (``volume
+        'tools2', the storage of volume 'tools' that ...`` for another name of its storage)."""
         reader = self.volumes[volume]
+        mounted = self.aliases.get(volume)
         text = f"volume {volume!r} that {reader} mounts"
+        if mounted is not None:
+            text = f"volume {volume!r}, the storage of volume {mounted!r} that {reader} mounts"
         if reader in self.writers:
             text += f", which writes {self.chain(self.writers[reader])}"
         return text
@@ -162,6 +169,7 @@ def shared_volumes(pod: Mapping[str, Any], subjects: Sequence[str]) -> Shared:
     }
     listed = list(containers(pod))
     volumes: dict[str, str] = {}
+    aliases: dict[str, str] = {}
     writers: dict[str, str] = {}
     roots = {s: s for s in subjects}
     readers = set(subjects)
@@ -174,8 +182,9 @@ def shared_volumes(pod: Mapping[str, Any], subjects: Sequence[str]) -> Shared:
                         # another volume of the same storage is the same files
                         key = open_[name]
                         for other, other_key in open_.items():
-                            if key is not None and other_key == key:
-                                volumes.setdefault(other, subject)
+                            if key is not None and other_key == key and other not in volumes:
+                                volumes[other] = subject
+                                aliases[other] = name
         readers = set()
         for subject, _, _, container in listed:
             if subject in roots:
@@ -185,7 +194,7 @@ def shared_volumes(pod: Mapping[str, Any], subjects: Sequence[str]) -> Shared:
                 roots[subject] = roots[volumes[name]]
                 readers.add(subject)
                 break
-    return Shared(volumes, writers, roots)
+    return Shared(volumes, writers, roots, aliases)
 
 
 def new_writers(

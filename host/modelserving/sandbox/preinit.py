@@ -74,23 +74,27 @@ _END = 0x0B
 _NON_ZERO_BYTE = re.compile(rb"[^\x00]")
 _GAP = b"\x00" * MERGE_GAP
 _CHUNK = 1 << 20
+_FIRST_PIECE = 4096
 P = ParamSpec("P")
 R = TypeVar("R")
 _RESERVED = b"modelserving:snapshot:"
 
 
 def _find_gap(memory: Any, start: int, size: int) -> int:
-    """Where the first ``MERGE_GAP`` zero bytes from ``start`` begin in ``memory`` (-1: none), a
-    mebibyte copied at a time. ``bytes.find`` is linear whatever the bytes; a regular expression
-    tries the gap again at every zero byte, and memory of 63 zeros and a one between took it
-    2 s for 64 MiB (found by a red-team helper)."""
-    pos = start
+    """Where the first ``MERGE_GAP`` zero bytes from ``start`` begin in ``memory`` (-1: none).
+    ``bytes.find`` is linear whatever the bytes (a regular expression tried the gap again at
+    every zero byte: 2 s for 64 MiB of 63 zeros and a one, found by a red-team helper); the
+    bytes are copied in pieces that start at 4 KiB and double up to ``_CHUNK``, so a gap near
+    ``start`` costs little and one far away at most twice the distance (a piece of 1 MiB for
+    each of 100,000 runs took 7.8 s, found by a review helper)."""
+    pos, piece = start, _FIRST_PIECE
     while pos < size:
-        stop = min(size, pos + _CHUNK)
+        stop = min(size, pos + piece)
         found = bytes(memory[pos : min(size, stop + MERGE_GAP - 1)]).find(_GAP)
         if found >= 0:
             return pos + found
         pos = stop
+        piece = min(piece * 2, _CHUNK)
     return -1
 
 
@@ -132,7 +136,8 @@ class Snapshot:
     ) -> Snapshot:
         """From ``memory`` (any bytes-like object, read in place); Refused as soon as its runs
         pass ``max_segments`` or their bytes ``max_bytes``, so a hostile memory costs at most
-        one scan in C and that much copying, whatever its pattern."""
+        scans in C and copies of about twice the memory and 4 KiB a run (``_find_gap``), whatever
+        its pattern."""
         runs: list[tuple[int, bytes]] = []
         total = 0
         size = len(memory)

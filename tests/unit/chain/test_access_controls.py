@@ -1113,8 +1113,8 @@ def test_a_writer_of_another_name_for_the_storage_in_the_template_is_protected()
         pod,
         [op("replace", "/spec/containers/2/image", "evil:1")],
         "/spec/containers/2/image",
-        "changes the image of container 'sync', which writes volume 'data2' that container "
-        "'agent' mounts",
+        "changes the image of container 'sync', which writes volume 'data2', the storage of "
+        "volume 'tools' that container 'agent' mounts",
         allow_privileged_container_changes=True,
     )
 
@@ -1146,6 +1146,22 @@ def test_a_volume_of_other_storage_may_be_written(
         allowed_volume_types=["persistentVolumeClaim", "csi", "emptyDir"],
         allowed_claims=["other", "x"],
         allowed_csi_drivers=["ebs.csi.aws.com"],
+    )
+
+
+def test_a_new_writer_of_the_templates_other_name_for_the_storage_is_named_so() -> None:
+    """The template has a second volume of the claim that no container mounts; a plugin's
+    sidecar that writes it is refused, the message naming the volume the privileged container
+    mounts (found by a review helper: it named the unmounted one as mounted)."""
+    alias = {"name": "data2", "persistentVolumeClaim": {"claimName": "shared"}}
+    pod = template(RUNNER, volumes=[SHARED_CLAIM, alias])
+    sidecar = {**WRITER, "volumeMounts": [{"name": "data2", "mountPath": "/d"}]}
+    refused(
+        pod,
+        [op("add", "/spec/containers/-", sidecar)],
+        "/spec/containers/2",
+        f"adds container 'plugin', which writes volume 'data2', the storage of {OF_AGENT}",
+        allow_privileged_container_changes=True,
     )
 
 

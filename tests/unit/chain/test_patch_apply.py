@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import itertools
+import sys
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 
 from modelserving.api.errors import PatchRejected
 from modelserving.api.policy import PatchPolicy, PathRule, default_path_rules
+from modelserving.chain import jsonpatch as patch_module
 from modelserving.chain.grants import may_grant
 from modelserving.chain.jsonpatch import (
     _CODES,
@@ -537,6 +541,60 @@ def test_a_program_is_interpreted_once_then_runs_compiled() -> None:
     program = program_of([step_of({"op": "add", "path": "/a/-", "value": 2})], [False])
     assert program is not None and not program.compiled
     assert program.run({"a": [1]}) == {"a": [1, 2]}
-    assert len(program.compiled) == 1
+    assert program.compiled == [None]  # met once: not compiled
     assert program.run({"a": [0]}) == {"a": [0, 2]}
+    assert program.compiled[0] is not None
     assert program.run({"a": {}}) is None  # the Steps apply it (and refuse it)
+
+
+def test_a_large_program_is_never_compiled() -> None:
+    """Found by a review helper: the code of a program of a thousand deep writes took seconds
+    and a gigabyte to compile."""
+    ops = [{"op": "add", "path": f"/x{i}", "value": i} for i in range(patch_module.COMPILED_STEPS)]
+    program = program_of([step_of(op) for op in ops], [False] * len(ops))  # type: ignore[arg-type]
+    assert program is not None and len(program.writes) == patch_module.COMPILED_STEPS
+    bigger = program_of(
+        [step_of({"op": "add", "path": f"/x{i}", "value": i}) for i in range(65)],
+        [False] * 65,
+    )
+    assert bigger is not None
+    for _ in range(3):
+        assert bigger.run({}) == {f"x{i}": i for i in range(65)}
+    assert bigger.compiled == [None]
+    for _ in range(2):
+        program.run({})
+    assert program.compiled[0] is not None
+
+
+def test_compiled_shapes_are_kept_safely_by_many_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review helper: two threads evicting the oldest shape at once raised KeyError
+    or RuntimeError, which refused a valid patch. Here every compile is of a new shape and
+    takes no time, so the threads meet in the eviction again and again."""
+    monkeypatch.setattr(patch_module, "_CODES_KEPT", 4)
+    one = program_of([step_of({"op": "add", "path": "/a", "value": 1})], [False])
+    assert one is not None
+    code = patch_module._code_of(one)
+    monkeypatch.setattr(patch_module, "_code_of", lambda program: code)
+    shapes = itertools.count()
+    monkeypatch.setattr(patch_module, "_shape", lambda program: next(shapes))
+    errors: list[BaseException] = []
+
+    def compile_many() -> None:
+        try:
+            for _ in range(20_000):
+                compile_program(one)
+        except BaseException as exc:
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=compile_many) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    assert len(patch_module._CODES) <= 4
