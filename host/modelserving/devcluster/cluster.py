@@ -391,8 +391,10 @@ def _wait(
     check: Callable[[], bool],
     timeout: float,
     children: Sequence[Child],
+    interrupted: Callable[[], None] = lambda: None,
 ) -> None:
-    """Poll ``check`` until true; fail when a started process exits, or after ``timeout``.
+    """Poll ``check`` until true; fail when a started process exits, or after ``timeout``;
+    ``interrupted`` before each poll (the start's ``SignalGuard.raise_if_due``).
 
     Whether a process exited is the kernel's answer to its parent (``Child``), so a slow one is
     waited for, never taken for dead. Errors name the component and quote its log (``owner``'s
@@ -400,6 +402,7 @@ def _wait(
     """
     deadline = time.monotonic() + timeout
     while True:
+        interrupted()  # raises for a signal whose exception was lost (``raise_if_due``)
         if check():
             return
         for child in children:
@@ -592,7 +595,8 @@ class _Start:
 
     def wait(self, what: str, owner: str, check: Callable[[], bool]) -> None:
         self.say(f"waiting for {what}")
-        _wait(what, owner, check, self.timeout, self.children)
+        _wait(what, owner, check, self.timeout, self.children, self.guard.raise_if_due)
+        self.guard.raise_if_due()
 
 
 def _install_crds(api: Api, files: Sequence[Path]) -> list[str]:

@@ -85,13 +85,18 @@ class SignalGuard:
             yield
         finally:
             self._holding -= 1
-        self._raise_if_due()
+        self.raise_if_due()
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self._received is None:
             self._received = signum
-        self._raise_if_due()
+        self.raise_if_due()
 
-    def _raise_if_due(self) -> None:
+    def raise_if_due(self) -> None:
+        """Raise :class:`Interrupted` for a signal that arrived (outside a held section, while
+        armed). The handler raises at once, but where the signal lands decides whether the
+        exception gets out: in a finalizer (``__del__`` of a socket the HTTP client dropped)
+        Python prints and drops it, and the start went on to its end. So a loop that waits
+        calls this between its polls too."""
         if self._received is not None and self._armed and not self._holding:
             raise Interrupted(self._received)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 import pytest
 
+from modelserving.devcluster import cluster
 from modelserving.devcluster.interrupts import Interrupted, SignalGuard
 
 
@@ -126,3 +129,33 @@ def test_outside_the_main_thread_the_guard_does_nothing(seen: list[int]) -> None
     thread.start()
     thread.join()
     assert handlers == [signal.getsignal(signal.SIGTERM)]
+
+
+class _DroppedSocket:
+    """Receives the signal in its finalizer, where Python prints an exception and drops it."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_signal_whose_exception_a_finalizer_dropped_still_stops_the_wait(
+    seen: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in a full test run under load: SIGTERM landed in a socket's finalizer during the
+    wait for kwok's Nodes, Python dropped the Interrupted raised there, and the start went on
+    to its end. The wait loop raises it between its polls."""
+    dropped: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: dropped.append(info.exc_type))
+    polls: list[int] = []
+
+    def poll() -> bool:
+        polls.append(1)
+        return False
+
+    with SignalGuard() as guard:
+        _DroppedSocket()  # collected at once: the signal arrives inside __del__
+        assert guard.received == signal.SIGTERM and dropped == [Interrupted]
+        with pytest.raises(Interrupted, match="interrupted by SIGTERM"):
+            cluster._wait("2 Ready kwok Nodes", "kwok", poll, 60, [], guard.raise_if_due)
+    assert polls == []
+    assert seen == [signal.SIGTERM]
