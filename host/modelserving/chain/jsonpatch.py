@@ -567,10 +567,7 @@ def step_replaces_member(doc: Any, step: Step) -> bool:
             parent = parent[token]
         else:
             return False
-    kind = type(parent)
-    return (
-        kind is dict or (not isinstance(parent, list) and isinstance(parent, Mapping))
-    ) and parent.get(step.last) is not None
+    return _has_member(parent, step.last)
 
 
 def replaces_member(doc: Any, path: str) -> bool:
@@ -591,7 +588,11 @@ def replaces_member(doc: Any, path: str) -> bool:
             parent = parent[token]
         else:
             return False
-    kind = type(parent)
+    return _has_member(parent, tokens[-1])
+
+
+def _has_member(parent: Any, last: str) -> bool:
+    """Whether ``parent`` (where a path led) is a map with a non-null member ``last``."""
     return (
-        kind is dict or (not isinstance(parent, list) and isinstance(parent, Mapping))
-    ) and parent.get(tokens[-1]) is not None
+        type(parent) is dict or (not isinstance(parent, list) and isinstance(parent, Mapping))
+    ) and parent.get(last) is not None

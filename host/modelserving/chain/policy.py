@@ -44,7 +44,6 @@ from modelserving.chain.jsonpatch import (
     apply_step,
     check_shape,
     program_of,
-    replaces_member,
     split_pointer,
     split_tokens,
     step_of,
@@ -311,7 +310,7 @@ class PatchValidator:
         owned: set[int] = set()  # containers this patch copied: changed in place from then on
         # one by one, so that an 'add' is judged by what it does to this Pod
         for step, guarded in zip(checked.steps, checked.guarded, strict=True):
-            if guarded and replaces_member(after, step.op["path"]):
+            if guarded and step_replaces_member(after, step):
                 raise PatchRejected(
                     step.op["path"],
                     "'add' over an existing value replaces it, and 'replace' is not allowed here "

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import sys
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +30,7 @@ from modelserving.chain.jsonpatch import (
 )
 from modelserving.chain.policy import PatchValidator
 from modelserving.chain.pss import pod_facts, weakenings
+from tests.unit.chain.racing import race
 
 scalars = st.none() | st.integers(-5, 5) | st.text(alphabet="ab~/", max_size=3)
 values = st.recursive(
@@ -586,15 +585,6 @@ def test_compiled_shapes_are_kept_safely_by_many_threads(monkeypatch: pytest.Mon
         except BaseException as exc:
             errors.append(exc)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=compile_many) for _ in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    race([compile_many] * 4)
     assert errors == []
     assert len(patch_module._CODES) <= 4

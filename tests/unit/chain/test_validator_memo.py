@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
-import sys
 import threading
 from typing import Any
 
@@ -24,6 +24,7 @@ from modelserving.api.policy import PatchPolicy, PathRule
 from modelserving.chain import access, pss
 from modelserving.chain.jsonpatch import apply_one
 from modelserving.chain.policy import KNOWN_PODS, PatchValidator
+from tests.unit.chain.racing import race
 
 RESTRICTED = {
     "allowPrivilegeEscalation": False,
@@ -650,16 +651,7 @@ def test_threads_sharing_a_validator_judge_as_each_alone() -> None:
                 if isinstance(got, dict):
                     pod = got
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    race([functools.partial(work, seed) for seed in range(4)])
     assert not failures, failures[:3]
 
 
