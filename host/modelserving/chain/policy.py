@@ -679,10 +679,7 @@ class PatchValidator:
                 if writer.added
                 else (f"lets {writer.subject} write")
             )
-            chain = shared.chain(writer.volume)
-            if writer.through is not None:  # another name for the same storage
-                chain = f"volume {writer.through!r}, the storage of {chain}"
-            what = f"{does} {chain}, which"
+            what = f"{does} {shared.chain(writer.volume, writer.through)}, which"
             raise _takeover(writer.path, what, granted[root], writes=True)
 
     def _refuse_new_container(

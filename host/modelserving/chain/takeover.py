@@ -69,14 +69,16 @@ class Shared(NamedTuple):
     """Each volume of ``volumes`` its container does not mount itself, and the one of the same
     storage it mounts."""
 
-    def chain(self, volume: str) -> str:
+    def chain(self, volume: str, through: str | None = None) -> str:
         """``volume 'tools' that container 'agent' mounts``, through the writers between (``volume
-        'tools2', the storage of volume 'tools' that ...`` for another name of its storage)."""
+        'tools2', the storage of volume 'tools' that ...`` for another name of its storage: a
+        volume of ``aliases``, or ``through``, a patched Pod's name for ``volume``)."""
         reader = self.volumes[volume]
-        mounted = self.aliases.get(volume)
-        text = f"volume {volume!r} that {reader} mounts"
-        if mounted is not None:
-            text = f"volume {volume!r}, the storage of volume {mounted!r} that {reader} mounts"
+        mounted = self.aliases.get(volume, volume)
+        named = volume if through is None else through
+        text = f"volume {named!r} that {reader} mounts"
+        if named != mounted:
+            text = f"volume {named!r}, the storage of volume {mounted!r} that {reader} mounts"
         if reader in self.writers:
             text += f", which writes {self.chain(self.writers[reader])}"
         return text
@@ -216,10 +218,9 @@ def new_writers(
     targets = {name: name for name in shared.volumes}
     if stores:
         for name, (_, volume) in _by_name(as_map(after.get("spec")).get("volumes")).items():
-            if name not in targets and _writable_type(as_map(volume)):
-                found = stores.get(storage(as_map(volume)))  # type: ignore[arg-type]
-                if found is not None:
-                    targets[name] = found
+            key = storage(as_map(volume)) if name not in targets else None
+            if key is not None and key in stores and _writable_type(as_map(volume)):
+                targets[name] = stores[key]
     for subject, kind, i, container in containers(after):
         if subject in shared.roots:
             continue
