@@ -408,3 +408,27 @@ def test_extism_writes_no_wasmtime_cache(
     sandbox = own()
     sandbox.call(sandbox.load(OK), "on_pod_create", b"", sandbox.limits())
     assert list(home.rglob("*")) == []
+
+
+def test_a_table_grows_no_further_than_the_store_limit(own: Callable[..., Sandbox]) -> None:
+    """Extism's limiter lets a table declared without a maximum grow without bound (one
+    table.grow of 250 million elements took 2 GB of the worker's memory under a 4 MiB memory
+    limit): the host caps each table at ``max_table_elements``, as the native flavour's store
+    limit does, so growing past it gives -1."""
+    sandbox = own(max_table_elements=1000)
+    grow = """
+      (if (i32.ne (table.grow $t (ref.null func) (i32.const 999)) (i32.const 1))
+        (then unreachable))
+      (if (i32.ne (table.grow $t (ref.null func) (i32.const 1)) (i32.const -1))
+        (then unreachable))
+      (if (i32.ne (table.grow $u (ref.null func) (i32.const 2000000)) (i32.const -1))
+        (then unreachable))"""
+    body = (
+        extism_copy_out(1024, 1)
+        + grow
+        + ("(call $output_set (local.get $out) (i64.const 1)) i32.const 0")
+    )
+    tables = "(table $t 1 funcref) (table $u 1 4000000000 funcref)"
+    module = extism_guest(extism_function("on_pod_create", body), data=b"\x80", extra=tables)
+    compiled = sandbox.load(module)
+    assert sandbox.call(compiled, "on_pod_create", b"", sandbox.limits()).response == b"\x80"

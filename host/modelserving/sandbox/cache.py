@@ -59,7 +59,13 @@ from modelserving.sandbox.module import (
     check_module,
     describe,
 )
-from modelserving.sandbox.structure import ModuleShape, check_figures, check_shape, detach_start
+from modelserving.sandbox.structure import (
+    ModuleShape,
+    cap_tables,
+    check_figures,
+    check_shape,
+    detach_start,
+)
 
 __all__ = ["ARTIFACT_MAGIC", "CacheStats", "CompiledModule", "ModuleCache", "sha256_hex"]
 
@@ -444,7 +450,8 @@ class ModuleCache:
                 self._store.put(digest, built.payload, facts, source)
         if info.flavour == FLAVOUR_EXTISM:
             # Extism links its own kernel; it compiles the module itself per set of limits.
-            extism = ExtismModule(data, info.wasi)
+            # Its limiter bounds no table without a maximum: each gets the store limit's.
+            extism = ExtismModule(cap_tables(data, settings.max_table_elements), info.wasi)
             try:
                 check_links(self._extism, extism, settings.default_limits())
             except SandboxError as exc:

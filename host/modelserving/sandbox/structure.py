@@ -303,6 +303,60 @@ def _function_body(body: _Reader, figures: dict[str, int], bounds: ModuleBounds)
     body.pos = inner.end
 
 
+def cap_tables(data: bytes, limit: int) -> bytes:
+    """``data`` with every table's maximum at most ``limit`` elements: a table declared without
+    a maximum, or with a larger one, gets ``limit`` (or its initial size, when that is larger:
+    it cannot grow then). Returns ``data`` itself when no table needs it.
+
+    For engines the host cannot give a store limit to (Extism, whose limiter lets a table
+    without a maximum grow without bound: a single ``table.grow`` took 2 GB): ``table.grow``
+    past the cap gives -1, as the native flavour's store limit does. Call only on a module
+    ``check_shape`` accepted: the framing is not checked again."""
+    view = memoryview(data)
+    out = [bytes(view[:8])]
+    pos, changed = 8, False
+    while pos < len(data):
+        head = _Reader(view, pos, len(data))
+        sid = head.byte()
+        size = head.u32()
+        end = head.pos + size
+        if sid == _TABLE:
+            body = _capped_tables(_Reader(view, head.pos, end), limit)
+            if body is not None:
+                out.append(encode_section(_TABLE, body))
+                changed = True
+                out.append(bytes(view[end:]))
+                break
+        out.append(bytes(view[pos:end]))
+        pos = end
+    return b"".join(out) if changed else data
+
+
+def _capped_tables(body: _Reader, limit: int) -> bytes | None:
+    """The body of a table section with each maximum capped at ``limit``; None when every
+    table's maximum already is."""
+    count = body.u32()
+    parts = [leb128(count)]
+    changed = False
+    for _ in range(count):
+        if body.data[body.pos : body.pos + 1] == b"\x40":
+            # a table with an initialiser expression (function references): the compile
+            # refuses it; never run one uncapped
+            raise invalid_module("a table with an initialiser expression is not supported")
+        start = body.pos
+        body.value_type()
+        element_type = bytes(body.data[start : body.pos])
+        flags = body.data[body.pos]
+        minimum, maximum = body.limits()
+        capped = min(limit, maximum) if maximum is not None else limit
+        capped = max(capped, minimum)
+        changed = changed or capped != maximum
+        parts.append(element_type + bytes([flags | 0x01]) + leb128(minimum) + leb128(capped))
+    if body.pos != body.end:
+        raise invalid_module("malformed table section: bytes after the last table")
+    return b"".join(parts) if changed else None
+
+
 START_EXPORT = "modelserving:start"
 """The export a module's start function is moved to by ``detach_start``."""
 
