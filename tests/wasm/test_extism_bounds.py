@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import wasmtime
 
 from modelserving.plugins.exports import plugin_sandbox
 from modelserving.sandbox import CallFailure, Sandbox, SandboxError, SandboxSettings
 from modelserving.sandbox.cache import CompiledModule
 from modelserving.sandbox.extism import call as extism_call
+from modelserving.sandbox.structure import cap_growth
 from tests.processes import mentioning, wait_until_gone
 from tests.wasm.guests import extism_copy_out, extism_function, extism_guest, extism_responding
 
@@ -432,3 +434,56 @@ def test_a_table_grows_no_further_than_the_store_limit(own: Callable[..., Sandbo
     module = extism_guest(extism_function("on_pod_create", body), data=b"\x80", extra=tables)
     compiled = sandbox.load(module)
     assert sandbox.call(compiled, "on_pod_create", b"", sandbox.limits()).response == b"\x80"
+
+
+def test_memory_grown_at_start_up_counts_toward_the_most_an_instance_holds(
+    own: Callable[..., Sandbox],
+) -> None:
+    """Extism counts a memory's growth from after the instance was made, so what a start
+    function grew came on top of the call's limit (a 64 MiB limit held 128 MiB): the host caps
+    the memory's maximum at ``max_memory_mib``, so no instance holds more, however it grew."""
+    sandbox = own(default_memory_mib=4, max_memory_mib=4)
+    start = "(start $s) (func $s (drop (memory.grow (i32.const 60))))"  # 61 of 64 pages
+    grow = """
+      (if (i32.ne (memory.grow (i32.const 3)) (i32.const 61)) (then unreachable))
+      (drop (memory.grow (i32.const 1)))"""
+    body = grow + "(call $output_set (i64.const 0) (i64.const 0)) i32.const 0"
+    module = extism_guest(extism_function("on_pod_create", body), extra=start)
+    failure = call_failure(sandbox, sandbox.load(module))
+    assert failure.failure_class == "MemoryLimit"
+    # exactly the limit is still within it
+    within = extism_guest(
+        extism_function("on_pod_create", grow.rsplit("(drop", 1)[0] + "i32.const 0"), extra=start
+    )
+    outcome = sandbox.call(sandbox.load(within), "on_pod_create", b"", sandbox.limits())
+    assert outcome.response == b""
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [
+        ("1", b"\x01\x01\x01\x41"),  # no maximum: the cap
+        ("1 8", None),  # below the cap: unchanged
+        ("1 65536", b"\x01\x01\x01\x41"),  # above it: the cap
+        ("100 200", b"\x01\x01\x64\x64"),  # a minimum above the cap: no growth at all
+    ],
+)
+def test_cap_growth_sets_the_memory_maximum(declared: str, expected: bytes | None) -> None:
+    module = bytes(wasmtime.wat2wasm(f"(module (memory {declared}) (table 2 funcref))"))
+    capped = cap_growth(module, 10, 65)
+    assert capped != module
+    memory = _section(capped, 5)
+    assert memory == (expected if expected is not None else _section(module, 5))
+    assert _section(capped, 4) == b"\x01\x70\x01\x02\x0a"  # the table's cap too
+    wasmtime.Module.validate(wasmtime.Engine(), capped)
+
+
+def _section(module: bytes, wanted: int) -> bytes:
+    """The body of ``module``'s section ``wanted`` (small sections: one-byte sizes)."""
+    pos = 8
+    while pos < len(module):
+        sid, size = module[pos], module[pos + 1]
+        if sid == wanted:
+            return module[pos + 2 : pos + 2 + size]
+        pos += 2 + size
+    raise AssertionError(f"no section {wanted}")

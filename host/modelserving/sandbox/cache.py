@@ -59,9 +59,10 @@ from modelserving.sandbox.module import (
     check_module,
     describe,
 )
+from modelserving.sandbox.settings import MIB, WASM_PAGE
 from modelserving.sandbox.structure import (
     ModuleShape,
-    cap_tables,
+    cap_growth,
     check_figures,
     check_shape,
     detach_start,
@@ -69,6 +70,8 @@ from modelserving.sandbox.structure import (
 
 __all__ = ["ARTIFACT_MAGIC", "CacheStats", "CompiledModule", "ModuleCache", "sha256_hex"]
 
+_MAX_PAGES_32 = 65536
+"""The most pages a 32-bit memory may declare."""
 REFUSAL_TTL_S = 120.0
 """How long a refused module is remembered by its digest: a load in that time fails at once
 with the same message, so a module that cannot compile costs at most one compile per this
@@ -450,8 +453,13 @@ class ModuleCache:
                 self._store.put(digest, built.payload, facts, source)
         if info.flavour == FLAVOUR_EXTISM:
             # Extism links its own kernel; it compiles the module itself per set of limits.
-            # Its limiter bounds no table without a maximum: each gets the store limit's.
-            extism = ExtismModule(cap_tables(data, settings.max_table_elements), info.wasi)
+            # Its limiter bounds no table without a maximum, and counts memory grown only
+            # after the instance was made: each gets a maximum (``cap_growth``). It refuses a
+            # growth that reaches a memory's declared maximum, not only one past it: one page
+            # more lets an instance hold exactly ``max_memory_mib``.
+            pages = min(settings.max_memory_mib * MIB // WASM_PAGE + 1, _MAX_PAGES_32)
+            capped = cap_growth(data, settings.max_table_elements, pages)
+            extism = ExtismModule(capped, info.wasi)
             try:
                 check_links(self._extism, extism, settings.default_limits())
             except SandboxError as exc:

@@ -303,14 +303,17 @@ def _function_body(body: _Reader, figures: dict[str, int], bounds: ModuleBounds)
     body.pos = inner.end
 
 
-def cap_tables(data: bytes, limit: int) -> bytes:
-    """``data`` with every table's maximum at most ``limit`` elements: a table declared without
-    a maximum, or with a larger one, gets ``limit`` (or its initial size, when that is larger:
-    it cannot grow then). Returns ``data`` itself when no table needs it.
+def cap_growth(data: bytes, table_elements: int, memory_pages: int) -> bytes:
+    """``data`` with every table's maximum at most ``table_elements`` elements and its memory's
+    at most ``memory_pages`` pages: one declared without a maximum, or with a larger one, gets
+    the cap (or its initial size, when that is larger: it cannot grow then). Returns ``data``
+    itself when nothing needs it.
 
-    For engines the host cannot give a store limit to (Extism, whose limiter lets a table
-    without a maximum grow without bound: a single ``table.grow`` took 2 GB): ``table.grow``
-    past the cap gives -1, as the native flavour's store limit does. Call only on a module
+    For engines the host cannot give a store limit to. Extism's limiter lets a table without a
+    maximum grow without bound (a single ``table.grow`` took 2 GB), and counts a memory's growth
+    from after the instance was made, so what a start function or ``_initialize`` grew comes on
+    top of the call's limit: with the caps, ``table.grow`` and ``memory.grow`` past them give -1,
+    as the native flavour's store limits do, whatever the engine counts. Call only on a module
     ``check_shape`` accepted: the framing is not checked again."""
     view = memoryview(data)
     out = [bytes(view[:8])]
@@ -320,16 +323,28 @@ def cap_tables(data: bytes, limit: int) -> bytes:
         sid = head.byte()
         size = head.u32()
         end = head.pos + size
+        body = None
         if sid == _TABLE:
-            body = _capped_tables(_Reader(view, head.pos, end), limit)
-            if body is not None:
-                out.append(encode_section(_TABLE, body))
-                changed = True
-                out.append(bytes(view[end:]))
-                break
-        out.append(bytes(view[pos:end]))
+            body = _capped_tables(_Reader(view, head.pos, end), table_elements)
+        elif sid == _MEMORY:
+            body = _capped_memory(_Reader(view, head.pos, end), memory_pages)
+        if body is None:
+            out.append(bytes(view[pos:end]))
+        else:
+            out.append(encode_section(sid, body))
+            changed = True
         pos = end
     return b"".join(out) if changed else data
+
+
+def _capped_limits(body: _Reader, limit: int) -> tuple[bytes, bool]:
+    """One limits entry (flags, minimum, maximum) with its maximum capped at ``limit`` (never
+    below its minimum), encoded; and whether it changed."""
+    flags = body.data[body.pos]
+    minimum, maximum = body.limits()
+    capped = max(min(limit, maximum) if maximum is not None else limit, minimum)
+    encoded = bytes([flags | 0x01]) + leb128(minimum) + leb128(capped)
+    return encoded, capped != maximum
 
 
 def _capped_tables(body: _Reader, limit: int) -> bytes | None:
@@ -346,14 +361,26 @@ def _capped_tables(body: _Reader, limit: int) -> bytes | None:
         start = body.pos
         body.value_type()
         element_type = bytes(body.data[start : body.pos])
-        flags = body.data[body.pos]
-        minimum, maximum = body.limits()
-        capped = min(limit, maximum) if maximum is not None else limit
-        capped = max(capped, minimum)
-        changed = changed or capped != maximum
-        parts.append(element_type + bytes([flags | 0x01]) + leb128(minimum) + leb128(capped))
+        limits, capped = _capped_limits(body, limit)
+        changed = changed or capped
+        parts.append(element_type + limits)
     if body.pos != body.end:
         raise invalid_module("malformed table section: bytes after the last table")
+    return b"".join(parts) if changed else None
+
+
+def _capped_memory(body: _Reader, limit: int) -> bytes | None:
+    """The body of a memory section with its memory's maximum capped at ``limit`` pages; None
+    when it already is. (``check_shape`` refused more than one memory.)"""
+    count = body.u32()
+    parts = [leb128(count)]
+    changed = False
+    for _ in range(count):
+        limits, capped = _capped_limits(body, limit)
+        changed = changed or capped
+        parts.append(limits)
+    if body.pos != body.end:
+        raise invalid_module("malformed memory section: bytes after the last memory")
     return b"".join(parts) if changed else None
 
 
