@@ -103,19 +103,23 @@ def annotate(pod: dict[str, Any], group: str, task: str) -> None:
 
 
 def _add_requests(
-    totals: dict[str, Quantity], template: PodTemplateSpec | None, count: int
+    totals: dict[str, Quantity], template: PodTemplateSpec | None, count: int, times: int = 1
 ) -> None:
-    if template is None:
+    """The requests of ``template``'s containers times ``count``, added ``times`` times (once
+    per Pod, as Kthena adds them, at the cost of one addition)."""
+    if template is None or times <= 0:
         return
-    for container in template.spec.get("containers") or []:
+    containers = template.spec.get("containers")
+    for container in containers if isinstance(containers, list) else []:
         resources = container.get("resources") if isinstance(container, dict) else None
         requests = resources.get("requests") if isinstance(resources, dict) else None
-        for name, value in (requests or {}).items():
+        for name, value in requests.items() if isinstance(requests, dict) else ():
             try:
                 term = parse(value) * count
             except QuantityError:
-                continue  # the API server refuses such a ModelServing; nothing to sum
-            totals[name] = totals[name] + term if name in totals else term
+                continue  # the Pod API refuses such a request; nothing to sum
+            start = totals.get(name, Quantity(0, term.format))
+            totals[name] = start.add_times(term, times)
 
 
 def min_resources(ms: ModelServing) -> dict[str, str]:
@@ -124,9 +128,7 @@ def min_resources(ms: ModelServing) -> dict[str, str]:
     for role in ms.spec.template.roles:
         needed = min_role_replicas(ms, role.name, role.replicas)
         _add_requests(totals, role.entry_template, needed)
-        if role.worker_template is not None:
-            for _ in range(role.worker_replicas):
-                _add_requests(totals, role.worker_template, needed)
+        _add_requests(totals, role.worker_template, needed, times=role.worker_replicas)
     return {name: canonical(q) for name, q in totals.items()}
 
 

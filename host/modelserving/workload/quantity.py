@@ -32,6 +32,10 @@ BINARY_SI = "BinarySI"
 DECIMAL_EXPONENT = "DecimalExponent"
 
 _NANO = 10**9
+MAX_TEXT = 256
+"""The longest quantity text parsed (as ``goquantity``)."""
+MAX_EXPONENT = 1000
+"""The largest ``e<n>`` exponent, either way, parsed (as ``goquantity``'s shift)."""
 _INT64_MAX = 2**63 - 1
 _DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12}
 _DECIMAL_SUFFIXES |= {"P": 15, "E": 18}
@@ -63,13 +67,30 @@ class Quantity:
         fmt = other.format if self.nanos == 0 else self.format
         return Quantity(self.nanos + other.nanos, fmt)
 
+    def add_times(self, other: Quantity, times: int) -> Quantity:
+        """``other`` added ``times`` times, one ``Add`` after another, at the cost of one: the
+        format turns to ``other``'s whenever the running total is zero before an addition."""
+        if times <= 0:
+            return self
+        step = other.nanos
+        if step == 0:
+            crosses_zero = self.nanos == 0
+        else:
+            j, rest = divmod(-self.nanos, step)
+            crosses_zero = rest == 0 and 0 <= j < times
+        return Quantity(self.nanos + step * times, other.format if crosses_zero else self.format)
+
     def __str__(self) -> str:
         return canonical(self)
 
 
 def parse(value: str | int | float) -> Quantity:
-    """A quantity as written in a manifest (a JSON number is read as its text)."""
-    if isinstance(value, bool):
+    """A quantity as written in a manifest (a JSON number is read as its text).
+
+    Text longer than ``MAX_TEXT`` characters and exponents beyond ``MAX_EXPONENT`` are refused:
+    ``1e999999999`` is valid syntax, but its nano-units would take minutes of CPU and gigabytes
+    to work out (a Pod template is not checked by the CRD, so such a value reaches us)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
         text = str(value)
@@ -79,6 +100,10 @@ def parse(value: str | int | float) -> Quantity:
         text = repr(value)
     else:
         text = value.strip()
+    if len(text) > MAX_TEXT:
+        raise QuantityError(
+            f"a quantity of {len(text)} characters is too long (at most {MAX_TEXT})"
+        )
     match = _SYNTAX.fullmatch(text)
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity")
@@ -90,8 +115,8 @@ def parse(value: str | int | float) -> Quantity:
     elif suffix[:1] in ("e", "E") and len(suffix) > 1:
         fmt = DECIMAL_EXPONENT
         exponent = int(suffix[1:])
-        if not -(2**31) <= exponent < 2**31:
-            raise QuantityError(f"{value!r}: exponent out of range")
+        if not -MAX_EXPONENT <= exponent <= MAX_EXPONENT:
+            raise QuantityError(f"{value!r}: exponent out of range (at most {MAX_EXPONENT})")
         magnitude *= Fraction(10) ** exponent
     else:
         fmt = DECIMAL_SI

@@ -418,3 +418,39 @@ def test_sync_deletes_the_pod_group_of_a_removed_serving_group() -> None:
     ms.spec.replicas = 1
     plan = sync(ms, world["pods"], [], world["pod_groups"], now=0.0, gang=VolcanoApi())
     assert plan.delete_pod_groups == ["llm-1"]
+
+
+@pytest.mark.parametrize(
+    "requests",
+    [
+        "4",  # not a map
+        {"cpu": ["1"]},  # not a quantity
+        {"cpu": {"a": 1}},
+        {"cpu": "1e999999999"},  # a quantity too big to work out (minutes, gigabytes)
+        {"cpu": "9" * 5000},
+    ],
+)
+def test_min_resources_skips_requests_no_pod_could_carry(requests: Any) -> None:
+    roles = [
+        role(
+            entryTemplate={
+                "spec": {"containers": [container("c", resources={"requests": requests})]}
+            }
+        )
+    ]
+    spec = pod_group_spec(ms_of(roles), VolcanoApi())
+    assert spec["minResources"] == {}
+
+
+def test_min_resources_does_not_add_once_per_worker() -> None:
+    """2**31 - 1 workers (the CRD allows it): one addition, not two billion."""
+    workers = 2**31 - 1
+    roles = [
+        role(
+            entryTemplate=requesting({"cpu": "1"}),
+            workerReplicas=workers,
+            workerTemplate=requesting({"cpu": "500m"}),
+        )
+    ]
+    spec = pod_group_spec(ms_of(roles), VolcanoApi())
+    assert spec["minResources"] == {"cpu": f"{1000 + 500 * workers}m"}

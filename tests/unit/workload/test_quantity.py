@@ -83,3 +83,36 @@ def test_a_zero_total_takes_the_format_of_what_is_added() -> None:
     assert canonical(parse("1500m") + parse("1Gi")) == "1073741825500m"
     assert canonical(parse("1Gi") + parse("1Gi")) == "2Gi"
     assert canonical(parse("1G") + parse("1Gi")) == "2073741824"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "1e999999999",  # valid syntax: 10**999999999 took minutes and gigabytes to work out
+        "1e-999999999",
+        "1e1001",
+        "9" * 257,
+        ["1"],  # a Pod template is open: anything can stand where a quantity belongs
+        {"a": 1},
+        None,
+    ],
+)
+def test_absurd_or_mistyped_quantities_are_refused_at_once(bad: Any) -> None:
+    with pytest.raises(QuantityError):
+        parse(bad)
+
+
+def test_the_largest_exponent_still_parses() -> None:
+    assert parse("1e1000") == Quantity(10**1009, DECIMAL_EXPONENT)
+
+
+@pytest.mark.parametrize("start", [-6, -5, -3, -2, 0, 1, 3])
+@pytest.mark.parametrize("step", [-2, 0, 1, 2])
+@pytest.mark.parametrize("times", [0, 1, 2, 3, 4])
+def test_add_times_is_one_add_after_another(start: int, step: int, times: int) -> None:
+    acc = Quantity(start * 10**9, BINARY_SI)
+    term = Quantity(step * 10**9, DECIMAL_EXPONENT)
+    one_by_one = acc
+    for _ in range(times):
+        one_by_one = one_by_one + term
+    assert acc.add_times(term, times) == one_by_one
