@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,7 +21,13 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from modelserving.api.jsondata import find_json_problem
 from modelserving.api.validation import format_loc
 from modelserving.cli.errors import ManifestError as ManifestError
-from modelserving.controller.yamltext import MAX_DEPTH, YamlInvalid, YamlRefused, load_all
+from modelserving.controller.yamltext import (
+    MAX_DEPTH,
+    YamlInvalid,
+    YamlRefused,
+    load_all,
+    read_bytes,
+)
 
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -57,7 +61,7 @@ def read_documents(path: str) -> Iterator[dict[str, Any]]:
 
 def _read_text(path: str) -> str:
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        data = read_bytes(path)
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:

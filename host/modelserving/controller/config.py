@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from modelserving.api.errors import FieldError, ModelServingError
 from modelserving.api.operator import OperatorConfig
 from modelserving.api.validation import pydantic_errors
-from modelserving.controller.yamltext import YamlInvalid, YamlRefused, load_all
+from modelserving.controller.yamltext import YamlInvalid, YamlRefused, load_all, read_bytes
 from modelserving.sandbox.settings import ModuleBounds, SandboxSettings, default_cache_dir
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -47,7 +47,7 @@ def load_config(path: Path | None) -> OperatorConfig:
 
 def _read(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path).decode("utf-8")
     except OSError as exc:
         raise ConfigError(path, f"cannot be read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

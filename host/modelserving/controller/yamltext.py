@@ -20,7 +20,13 @@ conversion (sigs.k8s.io/yaml over go-yaml v2) keeps them.
 
 from __future__ import annotations
 
+import errno
+import os
+import select
+import stat
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,6 +37,15 @@ MAX_DEPTH = 100
 
 MAX_ALIAS_NODES = 100_000
 """How many nodes aliases may add to one document once expanded."""
+
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+"""The largest file of YAML read. The API server stores no object over 1.5 MiB; a file of many
+objects fits, and the text's parse stays within about 600 MB at worst (short scalars)."""
+
+IDLE_SECONDS = 10.0
+"""How long a FIFO or device may give no data (or have no writer) before reading it stops."""
+
+_CHUNK = 1024 * 1024
 
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -92,6 +107,68 @@ LOADERS: tuple[Any, ...] = (
     (_FastLoader,) if _FastLoader is _PureLoader else (_FastLoader, _PureLoader)
 )
 """The loaders tried in turn: libyaml's when PyYAML has it, then the pure-Python one."""
+
+
+def read_bytes(
+    path: str | Path, limit: int = MAX_TEXT_BYTES, idle_seconds: float = IDLE_SECONDS
+) -> bytes:
+    """The bytes of ``path`` (``-``: standard input), at most ``limit`` of them.
+
+    Raises OSError, whose ``strerror`` says why in a few words: the file cannot be opened, is
+    a directory, holds more than ``limit`` bytes (``/dev/zero`` among them), or is a FIFO or
+    device that gave nothing for ``idle_seconds`` (a FIFO nobody writes to: opening it the
+    usual way waits for a writer forever). Standard input is read as it comes, to its end."""
+    if str(path) == "-":
+        return _capped(sys.stdin.buffer.read(limit + 1), limit)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait here
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if stat.S_ISREG(info.st_mode):
+            if info.st_size > limit:
+                raise _too_big(limit)
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                return _capped(file.read(limit + 1), limit)
+        return _read_stream(fd, limit, idle_seconds)
+    finally:
+        os.close(fd)
+
+
+def _read_stream(fd: int, limit: int, idle_seconds: float) -> bytes:
+    """A FIFO, socket or device, read without blocking: at most ``limit`` bytes, each wait for
+    data at most ``idle_seconds``."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if not poller.poll(idle_seconds * 1000):
+            raise OSError(
+                errno.ETIMEDOUT,
+                f"no data for {idle_seconds:g} s (a FIFO nobody writes to?)",
+            )
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise _too_big(limit)
+
+
+def _capped(data: bytes, limit: int) -> bytes:
+    if len(data) > limit:
+        raise _too_big(limit)
+    return data
+
+
+def _too_big(limit: int) -> OSError:
+    return OSError(errno.EFBIG, f"larger than the limit of {limit:,} bytes")
 
 
 def load_all(text: str, loaders: Iterable[Any] = LOADERS) -> list[Any]:

@@ -328,3 +328,8 @@ def test_the_block_writer_writes_a_rendered_pod() -> None:
     fast = manifests._block_text(pod)
     assert fast is not None
     assert fast == manifests._pyyaml_dump(pod)
+
+
+def test_an_endless_file_is_refused_at_the_limit() -> None:
+    with pytest.raises(ManifestError, match=r"^/dev/zero: cannot read: larger than the limit of "):
+        list(read_documents("/dev/zero"))

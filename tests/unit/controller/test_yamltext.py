@@ -3,6 +3,10 @@ PyYAML release, with or without a nesting limit of its own) reads the text."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +18,7 @@ from modelserving.controller.yamltext import (
     YamlInvalid,
     YamlRefused,
     load_all,
+    read_bytes,
 )
 
 PURE: Any = yamltext._PureLoader
@@ -121,3 +126,51 @@ def test_an_integer_python_will_not_read_is_refused_in_our_words(loader: Any) ->
         "an integer of 5000 characters (line 2, column 4) is far outside the 64-bit range"
     )
     assert load_all("a: 18446744073709551616\nb: 0x10\n", [loader]) == [{"a": 2**64, "b": 16}]
+
+
+# --- reading the file ------------------------------------------------------------------------
+
+
+def test_a_fifo_nobody_writes_to_is_given_up(tmp_path: Path) -> None:
+    """``open`` of a FIFO waits for a writer: ``render -f FIFO`` used to hang forever."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    with pytest.raises(OSError, match=r"no data for 0.2 s"):
+        read_bytes(fifo, idle_seconds=0.2)
+    assert time.monotonic() - started < 5
+
+
+def test_a_fifo_is_read_when_its_writer_comes(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        time.sleep(0.2)
+        with open(fifo, "wb") as f:
+            f.write(b"kind: A\n")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert read_bytes(fifo, idle_seconds=5) == b"kind: A\n"
+    writer.join()
+
+
+def test_an_endless_device_stops_at_the_limit() -> None:
+    """``/dev/zero`` used to be read until the process ran out of memory (MemoryError)."""
+    with pytest.raises(OSError, match=r"^\[Errno \d+\] larger than the limit of 1,000 bytes$"):
+        read_bytes("/dev/zero", limit=1000)
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_bytes(b"a" * 1001)
+    with pytest.raises(OSError, match="limit") as caught:
+        read_bytes(path, limit=1000)
+    assert caught.value.strerror == "larger than the limit of 1,000 bytes"
+    assert read_bytes(path, limit=1001) == b"a" * 1001
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError):
+        read_bytes(tmp_path)
