@@ -600,7 +600,7 @@ class Reconciler:
     def _create(self, work: _Pass, plan: SyncPlan) -> None:
         if work.chain is None or not plan.creates:
             return
-        jobs: list[tuple[Future[int], list[dict[str, Any]]]] = []
+        jobs: list[tuple[GroupWork, Future[int], list[dict[str, Any]]]] = []
         ahead = threading.BoundedSemaphore(max(1, self.settings.groups_ahead))
         for group in plan.creates:
             if self.backlog is not None:
@@ -616,13 +616,14 @@ class Reconciler:
             pods = [obj for obj in steps if obj.get("kind") != "Service"]
             job = self.writes.submit(self._create_group, work, group, pods)
             job.add_done_callback(lambda _: ahead.release())
-            jobs.append((job, [obj for obj in steps if obj.get("kind") == "Service"]))
+            jobs.append((group, job, [obj for obj in steps if obj.get("kind") == "Service"]))
         due: list[dict[str, Any]] = []
-        for job, group_services in jobs:
+        for group, job, group_services in jobs:
             try:
                 work.created += job.result()
             except ApiError as exc:
                 work.api_errors.append(str(exc))
+                self._refused(work, f"ServingGroup {group.name}", exc)
                 continue
             due += group_services
         if self.stopping(work.key):
@@ -630,11 +631,24 @@ class Reconciler:
         # only now, every Pod of the pass written: a Service before them would have the
         # endpoint controllers match each of their events against it
         services = [self.writes.submit(self._create_service, work, s) for s in due]
-        for done in services:
+        for service, done in zip(due, services, strict=True):
             try:
                 done.result()
             except ApiError as exc:
                 work.api_errors.append(str(exc))
+                self._refused(work, f"Service {service['metadata']['name']}", exc)
+
+    def _refused(self, work: _Pass, what: str, exc: ApiError) -> None:
+        """A Warning event ``FailedCreate`` when the API server refused an object as invalid
+        (400, 422: a Pod template the CRD leaves open, a field only the Pod API checks), so the
+        cause shows on the ModelServing, not only in the controller's log."""
+        if exc.status in (400, 422):
+            self.recorder.event(
+                work.raw,
+                "Warning",
+                "FailedCreate",
+                f"{what}: the API server refused {exc}; retrying with backoff",
+            )
 
     def _create_service(self, work: _Pass, service: dict[str, Any]) -> None:
         self._written(SERVICES, self.kube.create(SERVICES, work.ms.namespace, service))

@@ -1276,6 +1276,35 @@ def test_a_servinggroup_whose_pods_failed_gets_no_service(kube: FakeKube, rec: R
     assert len(kube.all(PODS)) == 4
 
 
+@pytest.mark.parametrize(("status", "events"), [(422, 1), (400, 1), (500, 0)])
+def test_a_pod_the_api_refuses_as_invalid_is_an_event(
+    kube: FakeKube, rec: Reconciler, recorder: Recording, status: int, events: int
+) -> None:
+    """A Pod template is open in the CRD: what only the Pod API refuses used to show in the
+    controller's log alone, with PluginsReady True and Progressing True."""
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1, workers=1))
+    create = kube.create
+
+    def refused(
+        res: Resource, namespace: str, body: Obj, field_manager: str | None = None, **how: Any
+    ) -> Obj | None:
+        if res is PODS:
+            raise ApiError(status, "POST", res.path(namespace), "spec.containers[0].ports: bad")
+        return create(res, namespace, body, field_manager, **how)
+
+    kube.create = refused  # type: ignore[method-assign]
+    with pytest.raises(RetryLater):
+        rec.reconcile(KEY)
+    messages = recorder.messages("FailedCreate")
+    assert len(messages) == events
+    if events:
+        assert messages[0].startswith(
+            f"ServingGroup sample-0: the API server refused POST /api/v1/namespaces/team-a/pods: "
+            f"{status} spec.containers[0].ports: bad"
+        )
+        assert ("Warning", "FailedCreate") in [(t, r) for t, r, _ in recorder.events]
+
+
 class InlineWrites(ThreadPoolExecutor):
     """Runs each write as it is submitted: the order of a pass's writes is then fixed."""
 
