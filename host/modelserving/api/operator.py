@@ -199,6 +199,10 @@ class OperatorConfig(ApiModel):
     health: HealthConfig = Field(default_factory=HealthConfig)
     leader_election: LeaderElectionConfig = Field(default_factory=LeaderElectionConfig)
     resync_seconds: int = Field(default=300, ge=1, le=86_400)
+    max_pods_per_model_serving: int = Field(default=100_000, ge=1, le=10_000_000)
+    """The most Pods one ModelServing may ask for (replicas times each ServingGroup's Pods);
+    one that asks for more is refused as InvalidSpec. A pass plans every Pod it may create
+    (about 1.3 KB and 43 us each), so 2**31 replicas would take the controller's memory."""
 
     @field_validator("plugin_namespaces", "watch_namespaces")
     @classmethod

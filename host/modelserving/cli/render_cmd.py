@@ -15,6 +15,7 @@ from modelserving import collector
 from modelserving.api.errors import ModelServingError, PluginConfigError, PluginFailure
 from modelserving.api.labels import API_VERSION, KIND
 from modelserving.api.modelserving import ModelServing
+from modelserving.api.operator import OperatorConfig
 from modelserving.api.policy import PatchPolicy
 from modelserving.api.validation import object_ref, parse_model_serving
 from modelserving.chain import Outcome, build_chain
@@ -24,6 +25,7 @@ from modelserving.cli.manifests import ManifestError, dump_stream, read_document
 from modelserving.controller.config import load_config
 from modelserving.plugins.exports import default_sandbox
 from modelserving.plugins.modules import ConfigMapModules
+from modelserving.workload.plan import too_many_pods
 
 ConfigMaps = dict[tuple[str, str], dict[str, Any]]
 
@@ -67,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    policy = load_config(args.config).patch_policy if args.config else PatchPolicy()
+    config = load_config(args.config) if args.config else None
+    policy = config.patch_policy if config is not None else PatchPolicy()
+    max_pods = (config or OperatorConfig()).max_pods_per_model_serving
     manifests: list[dict[str, Any]] = []
     for path in args.files:
         for doc in read_documents(path):
@@ -94,6 +98,9 @@ def _run(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[Outcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
+        too_many = too_many_pods(ms, max_pods)
+        if too_many is not None:
+            raise RenderError(f"{ms.ref}: {too_many}")
         rendered = _render(ms, args.volcano, config_maps, policy)
         objects.extend(rendered.objects)
         for pod, pod_outcomes in rendered.outcomes.items():

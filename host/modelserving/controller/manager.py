@@ -251,6 +251,7 @@ class Controller:
                     config.object_policy, config.patch_policy.protected_prefixes
                 ),
                 groups_ahead=2 * config.concurrency.api_writes,
+                max_pods=config.max_pods_per_model_serving,
             ),
             self.reports,
             gang=_Volcano(self.kube),

@@ -68,7 +68,7 @@ from modelserving.workload.observed import (
     owned_by,
 )
 from modelserving.workload.owned import OwnedSet
-from modelserving.workload.plan import DesiredPod
+from modelserving.workload.plan import DesiredPod, too_many_pods
 from modelserving.workload.pods import owner_reference
 from modelserving.workload.podset import PodSet
 from modelserving.workload.revision import revision as revision_of
@@ -117,6 +117,8 @@ class ReconcilerSettings:
     groups_ahead: int = 32
     """ServingGroups whose Pods a pass builds (plugin chain run) before the write pool has
     created them: more would only hold memory (every Pod of a big ModelServing at once)."""
+    max_pods: int = 100_000
+    """The most Pods one ModelServing may ask for (``maxPodsPerModelServing``)."""
 
 
 @dataclass
@@ -222,6 +224,10 @@ class Reconciler:
             ms = parse_model_serving(raw)
         except InvalidManifest as exc:
             self.recorder.event(raw, "Warning", "InvalidSpec", str(exc))
+            return None
+        too_many = too_many_pods(ms, self.settings.max_pods)
+        if too_many is not None:
+            self.recorder.event(raw, "Warning", "InvalidSpec", too_many)
             return None
         work = _Pass(key, ms, raw)
         self._load_chain(key, work)

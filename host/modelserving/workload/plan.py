@@ -137,6 +137,29 @@ def plan_role_replica(
     )
 
 
+def group_size(ms: ModelServing) -> int:
+    """The Pods of one of ``ms``'s ServingGroups: every role replica's entry and workers."""
+    return sum(role.replicas * (1 + role.worker_replicas) for role in ms.spec.template.roles)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def too_many_pods(ms: ModelServing, limit: int) -> str | None:
+    """Why ``ms`` asks for more than ``limit`` Pods (operator setting
+    ``maxPodsPerModelServing``), worked out without planning any; None when it does not."""
+    per_group = group_size(ms)
+    total = ms.spec.replicas * per_group
+    if total <= limit:
+        return None
+    return (
+        f"spec asks for {total:,} Pods ({_count(ms.spec.replicas, 'ServingGroup')} x "
+        f"{_count(per_group, 'Pod')}); the limit is {limit:,} (operator setting "
+        "maxPodsPerModelServing)"
+    )
+
+
 def plan_group(
     ms: ModelServing,
     index: int,

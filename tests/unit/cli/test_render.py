@@ -254,6 +254,15 @@ def test_missing_worker_template_refused(
     assert "spec.template.roles[0].workerTemplate" in err
 
 
+def test_too_many_pods_refused_before_any_is_planned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = refused(tmp_path, capsys, manifest(roles=[role("server", workers=2)], replicas=2**31 - 1))
+    assert "team-a/sample" in err
+    assert "spec asks for 6,442,450,941 Pods (2,147,483,647 ServingGroups x 3 Pods)" in err
+    assert "the limit is 100,000 (operator setting maxPodsPerModelServing)" in err
+
+
 def test_bad_role_name_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = refused(tmp_path, capsys, manifest(roles=[role("Prefill")]))
     assert "spec.template.roles[0].name: role name 'Prefill'" in err

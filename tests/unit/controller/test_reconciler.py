@@ -374,12 +374,14 @@ MakeReconciler = Callable[..., Reconciler]
 def make_reconciler(
     kube: FakeKube, writes: ThreadPoolExecutor, recorder: Recording, sandbox: Sandbox
 ) -> MakeReconciler:
-    def make(plugin_namespaces: frozenset[str] = frozenset()) -> Reconciler:
+    def make(
+        plugin_namespaces: frozenset[str] = frozenset(), max_pods: int = 100_000
+    ) -> Reconciler:
         return Reconciler(
             kube,
             ChainCache(sandbox=sandbox),
             writes,
-            ReconcilerSettings(plugin_namespaces=plugin_namespaces),
+            ReconcilerSettings(plugin_namespaces=plugin_namespaces, max_pods=max_pods),
             recorder,
             clock=Clock(),
             monotonic=Clock(),
@@ -1189,6 +1191,37 @@ def test_an_invalid_model_serving_is_reported(
     assert rec.reconcile(KEY) is None
     assert recorder.reasons() == ["InvalidSpec"]
     assert kube.writes == []
+
+
+@pytest.mark.parametrize(("replicas", "workers"), [(2**31 - 1, 0), (1, 2**31 - 2), (3, 1)])
+def test_a_model_serving_of_too_many_pods_is_refused_unplanned(
+    kube: FakeKube,
+    make_reconciler: MakeReconciler,
+    recorder: Recording,
+    replicas: int,
+    workers: int,
+) -> None:
+    """Planning is about 1.3 KB per Pod: 2**31 ServingGroups, or one of 2**31 Pods, would take
+    the controller's memory before a single Pod is made. Such a ModelServing is refused as
+    InvalidSpec, named by its figures, before anything is planned or written."""
+    rec = make_reconciler(max_pods=5)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=replicas, workers=workers))
+    assert rec.reconcile(KEY) is None
+    assert recorder.reasons() == ["InvalidSpec"]
+    total = replicas * (1 + workers)
+    assert f"spec asks for {total:,} Pods" in recorder.events[0][2]
+    assert "the limit is 5 (operator setting maxPodsPerModelServing)" in recorder.events[0][2]
+    assert kube.writes == []
+
+
+def test_a_model_serving_at_the_pod_limit_is_made(
+    kube: FakeKube, make_reconciler: MakeReconciler, recorder: Recording
+) -> None:
+    rec = make_reconciler(max_pods=4)
+    kube.put(MODEL_SERVINGS, model_serving(replicas=2, workers=1))
+    rec.reconcile(KEY)
+    assert "InvalidSpec" not in recorder.reasons()
+    assert len(kube.list(PODS, NS)) == 4
 
 
 # --- several workers sharing one ChainCache --------------------------------------------------
