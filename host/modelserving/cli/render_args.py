@@ -42,8 +42,8 @@ def add_parser(sub: Any) -> None:
         "--config",
         type=Path,
         metavar="FILE",
-        help="operator configuration file (YAML) whose patchPolicy applies, as `run --config` "
-        "uses it (default: the default policy)",
+        help="operator configuration file (YAML) whose patchPolicy, pluginNamespaces and "
+        "maxPodsPerModelServing apply, as `run --config` uses them (default: their defaults)",
     )
     p.add_argument(
         "--volcano",

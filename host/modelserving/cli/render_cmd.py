@@ -16,7 +16,6 @@ from modelserving.api.errors import ModelServingError, PluginConfigError, Plugin
 from modelserving.api.labels import API_VERSION, KIND
 from modelserving.api.modelserving import ModelServing
 from modelserving.api.operator import OperatorConfig
-from modelserving.api.policy import PatchPolicy
 from modelserving.api.validation import object_ref, parse_model_serving
 from modelserving.chain import Outcome, build_chain
 from modelserving.chain.policy import PatchValidator
@@ -50,11 +49,21 @@ def _explain(pod_name: str, outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def _render(ms: ModelServing, gang: bool, config_maps: ConfigMaps, policy: PatchPolicy) -> Rendered:
+def _render(
+    ms: ModelServing, gang: bool, config_maps: ConfigMaps, config: OperatorConfig
+) -> Rendered:
     """Build the chain and render; plugin errors are prefixed with the ModelServing's name, so
-    that with several files the reader knows which object is wrong."""
+    that with several files the reader knows which object is wrong. A module's ConfigMap is
+    read from another namespace only when ``config`` lists it (``pluginNamespaces``), as the
+    controller reads it."""
     sandbox = default_sandbox()
-    modules = ConfigMapModules(config_maps, ms.namespace, sandbox.settings.max_module_bytes)
+    modules = ConfigMapModules(
+        config_maps,
+        ms.namespace,
+        sandbox.settings.max_module_bytes,
+        frozenset(config.plugin_namespaces),
+    )
+    policy = config.patch_policy
     validator = PatchValidator(policy)
     try:
         chain = build_chain(ms, validator=validator, modules=modules, sandbox=sandbox)
@@ -69,9 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = load_config(args.config) if args.config else None
-    policy = config.patch_policy if config is not None else PatchPolicy()
-    max_pods = (config or OperatorConfig()).max_pods_per_model_serving
+    config = load_config(args.config) if args.config else OperatorConfig()
     manifests: list[dict[str, Any]] = []
     for path in args.files:
         for doc in read_documents(path):
@@ -98,10 +105,10 @@ def _run(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[Outcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
-        too_many = too_many_pods(ms, max_pods)
+        too_many = too_many_pods(ms, config.max_pods_per_model_serving)
         if too_many is not None:
             raise RenderError(f"{ms.ref}: {too_many}")
-        rendered = _render(ms, args.volcano, config_maps, policy)
+        rendered = _render(ms, args.volcano, config_maps, config)
         objects.extend(rendered.objects)
         for pod, pod_outcomes in rendered.outcomes.items():
             outcomes[f"{ms.namespace}/{pod}"] = pod_outcomes

@@ -60,7 +60,11 @@ from modelserving.controller.kube import (
     Resource,
 )
 from modelserving.controller.pacing import StartBacklog
-from modelserving.plugins.modules import ModuleUnavailable, module_from_config_map
+from modelserving.plugins.modules import (
+    ModuleUnavailable,
+    module_from_config_map,
+    outside_plugin_namespaces,
+)
 from modelserving.workload.gang import VolcanoApi, as_api
 from modelserving.workload.observed import (
     NODE_DELETED,
@@ -335,15 +339,11 @@ class Reconciler:
         assert spec.module is not None
         ref = spec.module.config_map_ref
         namespace = ref.namespace or ms.namespace
-        if namespace != ms.namespace and namespace not in self.settings.plugin_namespaces:
-            allowed = ", ".join(sorted(self.settings.plugin_namespaces)) or "none"
-            return (
-                namespace,
-                ref.name,
-                None,
-                f"ConfigMap {namespace}/{ref.name} is outside the ModelServing's namespace and "
-                f"{namespace} is not an allowed plugin namespace (pluginNamespaces: {allowed})",
-            )
+        why = outside_plugin_namespaces(
+            namespace, ref.name, ms.namespace, self.settings.plugin_namespaces
+        )
+        if why is not None:
+            return namespace, ref.name, None, why
         config_map = self.kube.get(CONFIG_MAPS, namespace, ref.name)
         if config_map is None:
             return namespace, ref.name, None, f"ConfigMap {namespace}/{ref.name} not found"

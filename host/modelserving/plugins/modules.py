@@ -14,7 +14,7 @@ import base64
 import binascii
 import gzip
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from modelserving.api.modelserving import PluginSpec
@@ -122,23 +122,43 @@ def gunzip_bounded(data: bytes, max_bytes: int, where: str) -> bytes:
     return out
 
 
+def outside_plugin_namespaces(namespace: str, name: str, own: str, allowed: Set[str]) -> str | None:
+    """Why ConfigMap ``namespace``/``name`` may not hold a module for a ModelServing of
+    namespace ``own`` (operator setting ``pluginNamespaces``: ``allowed``); None when it may."""
+    if namespace == own or namespace in allowed:
+        return None
+    listed = ", ".join(sorted(allowed)) or "none"
+    return (
+        f"ConfigMap {namespace}/{name} is outside the ModelServing's namespace and "
+        f"{namespace} is not an allowed plugin namespace (pluginNamespaces: {listed})"
+    )
+
+
 class ConfigMapModules:
-    """A ModuleResolver over ConfigMaps already at hand, by (namespace, name)."""
+    """A ModuleResolver over ConfigMaps already at hand, by (namespace, name); with
+    ``allowed_namespaces``, only those of the ModelServing's namespace and those listed, as the
+    controller reads them (``pluginNamespaces``)."""
 
     def __init__(
         self,
         config_maps: Mapping[tuple[str, str], Mapping[str, Any]],
         namespace: str,
         max_bytes: int,
+        allowed_namespaces: Set[str] | None = None,
     ) -> None:
         self._maps = config_maps
         self._namespace = namespace
         self._max = max_bytes
+        self._allowed = allowed_namespaces
 
     def __call__(self, spec: PluginSpec) -> bytes:
         assert spec.module is not None
         ref = spec.module.config_map_ref
         namespace = ref.namespace or self._namespace
+        if self._allowed is not None:
+            why = outside_plugin_namespaces(namespace, ref.name, self._namespace, self._allowed)
+            if why is not None:
+                raise ModuleUnavailable(why)
         config_map = self._maps.get((namespace, ref.name))
         if config_map is None:
             raise ModuleUnavailable(f"ConfigMap {namespace}/{ref.name} not found")

@@ -304,6 +304,30 @@ def test_wasm_plugin_module_from_a_config_map_in_the_input(
     assert all(p["metadata"]["labels"]["wasm"] == "yes" for p in pods)
 
 
+def test_a_module_from_another_namespace_needs_plugin_namespaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the controller reads it: a ConfigMap outside the ModelServing's namespace only when
+    the operator configuration lists that namespace (``pluginNamespaces``)."""
+    module = responding(LABEL_PATCH)
+    plugin = wasm_plugin(module)
+    plugin["module"]["configMapRef"]["namespace"] = "shared"
+    shared = modules_config_map(module)
+    shared["metadata"]["namespace"] = "shared"
+    path = write(tmp_path, manifest(plugins=[plugin]), shared)
+    err = refused(tmp_path, capsys, manifest(plugins=[plugin]), shared)
+    assert (
+        "ConfigMap shared/mods is outside the ModelServing's namespace and shared is not an "
+        "allowed plugin namespace (pluginNamespaces: none)"
+    ) in err
+    config = tmp_path / "operator.yaml"
+    config.write_text("pluginNamespaces: [shared]\n")
+    code, out, _ = render(capsys, "--config", str(config), "-f", path)
+    assert code == 0
+    pods = [d for d in yaml.safe_load_all(out) if d["kind"] == "Pod"]
+    assert pods and all(p["metadata"]["labels"]["wasm"] == "yes" for p in pods)
+
+
 def test_wasm_plugin_without_its_config_map_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
