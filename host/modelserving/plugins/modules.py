@@ -74,8 +74,12 @@ def module_from_config_map(config_map: Mapping[str, Any], key: str, max_bytes: i
     meta = config_map.get("metadata") or {}
     where = f"ConfigMap {meta.get('namespace', '')}/{meta.get('name', '')}"
     binary = config_map.get("binaryData") or {}
+    text = config_map.get("data") or {}
+    for field, value in (("binaryData", binary), ("data", text)):
+        if not isinstance(value, Mapping):  # a file given to render, not the API's answer
+            raise ModuleUnavailable(f"{where} {field} is not a map but {_kind(value)}")
     if key not in binary:
-        if key in (config_map.get("data") or {}):
+        if key in text:
             raise ModuleUnavailable(
                 f"{where} holds {key} under data (text); a module belongs under binaryData"
             )
@@ -90,6 +94,14 @@ def module_from_config_map(config_map: Mapping[str, Any], key: str, max_bytes: i
     if not isinstance(raw, bytes):
         raise ModuleUnavailable(f"{where} key {key} is not binary data")
     return gunzip_bounded(raw, max_bytes, f"{where} key {key}")
+
+
+_KINDS = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in a few words."""
+    return _KINDS.get(type(value), f"a {type(value).__name__}")
 
 
 def gunzip_bounded(data: bytes, max_bytes: int, where: str) -> bytes:

@@ -89,6 +89,25 @@ def wasm_spec(ref: dict[str, str]) -> PluginSpec:
     )
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "kind"),
+    [
+        ("binaryData", ["m.wasm"], "a list"),
+        ("binaryData", "m.wasm", "a string"),
+        ("data", 7, "a number"),
+    ],
+)
+def test_a_config_map_whose_data_is_not_a_map_is_refused(field: str, value: Any, kind: str) -> None:
+    """A ConfigMap from a file (render) may hold anything: one that is not a map is named as
+    such, not searched as a list or a string (a key found in a string then failed as a
+    TypeError)."""
+    cm = {**config_map({"m.wasm": b64(b"own")}), field: value}
+    with pytest.raises(
+        ModuleUnavailable, match=f"ConfigMap team-a/mods {field} is not a map but {kind}$"
+    ):
+        module_from_config_map(cm, "m.wasm", 1024)
+
+
 def test_offline_resolver_reads_the_referenced_namespace() -> None:
     """configMapRef.namespace, when set, names the ConfigMap's namespace (else the
     ModelServing's), as in the controller."""
