@@ -7,8 +7,9 @@ Watch handlers ``add`` keys; reconcile workers ``get`` one, work on it and call 
 - ``add_after`` queues a key later;
   ``add_rate_limited`` backs off exponentially per key (failures), ``forget`` resets that.
 - ``add(key, respect_backoff=True)`` leaves a key that is backing off alone until its retry is
-  due, so the delay a failure logs is the delay it gets; a plain ``add`` (a change the user
-  made) queues it now.
+  due, so the delay a failure logs is the delay it gets, also for an event that arrived while
+  the failing pass ran (client-go's queue would hand the key out again as that pass ends); a
+  plain ``add`` (a change the user made) queues it now, or right after the pass.
 - ``add_batched(key, window)`` (events about a ModelServing's own Pods and Services, or its
   status) queues it ``window`` seconds after the first event of a burst, also respecting the
   backoff: while 800 Pods turn Ready, their thousands of events make one pass per window
@@ -55,6 +56,9 @@ class WorkQueue(Generic[K]):
         """When each batching window in ``_batched`` ends, by seq."""
         self._backing_off: dict[K, float] = {}
         """Keys whose rate-limited retry is pending, and when it is due."""
+        self._urgent: set[K] = set()
+        """Keys a plain ``add`` (a change the user made) queued since they were last handed
+        out: they run after a pass that fails, backoff or not."""
         self._seq = 0
         self._failures: dict[K, int] = {}
         self._base = base_delay
@@ -68,9 +72,14 @@ class WorkQueue(Generic[K]):
 
     def add(self, key: K, respect_backoff: bool = False) -> None:
         """Queue ``key`` now; with ``respect_backoff``, not while its retry after a failure is
-        pending (that retry comes when it is due)."""
+        pending (that retry comes when it is due), nor after a pass running now that fails
+        (``done``)."""
         with self._cond:
-            if self._shutdown or key in self._dirty:
+            if self._shutdown:
+                return
+            if not respect_backoff:
+                self._urgent.add(key)
+            if key in self._dirty:
                 return
             due = self._backing_off.get(key)
             if respect_backoff and due is not None and due > self._clock():
@@ -143,6 +152,8 @@ class WorkQueue(Generic[K]):
             if self._batched.get(key) == seq:
                 del self._batched[key]
                 del self._due[seq]
+                if self._backing_off.get(key, now) > now:
+                    continue  # a pass failed since the event: its retry comes when due
             if self._backing_off.get(key, due + 1) <= due:
                 del self._backing_off[key]
             if key not in self._dirty:
@@ -160,6 +171,7 @@ class WorkQueue(Generic[K]):
                 if self._queue:
                     key = self._queue.popleft()
                     self._dirty.discard(key)
+                    self._urgent.discard(key)
                     self._processing.add(key)
                     return key
                 if self._shutdown:
@@ -172,11 +184,18 @@ class WorkQueue(Generic[K]):
                 self._cond.wait(wait)
 
     def done(self, key: K) -> None:
+        """The pass of ``key`` ended. A key queued again meanwhile is handed out again now;
+        when the pass failed (its retry is pending), only if a plain ``add`` queued it: an
+        event's ``add`` waits for the retry, which comes when due."""
         with self._cond:
             self._processing.discard(key)
-            if key in self._dirty:
-                self._queue.append(key)
-                self._cond.notify()
+            if key not in self._dirty:
+                return
+            if key not in self._urgent and self._backing_off.get(key, 0.0) > self._clock():
+                self._dirty.discard(key)
+                return
+            self._queue.append(key)
+            self._cond.notify()
 
     def shutdown(self) -> None:
         with self._cond:

@@ -277,6 +277,53 @@ def test_events_wait_for_a_failed_keys_retry(queue: WorkQueue[str], clock: Clock
     assert drain(queue) == ["a"]
 
 
+def test_an_event_during_a_pass_that_fails_waits_for_its_retry(
+    queue: WorkQueue[str], clock: Clock
+) -> None:
+    """An event of the ModelServing's own objects (a Pod it just created) arrives while its
+    pass runs; the pass then fails and logs "retry in 0.5s": the key waits that long, not
+    handed out again the moment the pass ends."""
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    queue.add("a", respect_backoff=True)  # during the pass: no backoff yet
+    assert queue.add_rate_limited("a") == 0.5  # the pass failed
+    queue.done("a")
+    assert drain(queue) == []
+    clock.advance(0.5)
+    assert drain(queue) == ["a"]  # the retry, on time
+    assert drain(queue) == []
+
+
+def test_a_batched_event_during_a_pass_that_fails_waits_for_its_retry(
+    queue: WorkQueue[str], clock: Clock
+) -> None:
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    queue.add_batched("a", 0.1)  # its window ends within the backoff to come
+    assert queue.add_rate_limited("a") == 0.5
+    queue.done("a")
+    clock.advance(0.1)
+    assert drain(queue) == []
+    clock.advance(0.4)
+    assert drain(queue) == ["a"]
+
+
+def test_a_change_during_a_pass_that_fails_runs_after_it(
+    queue: WorkQueue[str], clock: Clock
+) -> None:
+    """A change the user made (a plain ``add``) while the pass ran runs right after it, failed
+    or not: the new spec may be what fixes it."""
+    queue.add("a")
+    assert queue.get(timeout=0) == "a"
+    queue.add("a", respect_backoff=True)
+    queue.add("a")  # then a change, while already queued again
+    queue.add_rate_limited("a")
+    queue.done("a")
+    assert drain(queue) == ["a"]
+    queue.add_rate_limited("a")  # this pass failed too, with no change meanwhile
+    assert drain(queue) == []
+
+
 def test_a_change_or_a_success_ends_the_backoff(queue: WorkQueue[str], clock: Clock) -> None:
     queue.add_rate_limited("a")
     queue.add("a")  # a change the user made: now
