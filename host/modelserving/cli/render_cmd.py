@@ -24,7 +24,7 @@ from modelserving.cli.manifests import ManifestError, dump_stream, read_document
 from modelserving.controller.config import load_config
 from modelserving.plugins.exports import default_sandbox
 from modelserving.plugins.modules import ConfigMapModules
-from modelserving.workload.plan import too_many_pods
+from modelserving.workload.plan import costly_quantity, too_many_pods
 
 ConfigMaps = dict[tuple[str, str], dict[str, Any]]
 
@@ -105,9 +105,9 @@ def _run(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[Outcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
-        too_many = too_many_pods(ms, config.max_pods_per_model_serving)
-        if too_many is not None:
-            raise RenderError(f"{ms.ref}: {too_many}")
+        refused = too_many_pods(ms, config.max_pods_per_model_serving) or costly_quantity(ms)
+        if refused is not None:
+            raise RenderError(f"{ms.ref}: {refused}")
         rendered = _render(ms, args.volcano, config_maps, config)
         objects.extend(rendered.objects)
         for pod, pod_outcomes in rendered.outcomes.items():

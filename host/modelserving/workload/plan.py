@@ -7,7 +7,7 @@ after all of its Pods). Pure; used by ``render`` and the controller.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ from modelserving.api import labels
 from modelserving.api.modelserving import ModelServing, Role
 from modelserving.api.place import PodPlace
 from modelserving.workload import gang as gang_
+from modelserving.workload import quantity as quantity_
 from modelserving.workload.names import group_name, pod_name, role_id
 from modelserving.workload.pods import entry_pod, worker_pod
 from modelserving.workload.revision import revision as revision_of
@@ -140,6 +141,50 @@ def plan_role_replica(
 def group_size(ms: ModelServing) -> int:
     """The Pods of one of ``ms``'s ServingGroups: every role replica's entry and workers."""
     return sum(role.replicas * (1 + role.worker_replicas) for role in ms.spec.template.roles)
+
+
+_RESOURCE_PLACES = ("containers", "initContainers", "ephemeralContainers")
+
+
+def costly_quantity(ms: ModelServing) -> str | None:
+    """The first resource quantity of a Pod template that the API server would take long over
+    (``quantity.costly``), with its field; None when there is none. The CRD leaves Pod
+    templates open, so nothing else stops one, and every retry of its Pods would cost that."""
+    for i, role in enumerate(ms.spec.template.roles):
+        for field_name, template in (
+            ("entryTemplate", role.entry_template),
+            ("workerTemplate", role.worker_template),
+        ):
+            if template is None:
+                continue
+            for path, value in _quantities(template.spec):
+                why = quantity_.costly(value)
+                if why is not None:
+                    return f"spec.template.roles[{i}].{field_name}.spec.{path}: {why}"
+    return None
+
+
+def _quantities(spec: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Each resource quantity of a Pod spec (its containers' requests and limits, its own
+    resources and overhead), with its path."""
+    for place in _RESOURCE_PLACES:
+        items = spec.get(place)
+        for j, container in enumerate(items if isinstance(items, list) else ()):
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            yield from _resources(resources, f"{place}[{j}].resources")
+    yield from _resources(spec.get("resources"), "resources")
+    overhead = spec.get("overhead")
+    if isinstance(overhead, Mapping):
+        yield from ((f"overhead.{name}", value) for name, value in overhead.items())
+
+
+def _resources(resources: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if not isinstance(resources, Mapping):
+        return
+    for kind in ("requests", "limits"):
+        values = resources.get(kind)
+        if isinstance(values, Mapping):
+            yield from ((f"{path}.{kind}.{name}", value) for name, value in values.items())
 
 
 def _count(n: int, noun: str) -> str:

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 DECIMAL_SI = "DecimalSI"
 BINARY_SI = "BinarySI"
@@ -82,6 +83,23 @@ class Quantity:
 
     def __str__(self) -> str:
         return canonical(self)
+
+
+def costly(value: Any) -> str | None:
+    """Why ``value`` would cost the API server long as a quantity (text over ``MAX_TEXT``
+    characters, an exponent beyond ``MAX_EXPONENT``: it works the number out in full, and a
+    Pod with ``cpu: 1e999999999`` took it more than 30 s); None otherwise, also for what is
+    no quantity at all (refused at once)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if len(text) > MAX_TEXT:
+        return f"a quantity of {len(text):,} characters (at most {MAX_TEXT})"
+    match = _SYNTAX.fullmatch(text)
+    suffix = (match.group(3) or "") if match else ""
+    if suffix[:1] in ("e", "E") and len(suffix) > 1 and abs(int(suffix[1:])) > MAX_EXPONENT:
+        return f"{text!r}: an exponent beyond {MAX_EXPONENT}"
+    return None
 
 
 def parse(value: str | int | float) -> Quantity:

@@ -1214,6 +1214,24 @@ def test_a_model_serving_of_too_many_pods_is_refused_unplanned(
     assert kube.writes == []
 
 
+def test_a_quantity_the_api_server_would_take_long_over_is_refused(
+    kube: FakeKube, rec: Reconciler, recorder: Recording
+) -> None:
+    """``cpu: 1e999999999`` took the API server more than 30 s per Pod create, on every retry:
+    refused as InvalidSpec naming the field, and nothing is written."""
+    ms = model_serving()
+    container = ms["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "1e999999999"}}
+    kube.put(MODEL_SERVINGS, ms)
+    assert rec.reconcile(KEY) is None
+    assert recorder.reasons() == ["InvalidSpec"]
+    assert recorder.events[0][2] == (
+        "spec.template.roles[0].entryTemplate.spec.containers[0].resources.requests.cpu: "
+        "'1e999999999': an exponent beyond 1000"
+    )
+    assert kube.writes == []
+
+
 def test_a_model_serving_at_the_pod_limit_is_made(
     kube: FakeKube, make_reconciler: MakeReconciler, recorder: Recording
 ) -> None:
