@@ -92,14 +92,24 @@ def costly(value: Any) -> str | None:
     no quantity at all (refused at once)."""
     if not isinstance(value, str):
         return None
-    text = value.strip()
+    return _beyond_bounds(value.strip())[0]
+
+
+def _beyond_bounds(text: str) -> tuple[str | None, re.Match[str] | None]:
+    """Why ``text`` is beyond the bounds (``costly``), or None; and its match of the syntax
+    (None when it does not match, or is too long to be read)."""
     if len(text) > MAX_TEXT:
-        return f"a quantity of {len(text):,} characters (at most {MAX_TEXT})"
+        return f"a quantity of {len(text):,} characters (at most {MAX_TEXT})", None
     match = _SYNTAX.fullmatch(text)
     suffix = (match.group(3) or "") if match else ""
-    if suffix[:1] in ("e", "E") and len(suffix) > 1 and abs(int(suffix[1:])) > MAX_EXPONENT:
-        return f"{text!r}: an exponent beyond {MAX_EXPONENT}"
-    return None
+    if _is_exponent(suffix) and abs(int(suffix[1:])) > MAX_EXPONENT:
+        return f"{text!r}: an exponent beyond {MAX_EXPONENT}", match
+    return None, match
+
+
+def _is_exponent(suffix: str) -> bool:
+    """Whether a suffix of ``_SYNTAX`` is ``e<n>`` (``Ei`` is a binary one)."""
+    return suffix[:1] in ("e", "E") and suffix not in _BINARY_SUFFIXES and len(suffix) > 1
 
 
 def parse(value: str | int | float) -> Quantity:
@@ -118,11 +128,9 @@ def parse(value: str | int | float) -> Quantity:
         text = repr(value)
     else:
         text = value.strip()
-    if len(text) > MAX_TEXT:
-        raise QuantityError(
-            f"a quantity of {len(text)} characters is too long (at most {MAX_TEXT})"
-        )
-    match = _SYNTAX.fullmatch(text)
+    why, match = _beyond_bounds(text)
+    if why is not None:
+        raise QuantityError(why)
     if match is None:
         raise QuantityError(f"{value!r} is not a quantity")
     sign, number, suffix = match.group(1), match.group(2), match.group(3) or ""
@@ -130,12 +138,9 @@ def parse(value: str | int | float) -> Quantity:
     if suffix in _BINARY_SUFFIXES:
         fmt = BINARY_SI
         magnitude *= 2 ** _BINARY_SUFFIXES[suffix]
-    elif suffix[:1] in ("e", "E") and len(suffix) > 1:
+    elif _is_exponent(suffix):
         fmt = DECIMAL_EXPONENT
-        exponent = int(suffix[1:])
-        if not -MAX_EXPONENT <= exponent <= MAX_EXPONENT:
-            raise QuantityError(f"{value!r}: exponent out of range (at most {MAX_EXPONENT})")
-        magnitude *= Fraction(10) ** exponent
+        magnitude *= Fraction(10) ** int(suffix[1:])  # within MAX_EXPONENT (_beyond_bounds)
     else:
         fmt = DECIMAL_SI
         magnitude *= Fraction(10) ** _DECIMAL_SUFFIXES[suffix]

@@ -30,6 +30,7 @@ def test_costly_values(value: str) -> None:
         f"1e-{MAX_EXPONENT}",
         "500m",
         "16Gi",
+        "16Ei",
         "1" * MAX_TEXT,
         "x1e9999",
         4,
