@@ -24,7 +24,7 @@ from modelserving.cli.manifests import ManifestError, dump_stream, read_document
 from modelserving.controller.config import load_config
 from modelserving.plugins.exports import default_sandbox
 from modelserving.plugins.modules import ConfigMapModules
-from modelserving.workload.plan import costly_quantity, too_many_pods
+from modelserving.workload.plan import refusal
 
 ConfigMaps = dict[tuple[str, str], dict[str, Any]]
 
@@ -63,8 +63,7 @@ def _render(
         sandbox.settings.max_module_bytes,
         frozenset(config.plugin_namespaces),
     )
-    policy = config.patch_policy
-    validator = PatchValidator(policy)
+    validator = PatchValidator(config.patch_policy)
     try:
         chain = build_chain(ms, validator=validator, modules=modules, sandbox=sandbox)
         return render(ms, chain, gang=gang)
@@ -105,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     outcomes: dict[str, list[Outcome]] = {}
     for doc in model_servings:
         ms = parse_model_serving(doc)
-        refused = too_many_pods(ms, config.max_pods_per_model_serving) or costly_quantity(ms)
+        refused = refusal(ms, config.max_pods_per_model_serving)
         if refused is not None:
             raise RenderError(f"{ms.ref}: {refused}")
         rendered = _render(ms, args.volcano, config_maps, config)

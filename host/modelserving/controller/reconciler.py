@@ -72,7 +72,7 @@ from modelserving.workload.observed import (
     owned_by,
 )
 from modelserving.workload.owned import OwnedSet
-from modelserving.workload.plan import DesiredPod, costly_quantity, too_many_pods
+from modelserving.workload.plan import DesiredPod, refusal
 from modelserving.workload.pods import owner_reference
 from modelserving.workload.podset import PodSet
 from modelserving.workload.revision import revision as revision_of
@@ -229,7 +229,7 @@ class Reconciler:
         except InvalidManifest as exc:
             self.recorder.event(raw, "Warning", "InvalidSpec", str(exc))
             return None
-        refused = too_many_pods(ms, self.settings.max_pods) or costly_quantity(ms)
+        refused = refusal(ms, self.settings.max_pods)
         if refused is not None:
             self.recorder.event(raw, "Warning", "InvalidSpec", refused)
             return None

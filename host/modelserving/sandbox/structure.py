@@ -324,10 +324,9 @@ def cap_growth(data: bytes, table_elements: int, memory_pages: int) -> bytes:
         size = head.u32()
         end = head.pos + size
         body = None
-        if sid == _TABLE:
-            body = _capped_tables(_Reader(view, head.pos, end), table_elements)
-        elif sid == _MEMORY:
-            body = _capped_memory(_Reader(view, head.pos, end), memory_pages)
+        if sid in (_TABLE, _MEMORY):
+            limit = table_elements if sid == _TABLE else memory_pages
+            body = _capped_entries(_Reader(view, head.pos, end), limit, sid == _TABLE)
         if body is None:
             out.append(bytes(view[pos:end]))
         else:
@@ -347,40 +346,27 @@ def _capped_limits(body: _Reader, limit: int) -> tuple[bytes, bool]:
     return encoded, capped != maximum
 
 
-def _capped_tables(body: _Reader, limit: int) -> bytes | None:
-    """The body of a table section with each maximum capped at ``limit``; None when every
-    table's maximum already is."""
+def _capped_entries(body: _Reader, limit: int, tables: bool) -> bytes | None:
+    """The body of a table section (``tables``) or a memory section with each maximum capped
+    at ``limit``; None when every one already is. (``check_shape`` refused a second memory.)"""
+    what = "table" if tables else "memory"
     count = body.u32()
     parts = [leb128(count)]
     changed = False
     for _ in range(count):
-        if body.data[body.pos : body.pos + 1] == b"\x40":
-            # a table with an initialiser expression (function references): the compile
-            # refuses it; never run one uncapped
-            raise invalid_module("a table with an initialiser expression is not supported")
         start = body.pos
-        body.value_type()
-        element_type = bytes(body.data[start : body.pos])
+        if tables:
+            if body.data[start : start + 1] == b"\x40":
+                # a table with an initialiser expression (function references): the compile
+                # refuses it; never run one uncapped
+                raise invalid_module("a table with an initialiser expression is not supported")
+            body.value_type()
+        element_type = bytes(body.data[start : body.pos])  # empty for a memory
         limits, capped = _capped_limits(body, limit)
         changed = changed or capped
         parts.append(element_type + limits)
     if body.pos != body.end:
-        raise invalid_module("malformed table section: bytes after the last table")
-    return b"".join(parts) if changed else None
-
-
-def _capped_memory(body: _Reader, limit: int) -> bytes | None:
-    """The body of a memory section with its memory's maximum capped at ``limit`` pages; None
-    when it already is. (``check_shape`` refused more than one memory.)"""
-    count = body.u32()
-    parts = [leb128(count)]
-    changed = False
-    for _ in range(count):
-        limits, capped = _capped_limits(body, limit)
-        changed = changed or capped
-        parts.append(limits)
-    if body.pos != body.end:
-        raise invalid_module("malformed memory section: bytes after the last memory")
+        raise invalid_module(f"malformed {what} section: bytes after the last {what}")
     return b"".join(parts) if changed else None
 
 

@@ -187,6 +187,12 @@ def _resources(resources: Any, path: str) -> Iterator[tuple[str, Any]]:
             yield from ((f"{path}.{kind}.{name}", value) for name, value in values.items())
 
 
+def refusal(ms: ModelServing, max_pods: int) -> str | None:
+    """Why ``ms`` is refused before anything is planned (``too_many_pods``, then
+    ``costly_quantity``), or None: what the controller and ``render`` check alike."""
+    return too_many_pods(ms, max_pods) or costly_quantity(ms)
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
