@@ -1,6 +1,6 @@
 """JSON-shaped data (dicts with string keys, lists, strings, numbers, booleans, null): a fast
 deep copy, used on every generated Pod, a shape check for data from plugins, and the range check
-of integers that plugin requests carry."""
+of integers that plugin requests carry, and how messages name a value's kind."""
 
 from __future__ import annotations
 
@@ -240,3 +240,21 @@ def wide_int_reason(value: int) -> str:
     bits = value.bit_length()
     what = f"integer {value}" if bits <= 256 else f"an integer of {bits} bits"
     return f"{what} is outside the 64-bit range ({INT_MIN} to {INT_MAX})"
+
+
+def describe(value: Any) -> str:
+    """What a JSON value is, as messages say it: "null", "a boolean", "a number", "a string",
+    "a list", "a map" (or "a <type>" for anything else)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a map"
+    return f"a {type(value).__name__}"

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from modelserving.api.jsondata import find_json_problem
+from modelserving.api.jsondata import describe, find_json_problem
 from modelserving.api.validation import format_loc
 from modelserving.cli.errors import ManifestError as ManifestError
 from modelserving.controller.yamltext import (
@@ -77,21 +77,21 @@ def _kind(where: str, doc: dict[str, Any]) -> str:
     if kind is None:
         return ""
     if not isinstance(kind, str):
-        raise ManifestError(f"{where}: kind must be a string, not {_describe(kind)}")
+        raise ManifestError(f"{where}: kind must be a string, not {describe(kind)}")
     return kind
 
 
 def _list_items(where: str, doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     items = doc.get("items")
     if not isinstance(items, list):
-        got = "missing" if "items" not in doc else _describe(items)
+        got = "missing" if "items" not in doc else describe(items)
         raise ManifestError(
             f"{where}: a {doc['kind']} needs items to be a list of objects, but items is {got}"
         )
     for i, item in enumerate(items):
         item_where = f"{where}, items[{i}]"
         if not isinstance(item, dict):
-            raise ManifestError(f"{item_where} is not a map but {_describe(item)}")
+            raise ManifestError(f"{item_where} is not a map but {describe(item)}")
         _kind(item_where, item)
         yield item
 
@@ -110,9 +110,7 @@ def _check_json(where: str, doc: dict[str, Any]) -> None:
         return
     path = list(found.path)
     if found.kind == "key":
-        reason = (
-            f"map key {found.offender!r} is {_describe(found.offender)}, not a string; quote it"
-        )
+        reason = f"map key {found.offender!r} is {describe(found.offender)}, not a string; quote it"
     elif found.kind == "float":
         what = "NaN" if math.isnan(found.offender) else "infinity"
         reason = f"{what} has no JSON form; quote it if a string was meant"
@@ -120,25 +118,9 @@ def _check_json(where: str, doc: dict[str, Any]) -> None:
         cls = type(found.offender)
         if cls is tuple and path and isinstance(path[-1], int):
             path.pop()  # !!omap and !!pairs load as lists of tuples: blame the list
-        reason = _REFUSED.get(cls, f"{_describe(found.offender)} has no JSON form")
+        reason = _REFUSED.get(cls, f"{describe(found.offender)} has no JSON form")
     field = format_loc(path)
     raise ManifestError(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "a map"
-    return f"a {type(value).__name__}"
 
 
 class _Dumper(_BaseDumper):  # type: ignore[misc]

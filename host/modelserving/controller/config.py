@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from modelserving.api.errors import FieldError, ModelServingError
+from modelserving.api.jsondata import describe
 from modelserving.api.operator import OperatorConfig
 from modelserving.api.validation import pydantic_errors
 from modelserving.controller.yamltext import YamlInvalid, YamlRefused, load_all, read_bytes
@@ -67,23 +68,11 @@ def _parse(path: Path, data: Any) -> OperatorConfig:
     if data is None:
         return OperatorConfig()
     if not isinstance(data, dict):
-        raise ConfigError(path, f"must hold a mapping of settings, not {_kind(data)}")
+        raise ConfigError(path, f"must hold a mapping of settings, not {describe(data)}")
     try:
         return OperatorConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(path, "is invalid", pydantic_errors(exc)) from None
-
-
-def _kind(data: Any) -> str:
-    if isinstance(data, list):
-        return "a list"
-    if isinstance(data, str):
-        return "a string"
-    if isinstance(data, bool):
-        return "a boolean"
-    if isinstance(data, int | float):
-        return "a number"
-    return f"a {type(data).__name__}"
 
 
 def pod_namespace() -> str:

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Mapping, Set
 from typing import Any
 
+from modelserving.api.jsondata import describe
 from modelserving.api.modelserving import PluginSpec
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -77,7 +78,7 @@ def module_from_config_map(config_map: Mapping[str, Any], key: str, max_bytes: i
     text = config_map.get("data") or {}
     for field, value in (("binaryData", binary), ("data", text)):
         if not isinstance(value, Mapping):  # a file given to render, not the API's answer
-            raise ModuleUnavailable(f"{where} {field} is not a map but {_kind(value)}")
+            raise ModuleUnavailable(f"{where} {field} is not a map but {describe(value)}")
     if key not in binary:
         if key in text:
             raise ModuleUnavailable(
@@ -94,14 +95,6 @@ def module_from_config_map(config_map: Mapping[str, Any], key: str, max_bytes: i
     if not isinstance(raw, bytes):
         raise ModuleUnavailable(f"{where} key {key} is not binary data")
     return gunzip_bounded(raw, max_bytes, f"{where} key {key}")
-
-
-_KINDS = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-
-
-def _kind(value: Any) -> str:
-    """What a JSON value is, in a few words."""
-    return _KINDS.get(type(value), f"a {type(value).__name__}")
 
 
 def gunzip_bounded(data: bytes, max_bytes: int, where: str) -> bytes:
