@@ -306,23 +306,67 @@ def _new_image(body: dict[str, Any]) -> dict[str, Any]:
     return {"spec": {"template": {"roles": roles}}}
 
 
-STEPS: tuple[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | None]], ...] = (
-    ("create", lambda body: None),
-    ("scale up", lambda body: _scaled(body, int(body["spec"].get("replicas", 1)) + 1)),
-    ("rolling update", _new_image),
-    ("scale down", lambda body: _scaled(body, 1)),
+def _patching(
+    make: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Callable[[Kube, Case, str], None]:
+    """A step that merge-patches the ModelServing with ``make(case.body)``."""
+
+    def step(kube: Kube, case: Case, who: str) -> None:
+        kube.merge_patch(MODEL_SERVINGS, case.namespace(who), case.name, make(case.body))
+
+    return step
+
+
+def victim(case: Case, pods: Iterable[str]) -> str | None:
+    """The Pod the "delete a Pod" step deletes: the last by name of the first ServingGroup (a
+    worker where its last role has workers), the same name on both sides."""
+    first = sorted(p for p in pods if p.startswith(f"{case.name}-0-"))
+    return first[-1] if first else None
+
+
+def _delete_pod(kube: Kube, case: Case, who: str) -> None:
+    namespace = case.namespace(who)
+    name = victim(case, (o["metadata"]["name"] for o in kube.list(PODS, namespace)))
+    if name is None:
+        raise LookupError(f"no Pod of ServingGroup {case.name}-0 in {namespace}")
+    kube.delete(PODS, namespace, name)
+
+
+STEPS: tuple[tuple[str, Callable[[Kube, Case, str], None]], ...] = (
+    ("create", _create),
+    ("scale up", _patching(lambda body: _scaled(body, int(body["spec"].get("replicas", 1)) + 1))),
+    ("rolling update", _patching(_new_image)),
+    ("delete a Pod", _delete_pod),
+    ("scale down", _patching(lambda body: _scaled(body, 1))),
 )
 """What each controller is taken through, and compared after: the ModelServing as written, one
-ServingGroup more, a new image in the first role's entry template, and one ServingGroup."""
+ServingGroup more, a new image in the first role's entry template, one Pod of the first
+ServingGroup deleted (recovery), and one ServingGroup. After each step but the first, the
+objects each controller re-created in it (the same name, another UID) are compared too."""
+
+
+def replaced(before: Snapshot, after: Snapshot) -> set[tuple[str, str]]:
+    """The objects of ``before`` that ``after`` holds under the same name with another UID."""
+    return {
+        key
+        for key, obj in after.items()
+        if key in before and before[key]["metadata"]["uid"] != obj["metadata"]["uid"]
+    }
+
+
+def compare_replaced(
+    theirs: tuple[Snapshot, Snapshot], ours: tuple[Snapshot, Snapshot]
+) -> list[str]:
+    """Each object one controller re-created in a step and the other did not."""
+    a, b = replaced(*theirs), replaced(*ours)
+    return [f"{kind} {name}: re-created by Kthena only" for kind, name in sorted(a - b)] + [
+        f"{kind} {name}: re-created by ours only" for kind, name in sorted(b - a)
+    ]
 
 
 def _step(kube: Kube, case: Case, who: str, step: int) -> None:
     """Carry out ``STEPS[step]`` on the case's ModelServing in ``who``'s namespace."""
-    patch = STEPS[step][1](case.body)
-    if patch is None:
-        _create(kube, case, who)
-    else:
-        kube.merge_patch(MODEL_SERVINGS, case.namespace(who), case.name, patch)
+    STEPS[step][1](kube, case, who)
 
 
 def _through_steps(
@@ -338,6 +382,8 @@ def _through_steps(
                 _step(kube, case, who, step)
             except ApiError as exc:
                 case.notes.append(f"{STEPS[step][0]}: refused by the API server: {exc}")
+            except LookupError as exc:
+                case.notes.append(f"{STEPS[step][0]}: {exc}")
         for case in cases:
             if case.notes:
                 continue
@@ -384,6 +430,11 @@ def run(
                         found = compare(a, k_ns, b, o_ns) + compare_status(
                             a_status, k_ns, b_status, o_ns
                         )
+                        if step and (case.index, step - 1) in theirs:
+                            found += compare_replaced(
+                                (theirs[case.index, step - 1][0], a),
+                                (ours[case.index, step - 1][0], b),
+                            )
                         case.differences += [f"{STEPS[step][0]}: {line}" for line in found]
                     last = (case.index, steps - 1)
                     if last in theirs:

@@ -6,7 +6,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.differential.kthena import compare, compare_status, normalized, taken_over
+from tests.differential.kthena import (
+    Case,
+    compare,
+    compare_replaced,
+    compare_status,
+    normalized,
+    replaced,
+    taken_over,
+    victim,
+)
 
 
 def pod(namespace: str, uid: str = "u1", **spec: Any) -> dict[str, Any]:
@@ -138,3 +147,33 @@ def test_the_token_volumes_random_name_is_left_out() -> None:
     b = pod("k", volumes=[{"name": "kube-api-access-2lfwb"}])
     assert normalized("Pod", a, "k") == normalized("Pod", b, "k")
     assert normalized("Pod", a, "k")["spec"]["volumes"] == [{"name": "kube-api-access-RANDOM"}]
+
+
+def test_an_object_under_the_same_name_with_another_uid_counts_as_re_created() -> None:
+    before = {("Pod", "a"): pod("n", uid="1"), ("Pod", "b"): pod("n", uid="2")}
+    after = {
+        ("Pod", "a"): pod("n", uid="1"),
+        ("Pod", "b"): pod("n", uid="3"),
+        ("Pod", "c"): pod("n", uid="4"),
+    }
+    assert replaced(before, after) == {("Pod", "b")}
+
+
+def test_re_creations_of_one_side_only_are_named() -> None:
+    theirs = ({("Pod", "a"): pod("k", uid="1")}, {("Pod", "a"): pod("k", uid="2")})
+    ours = (
+        {("Pod", "a"): pod("o", uid="5"), ("Pod", "b"): pod("o", uid="6")},
+        {("Pod", "a"): pod("o", uid="5"), ("Pod", "b"): pod("o", uid="7")},
+    )
+    assert compare_replaced(theirs, ours) == [
+        "Pod a: re-created by Kthena only",
+        "Pod b: re-created by ours only",
+    ]
+    assert compare_replaced(theirs, theirs) == []
+
+
+def test_the_pod_deleted_is_the_last_of_the_first_serving_group() -> None:
+    case = Case("m.yaml", {"metadata": {"name": "llm"}}, 1)
+    pods = ["llm-1-a-0-0", "llm-0-b-0-1", "llm-0-a-0-0", "llm-0-b-0-0", "llm-10-a-0-0"]
+    assert victim(case, pods) == "llm-0-b-0-1"
+    assert victim(case, ["llm-1-a-0-0"]) is None
