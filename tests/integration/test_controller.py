@@ -153,9 +153,12 @@ def test_deleting_the_model_serving_collects_everything(objs: Objects) -> None:
     wait_for("garbage collection of Services", lambda: objs.services("gone") == [], timeout=90)
 
 
-def test_a_recreated_pod_comes_back(objs: Objects) -> None:
+def test_a_deleted_pod_comes_back_with_its_role_replica(objs: Objects) -> None:
+    """A worker deleted by someone else: its role replica (entry and worker) is made again, as
+    Kthena's RoleRecreate recovers a deleted Pod (``handleDeletedPod``)."""
     objs.create(model_serving("heal", replicas=1, workers=1))
     pods = objs.wait_pods("heal", 2)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
     victim = next(p for p in pods if p["metadata"]["name"].endswith("-1"))
     objs.core.delete_namespaced_pod(
         victim["metadata"]["name"], objs.namespace, grace_period_seconds=0
@@ -163,10 +166,11 @@ def test_a_recreated_pod_comes_back(objs: Objects) -> None:
 
     def replaced() -> bool:
         now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in objs.pods("heal")}
-        name = victim["metadata"]["name"]
-        return name in now and now[name] != victim["metadata"]["uid"]
+        return set(now) == set(uids) and all(now[n] != uids[n] for n in uids)
 
-    wait_for("the deleted Pod to be recreated", replaced)
+    wait_for("the deleted Pod's role replica to be recreated", replaced)
+    notes = [e.message for e in objs.events("Recreating")]
+    assert any(f"Pod {victim['metadata']['name']} was deleted" in m for m in notes), notes
 
 
 @pytest.mark.parametrize(

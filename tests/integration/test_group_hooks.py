@@ -1,6 +1,6 @@
 """ServingGroup hooks on a real control plane: hccl-ranktable writes a rank table that completes
 once both Pods of a two-node group have IPs and devices (kwok gives the IPs, the test writes the
-device plugin's annotation), follows a Pod recreated on the other node, and goes with the
+device plugin's annotation), follows a role replica recreated on the other node, and goes with the
 ModelServing (garbage collection of its owner reference); the built-ins' WebAssembly twins
 write the same; a WebAssembly plugin that answers with a forbidden object is refused with an
 event naming plugin, ServingGroup and rule."""
@@ -120,30 +120,34 @@ def test_a_two_node_group_gets_its_rank_table(objs: Objects) -> None:
     assert [d["rank_id"] for s in done["server_list"] for d in s["device"]] == ["0", "1", "2", "3"]
     assert [s["server_id"] for s in done["server_list"]] == [p["status"]["hostIP"] for p in pods]
 
-    # The worker is recreated on the other node: the table follows it.
+    # The worker is deleted: its role replica is recreated (RoleRecreate, as Kthena), the
+    # worker on the other node. The table follows them.
     worker = pods[1]
     old_node = worker["spec"]["nodeName"]
     set_unschedulable(objs, old_node, True)
     try:
         objs.core.delete_namespaced_pod(worker["metadata"]["name"], objs.namespace)
 
-        def moved() -> dict[str, Any] | None:
-            for pod in objs.pods("npu"):
-                same = pod["metadata"]["name"] == worker["metadata"]["name"]
-                fresh = pod["metadata"]["uid"] != worker["metadata"]["uid"]
-                if same and fresh and (pod.get("status") or {}).get("podIP"):
-                    return pod
-            return None
+        def moved() -> list[dict[str, Any]] | None:
+            fresh = [
+                p
+                for p in objs.pods("npu")
+                if p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods}
+                and (p.get("status") or {}).get("podIP")
+            ]
+            return sorted(fresh, key=lambda p: p["metadata"]["name"]) if len(fresh) == 2 else None
 
-        again: dict[str, Any] = wait_for("the recreated worker with an IP", moved, 60)
+        again: list[dict[str, Any]] = wait_for("the recreated role replica with IPs", moved, 60)
     finally:
         set_unschedulable(objs, old_node, False)
-    assert again["spec"]["nodeName"] != old_node
-    give_devices(objs, again, 7)
+    assert [p["metadata"]["name"] for p in again] == [p["metadata"]["name"] for p in pods]
+    assert again[1]["spec"]["nodeName"] != old_node
+    for n, pod in enumerate(again, start=6):
+        give_devices(objs, pod, n)
     changed = completed(
-        objs, "npu-0", [ips[0], again["status"]["podIP"]], ["192.168.0.1", "192.168.7.1"]
+        objs, "npu-0", [p["status"]["podIP"] for p in again], ["192.168.6.1", "192.168.7.1"]
     )
-    assert changed["server_list"][1]["server_id"] == again["status"]["hostIP"]
+    assert changed["server_list"][1]["server_id"] == again[1]["status"]["hostIP"]
 
     # The ConfigMap goes with the ModelServing (its owner).
     objs.delete("npu")

@@ -21,6 +21,10 @@ Consistency:
   the new object deleted (a node agent deletes it at once), and a list read before a deletion
   can be merged after it. Either would leave the cache holding an object the API no longer
   has, and no event would ever correct it: the ServingGroup would wait for it forever.
+- A Pod the watch saw deleted that the controller had not deleted (``will_delete`` marks those
+  it deletes, before it asks) is kept for the next pass of its ModelServing (``deleted_by_others``)
+  until the pass has acted on it (``handled``): Kthena recovers such a Pod by the recovery
+  policy, and only the deletion event tells it apart from one that was never made.
 Every write from outside goes through the API with preconditions (UIDs on deletes, the
 resourceVersion on the OnPodReady claim), so a decision made on a copy that was stale by a
 moment fails safely and is made again.
@@ -44,6 +48,10 @@ new one: the ServingGroup never settles); a pass seconds later never saw that.""
 TOMBSTONE_S = 120.0
 """How long the UID of an object the watch saw deleted is remembered (longer than any API call
 and list the controller makes takes)."""
+
+DELETED_BY_OTHERS_MAX = 4096
+"""Pods deleted by others a ModelServing keeps for its next pass; past that the oldest go (the
+Pods themselves are then made again alone, as after a restart)."""
 
 CHANGES_MAX = 4096
 """Changed names a bucket remembers for ``changes``; past that its reader reads it whole."""
@@ -175,6 +183,12 @@ class ObjectCache:
         self._changed: dict[Bucket, set[str] | None] = {}
         """The names whose object changed, came or went since the last ``changes`` of the
         bucket (None, or no entry: not known)."""
+        self._ours: dict[str, float] = {}
+        """The UIDs of the Pods the controller is deleting, and when it began, oldest first
+        (``TOMBSTONE_S``)."""
+        self._by_others: dict[Bucket, dict[str, dict[str, Any]]] = {}
+        """The last state of each Pod the watch saw deleted that the controller had not
+        deleted, by UID, until a pass handles it."""
 
     @staticmethod
     def bucket(plural: str, obj: Mapping[str, Any]) -> Bucket | None:
@@ -194,7 +208,9 @@ class ObjectCache:
         key = self.bucket(plural, obj)
         uid = meta.get("uid")
         with self._lock:
+            first = False
             if event_type == "DELETED":
+                first = uid not in self._deleted
                 self._tombstone(uid)
             elif uid in self._deleted:
                 return None  # a late copy of an object already gone
@@ -207,11 +223,57 @@ class ObjectCache:
                 return left
             if event_type == "DELETED":
                 self._remove(key, where, gone=True)
+                ours = self._ours.pop(uid, None) is not None if uid else True
+                if plural == "pods" and first and not ours:
+                    self._deleted_by_other(key, str(uid), obj)
             else:
                 found[name] = slim(plural, obj)
                 self._where[where] = key
                 self._touch(key, name)
             return left
+
+    def _deleted_by_other(self, key: Bucket, uid: str, obj: Mapping[str, Any]) -> None:
+        """Keep the Pod someone else deleted for its ModelServing's next pass (the lock held)."""
+        kept = self._by_others.setdefault(key, {})
+        kept[uid] = slim("pods", obj)
+        while len(kept) > DELETED_BY_OTHERS_MAX:
+            del kept[next(iter(kept))]
+
+    def will_delete(self, uid: str) -> None:
+        """The controller is about to delete the Pod ``uid``: its deletion is not someone
+        else's. Marked before the request, since the watch may report it before the answer."""
+        now = self._clock()
+        with self._lock:
+            ours = self._ours
+            ours.pop(uid, None)
+            ours[uid] = now
+            while ours:  # oldest first: a mark whose Pod never went is forgotten
+                oldest = next(iter(ours))
+                if ours[oldest] >= now - TOMBSTONE_S:
+                    break
+                del ours[oldest]
+
+    def not_deleting(self, uid: str) -> None:
+        """The controller's deletion of ``uid`` failed: a later deletion is someone else's."""
+        with self._lock:
+            self._ours.pop(uid, None)
+
+    def deleted_by_others(self, plural: str, namespace: str, owner: str) -> list[dict[str, Any]]:
+        """The Pods of ``owner`` that someone else deleted and no pass has handled yet, oldest
+        first (their last state)."""
+        with self._lock:
+            return list((self._by_others.get((plural, namespace, owner)) or {}).values())
+
+    def handled(self, plural: str, namespace: str, owner: str, uids: Iterable[str]) -> None:
+        """A pass acted on these deletions (``deleted_by_others``)."""
+        with self._lock:
+            kept = self._by_others.get((plural, namespace, owner))
+            if kept is None:
+                return
+            for uid in uids:
+                kept.pop(uid, None)
+            if not kept:
+                del self._by_others[(plural, namespace, owner)]
 
     def _touch(self, key: Bucket, name: str) -> None:
         """The object ``name`` of ``key`` changed, came or went (the lock held)."""
@@ -386,6 +448,8 @@ class ObjectCache:
                         del self._where[where]
             for key in [k for k in self._gone if k[1:] == (namespace, owner)]:
                 del self._gone[key]
+            for key in [k for k in self._by_others if k[1:] == (namespace, owner)]:
+                del self._by_others[key]
             self._primed = {k for k in self._primed if k[1:] != (namespace, owner)}
 
 

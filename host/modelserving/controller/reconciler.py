@@ -252,6 +252,7 @@ class Reconciler:
                 pod_groups = self.kube.list(POD_GROUPS, namespace, selector)
         history = self._revisions(ms, pods.revisions)
         self._note_failures(pods)
+        by_others = self.cache.deleted_by_others(PODS.plural, namespace, name) if self.cache else []
         plan = sync(
             ms,
             pods,
@@ -265,9 +266,15 @@ class Reconciler:
             recently_gone=(
                 self.cache.recently_gone(PODS.plural, namespace, name) if self.cache else ()
             ),
+            deleted=by_others,
             ready_hooks=work.chain is not None and work.chain.serves(Hook.ON_POD_READY),
         )
         self._delete(work, plan)
+        # acted on (else, after an API error or with a broken plugin list, the next pass looks
+        # at them again)
+        if by_others and self.cache is not None and work.chain is not None and not work.api_errors:
+            uids = [str(p["metadata"].get("uid")) for p in by_others]
+            self.cache.handled(PODS.plural, namespace, name, uids)
         self._update_pod_groups(work, plan)
         per_pod = time.thread_time()
         self._create(work, plan)
@@ -562,6 +569,8 @@ class Reconciler:
         pod_groups: list[tuple[Future[bool], str]] = []
         for ref in plan.delete_pods:
             if allowed is None or ref.cause in allowed or ref.force:
+                if self.cache is not None:
+                    self.cache.will_delete(ref.uid)  # its deletion event is not someone else's
                 job = self.writes.submit(self.kube.delete, PODS, ns, ref.name, ref.uid, ref.force)
                 jobs.append((True, job))
                 deleted.append((job, ref.name, ref.uid))
@@ -583,7 +592,9 @@ class Reconciler:
                 work.api_errors.append(str(exc))
         if self.cache is not None:
             for job, name, uid in deleted:
-                if job.done() and job.exception() is None and job.result():
+                if job.done() and job.exception() is not None:
+                    self.cache.not_deleting(uid)  # not deleted: a later deletion is not ours
+                elif job.done() and job.result():
                     self.cache.deleting(PODS.plural, ns, work.ms.name, name, uid)
             for job, name in pod_groups:  # gone at once (no finalizers): not counted again
                 if job.done() and job.exception() is None:

@@ -7,7 +7,8 @@ the Services of the groups created last, as Kthena's pass does. It decides, as K
 
 - recovery: a failed Pod (phase Failed, or a container restarted) is handled after
   ``restartGracePeriodSeconds`` by the recovery policy: ServingGroupRecreate deletes its whole
-  ServingGroup, RoleRecreate its role replica (Pods and Service), None leaves it;
+  ServingGroup, RoleRecreate its role replica (Pods and Service), None leaves it; a Pod someone
+  else deleted (``deleted``) is handled the same way at once, as Kthena's ``handleDeletedPod``;
 - rolling update: outdated ServingGroups (or role replicas, for RoleRollingUpdate) at or above
   the partition are deleted, at most ``maxUnavailable`` unavailable at a time, and recreated at
   the new revision. ServingGroupRollingUpdate's partition protects the first N ServingGroups;
@@ -46,6 +47,8 @@ from modelserving.workload.names import group_name, pod_name
 from modelserving.workload.observed import (
     NODE_DELETED,
     ObservedPod,
+    observe_pod,
+    owned_by,
 )
 from modelserving.workload.owned import OwnedSet, owned_set
 from modelserving.workload.plan import (
@@ -162,8 +165,10 @@ class _Sync:
         lost_nodes: Mapping[str, str],
         recently_gone: set[str],
         every_group: bool = False,
+        deleted: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.ms = ms
+        self.deleted = deleted
         self.every_group = every_group
         """Visit every ServingGroup in every step, not only those the index says may need it
         (slower: the reference the index's shortcuts are tested against)."""
@@ -549,6 +554,36 @@ class _Sync:
                 self.delete_role_replica(
                     group, pod.role_id, f"{why}: recreating role replica {pod.role_id}"
                 )
+
+    def recover_deleted(self) -> None:
+        """Kthena's ``handleDeletedPod``: a Pod of this ModelServing that someone else deleted
+        (``deleted``: the watch saw it go, and the controller had not deleted it) is recovered
+        by the policy at once: ServingGroupRecreate deletes the rest of its ServingGroup,
+        RoleRecreate the rest of its role replica (Pods and Service); both are then made
+        again. A ServingGroup or role replica whose other Pods are all terminating already is
+        left to that deletion, as Kthena leaves one it is deleting; under None the Pod is
+        made again alone (membership)."""
+        policy = self.ms.spec.recovery_policy
+        if policy == "None" or not self.deleted:
+            return
+        self.cause = "recovery"
+        uid = self.ms.metadata.uid or ""
+        for raw in self.deleted:
+            pod = observe_pod(raw, self.ms.name) if owned_by(raw, uid) else None
+            group = self.groups.get(pod.group_index) if pod is not None else None
+            if pod is None or group is None or pod.name in group.live_names:
+                continue  # not ours, its ServingGroup gone whole, or made again since
+            why = f"Pod {pod.name} was deleted"
+            if policy == "ServingGroupRecreate":
+                if group.live and group.index not in self.deleted_groups:
+                    self.delete_group(group, f"{why}: recreating ServingGroup {pod.group}")
+                continue
+            rest = group.role_replica(pod.role_id)
+            if rest and all(p.terminating or p.name in self.deleted_pods for p in rest):
+                continue
+            self.delete_role_replica(
+                group, pod.role_id, f"{why}: recreating role replica {pod.role_id}"
+            )
 
     def release_lost(self) -> None:
         """Pods on a deleted Node that recovery left (recovery policy None, or terminating
@@ -1130,6 +1165,7 @@ def sync(
     seen_failed: Mapping[str, float] | None = None,
     lost_nodes: Mapping[str, str] | None = None,
     recently_gone: Iterable[str] = (),
+    deleted: Sequence[Mapping[str, Any]] = (),
     ready_hooks: bool = True,
     every_group: bool = False,
 ) -> SyncPlan:
@@ -1146,8 +1182,10 @@ def sync(
     not Ready or were deleted (``NODE_NOT_READY``, ``NODE_DELETED``): their Pods do not count as
     ready, and a Pod on a deleted Node is recovered at once and deleted with no grace period.
     ``recently_gone`` names Pods deleted a moment ago: they are made again a little later, as if
-    still terminating. ``ready_hooks=False`` (no plugin has an OnPodReady hook) leaves
-    ``SyncPlan.ready_hooks`` empty without looking at every Ready Pod.
+    still terminating. ``deleted`` holds the last state of Pods someone else deleted (the
+    controller did not), each to be recovered once by the recovery policy, as Kthena recovers
+    a deleted Pod (``recover_deleted``). ``ready_hooks=False`` (no plugin has an OnPodReady
+    hook) leaves ``SyncPlan.ready_hooks`` empty without looking at every Ready Pod.
     ``every_group=True`` visits every ServingGroup in every step instead of only those the
     ``GroupIndex`` names (the same plan, slower: what the index is tested against).
     """
@@ -1165,10 +1203,12 @@ def sync(
         lost,
         gone,
         every_group,
+        deleted,
     )
     previous = ms.status.current_revision if ms.status else None
     s.out.status = s.status(previous)
     s.recover()
+    s.recover_deleted()
     s.release_lost()
     # Kthena's order: the ServingGroups' number first, then the rolling update over the rest
     # (so a scale-down picks among the groups as they are, before any is replaced); then the

@@ -520,3 +520,53 @@ def test_an_object_the_controller_deleted_leaves_at_once_and_does_not_come_back(
     assert [o["metadata"]["name"] for o in cache.objects("podgroups", "ns", "llm")] == ["b"]
     cache.event("podgroups", "ADDED", pod("a", 3, uid="uid-a-new"))  # made again
     assert len(cache.objects("podgroups", "ns", "llm")) == 2
+
+
+def test_a_pod_deleted_by_someone_else_is_kept_for_the_next_pass() -> None:
+    """Kthena recovers a Pod deleted by someone else (``handleDeletedPod``): the cache keeps
+    such a deletion until a pass handles it, and not one the controller made itself."""
+    cache = ObjectCache()
+    cache.prime("pods", "ns", "llm", [pod("a", 1), pod("b", 1), pod("c", 1)], "1")
+    cache.will_delete("uid-a")  # the controller deletes a
+    cache.event("pods", "DELETED", pod("a", 2))
+    cache.event("pods", "DELETED", pod("b", 2))  # someone else deletes b
+    cache.event("pods", "DELETED", pod("b", 2))  # (the same event again: kept once)
+    cache.will_delete("uid-c")
+    cache.not_deleting("uid-c")  # the controller's delete failed; then someone else's
+    cache.event("pods", "DELETED", pod("c", 2))
+    cache.event("services", "DELETED", pod("s", 2))  # a Service is just made again
+    found = cache.deleted_by_others("pods", "ns", "llm")
+    assert [p["metadata"]["name"] for p in found] == ["b", "c"]
+    assert "managedFields" not in found[0]["metadata"]
+    cache.handled("pods", "ns", "llm", ["uid-b"])
+    assert [p["metadata"]["name"] for p in cache.deleted_by_others("pods", "ns", "llm")] == ["c"]
+    cache.drop("ns", "llm")
+    assert cache.deleted_by_others("pods", "ns", "llm") == []
+
+
+def test_a_pod_deleted_by_someone_else_recreates_its_role_replica(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    """As Kthena's RoleRecreate: the worker is deleted by someone else, so the entry goes too
+    and the role replica is made again; the controller's own deletion of the entry is not
+    recovered again."""
+    rec.cache = ObjectCache()
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1, workers=1))
+    rec.reconcile(KEY)
+    entry, worker = (kube.all(PODS)[f"sample-0-server-0-{n}"] for n in (0, 1))
+    kube.remove(PODS, "sample-0-server-0-1")
+    rec.cache.event("pods", "DELETED", worker)
+    rec.cache._gone.clear()  # (its name has rested)
+    deletes = len(kube.writes)
+    rec.reconcile(KEY)
+    assert [w[:3] for w in kube.writes[deletes:] if w[0] == "delete"] == [
+        ("delete", "pods", "sample-0-server-0-0"),
+        ("delete", "services", "sample-0-server-0-0"),
+    ]
+    assert rec.cache.deleted_by_others("pods", NS, "sample") == []  # handled
+    rec.cache.event("pods", "DELETED", entry)  # the watch reports the controller's deletion
+    assert rec.cache.deleted_by_others("pods", NS, "sample") == []
+    rec.cache._gone.clear()
+    rec.reconcile(KEY)
+    assert sorted(kube.all(PODS)) == ["sample-0-server-0-0", "sample-0-server-0-1"]
+    assert kube.count("delete", PODS) == 1

@@ -609,6 +609,82 @@ def test_a_pod_deleted_a_moment_ago_is_made_again_a_little_later() -> None:
     assert [s.name for g in w.plan().creates for s in g.pods] == ["sample-0-decode-1-0"]
 
 
+def deleted_by_someone(w: World, name: str) -> SyncPlan:
+    """A pass after the watch saw ``name`` deleted just now, not by the controller."""
+    gone = w.pods.pop(name)
+    return sync(
+        w.ms,
+        [copy.deepcopy(p) for p in w.pods.values()],
+        list(w.services.values()),
+        list(w.pod_groups.values()),
+        now=w.now,
+        gang=True,
+        recently_gone=[name],
+        deleted=[gone],
+    )
+
+
+def test_a_pod_deleted_by_someone_else_recreates_its_serving_group() -> None:
+    """Kthena's handleDeletedPod under ServingGroupRecreate: the rest of the ServingGroup goes,
+    and it is made again whole."""
+    w = world(replicas=2, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    plan = deleted_by_someone(w, "sample-1-decode-1-0")
+    assert {r.name for r in plan.delete_pods} == {n for n in w.pods if n.startswith("sample-1-")}
+    assert {r.cause for r in plan.delete_pods} == {"recovery"}
+    assert plan.delete_services == ["sample-1-prefill-0-0"]
+    assert plan.creates == []
+    assert plan.notes == ["Pod sample-1-decode-1-0 was deleted: recreating ServingGroup sample-1"]
+    w.apply(plan)
+    w.converge()
+    assert len(w.pods) == 8 and w.groups() == ["sample-0", "sample-1"]
+
+
+def test_a_pod_deleted_by_someone_else_recreates_its_role_replica() -> None:
+    """Kthena's handleDeletedPod under RoleRecreate: the rest of the role replica (Pods and
+    Service) goes, the other role replicas stay."""
+    w = world(replicas=1, roles=pd_roles())
+    w.converge()
+    plan = deleted_by_someone(w, "sample-0-prefill-0-1")
+    assert [r.name for r in plan.delete_pods] == ["sample-0-prefill-0-0"]
+    assert plan.delete_services == ["sample-0-prefill-0-0"]
+    assert plan.notes == ["Pod sample-0-prefill-0-1 was deleted: recreating role replica prefill-0"]
+    w.apply(plan)
+    w.converge()
+    assert len(w.pods) == 4
+
+
+@pytest.mark.parametrize("case", ["none", "other owner", "made again", "group going"])
+def test_a_deleted_pod_not_to_recover(case: str) -> None:
+    """Recovery None (the Pod is made again alone), a Pod of an earlier ModelServing of the
+    name, a Pod made again since, and a ServingGroup whose Pods are being deleted already."""
+    policy = "None" if case == "none" else "ServingGroupRecreate"
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy=policy)
+    w.converge()
+    gone = copy.deepcopy(w.pods["sample-0-decode-1-0"])
+    if case == "other owner":
+        gone["metadata"]["ownerReferences"][0]["uid"] = "uid-0"
+    if case == "made again":
+        w.pods["sample-0-decode-1-0"]["metadata"]["uid"] = "pod-again"
+    else:
+        del w.pods["sample-0-decode-1-0"]
+    if case == "group going":
+        for pod in w.pods.values():
+            pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    plan = sync(
+        w.ms,
+        [copy.deepcopy(p) for p in w.pods.values()],
+        list(w.services.values()),
+        list(w.pod_groups.values()),
+        now=w.now,
+        gang=True,
+        deleted=[gone],
+    )
+    assert plan.delete_pods == [] and plan.notes == []
+    if case in ("none", "other owner"):
+        assert [s.name for g in plan.creates for s in g.pods] == ["sample-0-decode-1-0"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_a_complete_group_is_decided_as_if_it_were_planned(data: st.DataObject) -> None:
