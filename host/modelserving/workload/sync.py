@@ -514,8 +514,14 @@ class _Sync:
             self.delete_pod(pod)
         for svc in self.group_services.get(group_name(self.ms.name, group.index), ()):
             self.delete_service(svc)
+        # its PodGroup goes with it and is made again with it, as Kthena's deleteServingGroup
+        self.delete_pod_group(group_name(self.ms.name, group.index))
         if why:
             self.out.notes.append(why)
+
+    def delete_pod_group(self, name: str) -> None:
+        if name in self.pod_group_names and name not in self.out.delete_pod_groups:
+            self.out.delete_pod_groups.append(name)
 
     def delete_role_replica(self, group: Group, rid: str, why: str | None) -> None:
         self.touched.add(group.index)
@@ -764,6 +770,13 @@ class _Sync:
                         busy = True
         if busy:
             self.out.requeue(BUSY_RETRY_SECONDS)
+            if work.pod_group is not None and not any(
+                isinstance(step, DesiredPod) for step in work.steps
+            ):
+                # its Pods' names are still held (a ServingGroup deleted whole, being made
+                # again): its PodGroup is made with its first Pods, as Kthena makes it once the
+                # ServingGroup is gone
+                work.pod_group = None
         if work.steps or work.pod_group is not None:
             self.out.creates.append(work)
 
@@ -805,8 +818,9 @@ class _Sync:
             else:
                 patches[name] = patch
         self.index.kept["patches"] = ((owned.version, desired, self.gang), patches)
+        deleting = self.out.delete_pod_groups
         for name in sorted(patches):
-            if name in names:
+            if name in names and name not in deleting:
                 self.out.update_pod_groups[name] = patches[name]
 
     def fresh_revision(self, index: int, current: str | None) -> str:
@@ -1060,7 +1074,9 @@ class _Sync:
         elif dead:
             gone = {group_name(self.ms.name, i) for i in dead} & self.pod_group_names
             found = sorted(gone.union(unclaimed_pgs))
-        self.out.delete_pod_groups.extend(n for n in found if n not in names)
+        for name in found:
+            if name not in names:
+                self.delete_pod_group(name)
 
     def ready_hooks(self) -> None:
         for index in sorted(self.groups if self.every_group else self.index.awaiting):

@@ -389,12 +389,18 @@ def test_sync_recreates_a_missing_pod_group_of_a_kept_serving_group() -> None:
 
 def test_sync_updates_pod_groups_to_the_current_model_serving() -> None:
     ms = ms_of([role(replicas=2)])
+    ms.spec.replicas = 2
     world = created(ms)
     plan = sync(ms, world["pods"], [], world["pod_groups"], now=0.0, gang=VolcanoApi())
     assert plan.update_pod_groups == {}
-    # A change of template rolls the ServingGroup; its PodGroup follows the new template at once.
+    # A change of template rolls the ServingGroups one at a time: the one rolled first loses its
+    # PodGroup with its Pods (as Kthena's deleteServingGroup), the other's follows the new
+    # template at once.
     changed = ms_of([role(replicas=3, entryTemplate=requesting({"cpu": "2"}))])
+    changed.spec.replicas = 2
     plan = sync(changed, world["pods"], [], world["pod_groups"], now=0.0, gang=VolcanoApi())
+    assert plan.delete_pod_groups == ["llm-1"]
+    assert list(plan.update_pod_groups) == ["llm-0"]
     patch = plan.update_pod_groups["llm-0"]["spec"]
     assert patch["minMember"] == 3
     assert patch["minResources"] == {"cpu": "6"}

@@ -901,3 +901,69 @@ def test_a_new_serving_group_below_the_partition_waits_for_its_names_at_the_curr
     assert summary(plan) == summary(sync(new, pods, every_group=True, **inputs))
     made = [s.name for c in plan.creates for s in c.steps if isinstance(s, DesiredPod)]
     assert made == ["sample-0-server-1-0"]
+
+
+def pod_group_uids(w: World) -> dict[str, int]:
+    return {name: id(pg) for name, pg in w.pod_groups.items()}
+
+
+def test_a_rolling_update_deletes_each_serving_groups_pod_group_with_it() -> None:
+    """Kthena's deleteServingGroup deletes the PodGroup first; the ServingGroup made again gets
+    a new one, made with its first Pods."""
+    w = world(replicas=2, roles=pd_roles())
+    w.converge()
+    before = pod_group_uids(w)
+    assert sorted(before) == ["sample-0", "sample-1"]
+    w.new_image()
+    for plan in w.converge(limit=20):
+        deleted = {r.name.rsplit("-", 3)[0] for r in plan.delete_pods}
+        assert sorted(plan.delete_pod_groups) == sorted(deleted)
+        assert not deleted & set(plan.update_pod_groups)
+    after = pod_group_uids(w)
+    assert sorted(after) == ["sample-0", "sample-1"]
+    assert all(after[n] != before[n] for n in after)  # each made again
+
+
+def test_serving_group_recreate_deletes_and_remakes_its_pod_group() -> None:
+    w = world(replicas=2, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    before = pod_group_uids(w)
+    w.pods["sample-1-decode-1-0"]["status"]["phase"] = "Failed"
+    plan = w.plan()
+    assert plan.delete_pod_groups == ["sample-1"]
+    w.apply(plan)
+    w.converge()
+    after = pod_group_uids(w)
+    assert after["sample-0"] == before["sample-0"] and after["sample-1"] != before["sample-1"]
+
+
+def test_a_role_replica_made_again_keeps_its_pod_group() -> None:
+    """Kthena's DeleteRole leaves the ServingGroup's PodGroup."""
+    w = world(replicas=1, roles=pd_roles())
+    w.converge()
+    before = pod_group_uids(w)
+    plan = deleted_by_someone(w, "sample-0-prefill-0-1")
+    assert plan.delete_pod_groups == []
+    w.apply(plan)
+    w.converge()
+    assert pod_group_uids(w) == before
+
+
+def test_the_pod_group_of_a_deleted_group_waits_for_its_pods_names() -> None:
+    """While the Pods of a ServingGroup deleted whole are still terminating, its PodGroup is
+    not made again; it is made with the first Pods."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    w.pods["sample-0-decode-1-0"]["status"]["phase"] = "Failed"
+    plan = w.plan()
+    assert plan.delete_pod_groups == ["sample-0"]
+    del w.pod_groups["sample-0"]
+    for pod in w.pods.values():  # being deleted: still there, terminating
+        pod["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    waiting = w.plan()
+    assert waiting.creates == [] and waiting.requeue_after is not None
+    w.pods.clear()
+    made = w.plan()
+    assert [(g.name, g.pod_group is not None, len(g.pods)) for g in made.creates] == [
+        ("sample-0", True, 4)
+    ]
