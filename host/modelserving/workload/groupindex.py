@@ -41,7 +41,8 @@ class Verdict:
     updated: bool
     """At the update revision (RoleRollingUpdate: every live Pod at its role's new template)."""
     ready: bool
-    """Every Pod its revision describes exists, is not terminating, and is Ready."""
+    """Every Pod its revision describes (RoleRollingUpdate: the current spec) exists, is not
+    terminating, and is Ready."""
     complete: bool
     """Membership has nothing to create or delete in it (its Pods, Services and PodGroup are
     those its revision describes)."""

@@ -7,7 +7,7 @@ after all of its Pods). Pure; used by ``render`` and the controller.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,6 +219,7 @@ def plan_group(
     template_hashes: dict[str, str] | None = None,
     *,
     pod_group: bool = True,
+    ordinals: Mapping[str, Sequence[int]] | None = None,
 ) -> GroupPlan:
     """ServingGroup ``index``; ``gang`` says what Volcano serves (``True``: a current Volcano,
     PodGroup CRD with ``subGroupPolicy``; ``False``: none).
@@ -226,6 +227,8 @@ def plan_group(
     ``revision`` and ``template_hashes`` (role name -> hash) may be passed when planning many
     groups, so they are computed once. ``pod_group=False`` leaves the PodGroup out (the
     Pods' gang annotations stay), for a caller that makes it only when it is missing.
+    ``ordinals`` gives, by role name, the ordinals of the role's replicas when they are not
+    ``0 .. replicas-1`` (a scale-down kept higher ones, as Kthena's does).
     """
     hashes = template_hashes or role_template_hashes(ms)
     rev = revision if revision is not None else revision_of(ms)
@@ -235,7 +238,7 @@ def plan_group(
     replicas = tuple(
         plan_role_replica(ms, name, role, j, rev, use_gang, hashes[role.name])
         for role in ms.spec.template.roles
-        for j in range(role.replicas)
+        for j in role_ordinals(role, ordinals)
     )
     group = gang_.pod_group(ms, name, api) if use_gang and pod_group else None
     return GroupPlan(name=name, index=index, pod_group=group, roles=replicas)
@@ -251,17 +254,27 @@ class GroupNames:
     """The ServingGroup's name."""
 
 
-def group_names(ms: ModelServing, index: int) -> GroupNames:
-    """The Pod and Service names of ServingGroup ``index`` (those of ``plan_group(ms, index)``):
-    a pass compares them with what exists for every ServingGroup it keeps, and plans only the
-    ServingGroups that differ."""
+def role_ordinals(role: Role, ordinals: Mapping[str, Sequence[int]] | None) -> Sequence[int]:
+    """The ordinals of ``role``'s replicas: ``ordinals[role.name]`` when given, else
+    ``0 .. replicas-1``."""
+    if ordinals is not None and role.name in ordinals:
+        return ordinals[role.name]
+    return range(role.replicas)
+
+
+def group_names(
+    ms: ModelServing, index: int, ordinals: Mapping[str, Sequence[int]] | None = None
+) -> GroupNames:
+    """The Pod and Service names of ServingGroup ``index`` (those of ``plan_group(ms, index,
+    ordinals=ordinals)``): a pass compares them with what exists for every ServingGroup it
+    keeps, and plans only the ServingGroups that differ."""
     group = group_name(ms.name, index)
     pods: list[str] = []
     services: list[str] = []
     for role in ms.spec.template.roles:
         if role.worker_replicas and role.worker_template is None:
             raise ValueError(f"role '{role.name}' has workers but no workerTemplate")
-        for j in range(role.replicas):
+        for j in role_ordinals(role, ordinals):
             rid = role_id(role.name, j)
             pods.extend(pod_name(group, rid, k) for k in range(role.worker_replicas + 1))
             if role.worker_template is not None:

@@ -18,7 +18,8 @@ the Services of the groups created last, as Kthena's pass does. It decides, as K
 - scale: missing ServingGroups are created at the lowest free ordinals; surplus ones are deleted,
   not-ready first, then the lowest summed pod-deletion-cost, then the highest ordinal;
 - membership: inside a kept ServingGroup, missing Pods and Services are created and those its
-  revision no longer describes are deleted;
+  revision no longer describes are deleted; a role scaled down keeps the replicas Kthena's
+  scaleDownRoles keeps (at their ordinals), a role scaled up fills the lowest free ordinals;
 - PodGroups (Volcano's CRD present, scheduler ``volcano``): every kept or new ServingGroup has
   one, made from the current ModelServing (``modelserving.workload.gang``) and brought back to it
   when it differs; those of deleted ServingGroups are deleted;
@@ -43,7 +44,7 @@ from modelserving.api.validation import scaled
 from modelserving.workload import gang as gang_
 from modelserving.workload.groupindex import GroupIndex, Verdict
 from modelserving.workload.kept import KEPT_MAX, Kept
-from modelserving.workload.names import group_name, pod_name
+from modelserving.workload.names import group_name, pod_name, role_id
 from modelserving.workload.observed import (
     NODE_DELETED,
     ObservedPod,
@@ -58,6 +59,7 @@ from modelserving.workload.plan import (
     RoleReplicaPlan,
     group_names,
     plan_group,
+    role_ordinals,
     role_template_hashes,
 )
 from modelserving.workload.podset import Group, PodSet
@@ -216,6 +218,10 @@ class _Sync:
         )
         self.partition_given = config is not None and config.partition is not None
         self.previous = ms.status.current_revision if ms.status else None
+        self._partitions = tuple(self.role_partition(r) for r in ms.spec.template.roles)
+        self._ordinals: dict[tuple[int, int], dict[str, tuple[int, ...]] | None] = {}
+        """Each ServingGroup's role ordinals (``role_ordinals``) by (index, id of the
+        ModelServing planned), for this pass."""
         self._plans: dict[tuple[int, str], GroupPlan | None] = {}
         self._names: dict[tuple[int, str], GroupNames | None] = {}
         self._layouts: dict[int, dict[int, GroupNames]] = {}
@@ -270,6 +276,9 @@ class _Sync:
             self.partition,
             self.pod_groups_wanted,
             frozenset(self.history),
+            self._partitions,
+            # what a missing replica the role partition protects is made at (``updated``)
+            self.previous if any(self._partitions) else None,
         )
 
     def _index(self) -> GroupIndex:
@@ -318,6 +327,11 @@ class _Sync:
         rev = group.revision()
         live = bool(group.live)
         ready = self._is_ready(group)
+        updated = self.updated(group)
+        if not updated and rev == self.update_revision:
+            # RoleRollingUpdate: a replica the partition protects is missing and is made again
+            # at an older revision; Kthena's ServingGroup keeps its old revision meanwhile
+            rev = ""
         if self.role_rolling:
             current = self.hashes
             stale = any(
@@ -330,7 +344,7 @@ class _Sync:
         return Verdict(
             live=live,
             revision=rev,
-            updated=self.updated(group),
+            updated=updated,
             ready=ready,
             complete=complete,
             failed=bool(group.failed),
@@ -340,7 +354,10 @@ class _Sync:
         )
 
     def updated(self, group: Group) -> bool:
-        """At the update revision (RoleRollingUpdate: each live Pod at its role's template)."""
+        """At the update revision (RoleRollingUpdate: each live Pod at its role's template,
+        and no replica the partition protects missing that is made again at an older
+        revision: Kthena makes it again, from the current revision, before it looks whether
+        the ServingGroup still has outdated replicas, so its revision stays the old one)."""
         if self.role_rolling:
             key = ("updated", self._hashes_key)
             answer = group.memo.get(key)
@@ -348,8 +365,29 @@ class _Sync:
                 answer = group.memo[key] = all(
                     self.hashes.get(p.role) == p.template_hash for p in group.live
                 )
-            return bool(answer)
+            return bool(answer) and not self._awaits_older_replica(group)
         return group.revision() == self.update_revision
+
+    def _awaits_older_replica(self, group: Group) -> bool:
+        """A replica the role partition protects has no live Pod, and ``keep_protected`` plans
+        it at the current revision, an older one than the update revision."""
+        rev = self.previous
+        if not rev or rev == self.update_revision or not any(self._partitions):
+            return False
+        wanted = self.role_ordinals(group.index, self.ms)
+        for role in self.ms.spec.template.roles:
+            if self.role_partition(role) <= 0:
+                continue
+            ordinals = role_ordinals(role, wanted)
+            for ordinal in sorted(self.protected_ordinals(group, role)):
+                if ordinal not in ordinals:
+                    continue
+                pods = group.role_replica(role_id(role.name, ordinal))
+                if any(not p.terminating for p in pods):
+                    continue
+                if self.old_replica(group.index, rev, role.name, ordinal) is not None:
+                    return True
+        return False
 
     def dead(self) -> set[int]:
         """The live ServingGroups this pass has deleted whole so far (every live Pod)."""
@@ -400,6 +438,7 @@ class _Sync:
                     gang=self.gang,
                     template_hashes=hashes,
                     pod_group=False,
+                    ordinals=self.role_ordinals(index, ms),
                 )
         return self._plans[key]
 
@@ -408,8 +447,58 @@ class _Sync:
         key = (index, rev)
         if key not in self._names:
             ms = self.ms_at(rev)
-            self._names[key] = None if ms is None else self._layout(ms, index)
+            if ms is None:
+                self._names[key] = None
+            else:
+                ordinals = self.role_ordinals(index, ms)
+                self._names[key] = (
+                    self._layout(ms, index)
+                    if ordinals is None
+                    else group_names(ms, index, ordinals)
+                )
         return self._names[key]
+
+    def role_ordinals(self, index: int, ms: ModelServing) -> dict[str, tuple[int, ...]] | None:
+        """The ordinals of each role's replicas in ServingGroup ``index`` as ``ms`` plans it,
+        as Kthena keeps them: None while they are ``0 .. replicas-1`` (no live replica of a
+        role at an ordinal of ``replicas`` or more). Otherwise, per role: with more live
+        replicas than ``replicas``, those Kthena's ``scaleDownRoles`` keeps (it deletes the
+        replicas the role's partition does not protect first; among them those not ready,
+        then the lowest summed pod-deletion-cost, then the highest ordinal); with fewer, the
+        live ones and the lowest free ordinals below ``replicas`` (``scaleUpRoles``)."""
+        key = (index, id(ms))
+        if key in self._ordinals:
+            return self._ordinals[key]
+        group = self.groups.get(index)
+        found: dict[str, tuple[int, ...]] | None = None
+        if group is not None:
+            have: dict[str, dict[int, list[ObservedPod]]] = {}
+            for pod in group.live:
+                have.setdefault(pod.role, {}).setdefault(pod.role_index, []).append(pod)
+            roles = ms.spec.template.roles
+            if any(o >= r.replicas for r in roles for o in have.get(r.name, {})):
+                found = {r.name: self._kept_ordinals(group, r, have.get(r.name, {})) for r in roles}
+        self._ordinals[key] = found
+        return found
+
+    def _kept_ordinals(
+        self, group: Group, role: Role, have: dict[int, list[ObservedPod]]
+    ) -> tuple[int, ...]:
+        """``role_ordinals`` of one role whose live replicas are ``have`` (by ordinal)."""
+        surplus = len(have) - role.replicas
+        if surplus <= 0:
+            free = (o for o in range(role.replicas) if o not in have)
+            return tuple(sorted([*have, *itertools.islice(free, -surplus)]))
+        protected = self.protected_ordinals(group, role)
+        expected = 1 + role.worker_replicas
+
+        def rank(ordinal: int) -> tuple[bool, bool, int, int]:
+            pods = have[ordinal]
+            ready = len(pods) >= expected and all(p.ready for p in pods)
+            return (ordinal in protected, ready, sum(p.deletion_cost for p in pods), -ordinal)
+
+        doomed = set(sorted(have, key=rank)[:surplus])
+        return tuple(o for o in sorted(have) if o not in doomed)
 
     def _layout(self, ms: ModelServing, index: int) -> GroupNames:
         """``group_names(ms, index)``, remembered with the Pods from pass to pass: the names
@@ -479,7 +568,8 @@ class _Sync:
         return next((r for r in old.roles if r.role == role and r.index == ordinal), None)
 
     def ready(self, group: Group) -> bool:
-        """Every Pod its revision describes exists, is not terminating, and is Ready."""
+        """Every Pod its revision describes (RoleRollingUpdate: the current spec) exists, is
+        not terminating, and is Ready."""
         if self.index.seen.get(group.index) is group:
             return self.index.verdicts[group.index].ready
         answer = self._ready.get(group.index)
@@ -490,7 +580,11 @@ class _Sync:
     def _is_ready(self, group: Group) -> bool:
         if not group.all_ready:
             return False
-        names = self.names_for(group.index, group.revision())
+        # RoleRollingUpdate: the replicas the current spec asks for, as membership keeps them
+        # (Kthena's checkServingGroupReady counts the current spec's roles), not those of the
+        # revision older Pods still carry (replicas taken from its ControllerRevision)
+        rev = self.update_revision if self.role_rolling else group.revision()
+        names = self.names_for(group.index, rev)
         if names is None:
             return True
         return names.pods <= group.live_names
@@ -678,10 +772,17 @@ class _Sync:
             if index < self.partition:
                 continue
             group = self.groups[index]
+            wanted = self.role_ordinals(index, self.ms)
             for role in self.ms.spec.template.roles:
+                # Kthena scales the roles before it rolls them: a surplus replica is not rolled
+                kept = role_ordinals(role, wanted)
                 units: dict[str, list[ObservedPod]] = {}
                 for pod in group.live:
-                    if pod.role == role.name and pod.name not in self.deleted_pods:
+                    if (
+                        pod.role == role.name
+                        and pod.name not in self.deleted_pods
+                        and pod.role_index in kept
+                    ):
                         units.setdefault(pod.role_id, []).append(pod)
                 limit = max(1, _scaled(role.max_unavailable, role.replicas, 1, round_up=False))
                 expected = 1 + role.worker_replicas
@@ -840,16 +941,16 @@ class _Sync:
     def create_fresh(self, index: int, current: str | None) -> None:
         """Create a new ServingGroup's missing objects (``create_missing``). While every name
         of its Pods is still held (by a Pod being deleted, or one gone a moment ago) and its
-        Services and PodGroup exist, there is nothing to create: then its plan is not built,
-        and the pass only looks again, as ``create_missing`` would. In a rolling update the
-        control plane takes minutes over, hundreds of ServingGroups wait so in every pass.
-        ``every_group`` builds every plan (what this shortcut is tested against)."""
+        Services exist, there is nothing to create (its PodGroup, when missing, waits for its
+        first Pods while a held name is busy): then its plan is not built, and the pass only
+        looks again, as ``create_missing`` would. In a rolling update the control plane takes
+        minutes over, hundreds of ServingGroups wait so in every pass. ``every_group`` builds
+        every plan (what this shortcut is tested against)."""
         names = self.names_for(index, self.fresh_revision(index, current))
         assert names is not None
         raw, gone = self.podset.raw, self.recently_gone
         if (
             self.every_group
-            or self.missing_pod_group(names.name or group_name(self.ms.name, index)) is not None
             or not (names.pods <= raw.keys() or all(n in raw or n in gone for n in names.pods))
             or not names.services <= self.services.keys()
         ):
@@ -862,6 +963,8 @@ class _Sync:
             or not names.pods.isdisjoint(terminating)
         ):
             self.out.requeue(BUSY_RETRY_SECONDS)
+        elif self.missing_pod_group(names.name or group_name(self.ms.name, index)) is not None:
+            self.create_missing(self.fresh_plan(index, current), set())
 
     def _terminating(self, desired: DesiredPod) -> bool:
         return desired.name in self.terminating_names

@@ -500,8 +500,17 @@ def test_watched_pod_groups_are_read_from_the_cache(
     ]
     kube.edit(MODEL_SERVINGS, "sample", lambda ms: ms["spec"].update(replicas=2))
     rec.reconcile(KEY)
+    # the ServingGroup's Pods are still terminating as far as the cache knows: its PodGroup
+    # waits to be made with its first Pods
+    assert kube.count("create", POD_GROUPS) == 2
+    for pod in rec.cache.objects("pods", NS, "sample"):
+        if pod["metadata"]["name"].startswith("sample-1-"):
+            rec.cache.event("pods", "DELETED", pod)
+    rec.cache._gone.clear()  # (their names have rested)
+    rec.reconcile(KEY)
     assert kube.count("create", POD_GROUPS) == 3
     assert kube.stored(POD_GROUPS, "sample-1") is not None
+    assert "sample-1-server-0-0" in kube.all(PODS)
     # the PodGroups' watch not running: every pass lists them, as without a cache
     rec.pod_groups_watched = lambda: False
     rec.reconcile(KEY)

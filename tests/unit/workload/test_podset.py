@@ -16,6 +16,7 @@ from modelserving.api.modelserving import ModelServingStatus
 from modelserving.workload import groupindex
 from modelserving.workload import sync as sync_module
 from modelserving.workload.observed import (
+    DELETION_COST_ANNOTATION,
     NODE_DELETED,
     NODE_NOT_READY,
     READY_HOOKS_ANNOTATION,
@@ -41,6 +42,7 @@ CHANGES = (
     "foreign",
     "outside the layout",
     "relabel revision",
+    "deletion cost",
 )
 
 
@@ -112,6 +114,8 @@ def changed(pod: dict[str, Any], change: str, n: int) -> dict[str, Any] | None:
         meta["labels"]["modelserving.volcano.sh/role-id"] = "nowhere"
     elif change == "relabel revision":
         meta["labels"]["modelserving.volcano.sh/revision"] = f"old-{n % 2}"
+    elif change == "deletion cost":  # a role's scale-down picks by it
+        meta.setdefault("annotations", {})[DELETION_COST_ANNOTATION] = str(n % 3 - 1)
     return pod
 
 

@@ -54,6 +54,8 @@ class World:
     now: float = 1000.0
     history: dict[str, Any] = field(default_factory=dict)
     lost_nodes: dict[str, str] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    """Names of Pods the watch saw go a moment ago (made again only later)."""
 
     def plan(self) -> SyncPlan:
         plan = sync(
@@ -66,6 +68,7 @@ class World:
             history=self.history,
             gang=True,
             lost_nodes=self.lost_nodes,
+            recently_gone=self.gone,
         )
         assert plan.status is not None
         status = self.ms.status or ModelServingStatus()
@@ -502,6 +505,89 @@ def test_missing_protected_ordinal_is_made_at_the_current_revision() -> None:
     w.converge()
     assert w.revisions()["sample-0-decode-1-0"] == old_rev
     assert images(w)["sample-0-decode-1-1"] == "nginx:1.28.0"
+
+
+def test_missing_protected_replica_keeps_its_serving_group_at_the_old_revision() -> None:
+    """Kthena (``scaleUpRoles`` before ``manageRollingUpdate``) makes a lost protected replica
+    again from the current revision before it looks for outdated replicas, so the ServingGroup
+    keeps its old revision and ``currentRevision`` stays. While the replica's name was still
+    held, ours counted the ServingGroup updated (all its live Pods were new), moved
+    ``currentRevision`` to the new one, and then made the replica at the new revision."""
+    w = role_partitioned(1, replicas=3)
+    w.converge(limit=40)
+    old_rev = w.revisions()["sample-0-decode-0-0"]
+    lost = [n for n in w.pods if n.startswith("sample-0-decode-0-")]
+    for name in lost:
+        del w.pods[name]
+    w.gone = set(lost)
+    plan = w.plan()
+    assert plan.status is not None
+    assert plan.status.current_revision == old_rev
+    assert plan.status.updating and plan.status.updated_replicas == 0
+    w.apply(plan)
+    w.gone = set()
+    w.converge()
+    assert w.revisions()["sample-0-decode-0-0"] == old_rev
+    assert images(w)["sample-0-decode-0-0"] == "nginx:1.28.0"
+    assert {images(w)[f"sample-0-decode-{j}-0"] for j in (1, 2)} == {"nginx:2"}
+
+
+def cost(w: World, name: str, value: int) -> None:
+    w.pods[name]["metadata"]["annotations"] = {DELETION_COST_ANNOTATION: str(value)}
+
+
+def test_role_scale_down_picks_as_kthena_and_scale_up_fills_the_lowest_free_ordinals() -> None:
+    """Kthena's ``scaleDownRoles``: not ready first, then the lowest summed
+    pod-deletion-cost, then the highest ordinal; the replicas kept keep their ordinals, and
+    ``scaleUpRoles`` fills the lowest free ordinals below ``replicas``. Ours deleted the
+    highest ordinals whatever their readiness and cost."""
+    w = world(replicas=1, roles=[role("decode", replicas=4, workers=1)])
+    w.converge()
+    for j in range(4):
+        cost(w, f"sample-0-decode-{j}-0", j * 100)
+    w.ms.spec.template.roles[0].replicas = 2
+    w.converge()
+    assert sorted(w.pods) == [f"sample-0-decode-{j}-{k}" for j in (2, 3) for k in (0, 1)]
+    assert sorted(w.services) == ["sample-0-decode-2-0", "sample-0-decode-3-0"]
+    status = w.plan().status
+    assert status is not None and status.available and status.available_replicas == 1
+    w.pods["sample-0-decode-3-1"]["status"]["conditions"][0]["status"] = "False"
+    w.ms.spec.template.roles[0].replicas = 1
+    w.converge()
+    assert sorted(w.pods) == ["sample-0-decode-2-0", "sample-0-decode-2-1"]
+    w.ms.spec.template.roles[0].replicas = 2
+    w.converge()
+    assert {n.rsplit("-", 1)[0] for n in w.pods} == {"sample-0-decode-0", "sample-0-decode-2"}
+    w.ms.spec.template.roles[0].replicas = 3
+    w.converge()
+    assert {n.rsplit("-", 1)[0] for n in w.pods} == {f"sample-0-decode-{j}" for j in range(3)}
+
+
+def test_role_scale_down_deletes_the_replicas_the_partition_protects_last() -> None:
+    """Kthena: the first ``partition`` replicas go last, whatever their cost."""
+    w = role_partitioned(2, replicas=4)
+    w.converge(limit=40)
+    for j, value in enumerate((0, 0, 50, 100)):
+        cost(w, f"sample-0-decode-{j}-0", value)
+    w.ms.spec.template.roles[0].replicas = 3
+    w.converge(limit=40)
+    assert {n.rsplit("-", 1)[0] for n in w.pods} == {f"sample-0-decode-{j}" for j in (0, 1, 3)}
+    assert images(w)["sample-0-decode-0-0"] == "nginx:1.28.0"
+    assert images(w)["sample-0-decode-3-0"] == "nginx:2"
+
+
+def test_a_role_scaled_down_to_its_protected_replicas_stays_available() -> None:
+    """Kthena's ``checkServingGroupReady`` counts the current spec's role replicas. Ours
+    counted those of the revision the Pods left carry, as its ControllerRevision stored them
+    (5), so the ServingGroup of 3 Ready replicas was never available again."""
+    w = role_partitioned(3, replicas=5)
+    w.converge(limit=40)
+    w.ms.spec.template.roles[0].replicas = 3
+    w.converge(limit=40)
+    assert set(images(w).values()) == {"nginx:1.28.0"}
+    status = w.plan().status
+    assert status is not None
+    assert status.available_replicas == 1 and status.replicas == 1
 
 
 def test_new_serving_group_is_made_at_the_new_revision() -> None:
