@@ -339,7 +339,8 @@ class _Sync:
             )
             complete = not stale and self._settled(group, self.update_revision)
         else:
-            complete = bool(rev) and self._settled(group, rev)
+            repair = self.repair_revision(group, rev)
+            complete = bool(repair) and self._settled(group, repair)
         after = live and group.index >= self.partition
         return Verdict(
             live=live,
@@ -352,6 +353,17 @@ class _Sync:
             new_unready=after and rev == self.update_revision and not ready,
             outdated=after and rev != self.update_revision,
         )
+
+    def repair_revision(self, group: Group, rev: str) -> str:
+        """ServingGroupRollingUpdate: the revision a kept ServingGroup at revision ``rev`` ("":
+        its Pods disagree) has its missing Pods made at. Its own when the partition protects
+        it; else the update revision, whatever revision its other Pods have, as Kthena's
+        ``syncRoleReplicas`` makes a missing Pod or role replica of a ServingGroup the
+        partition does not protect from the current template (the ServingGroup then has Pods
+        of two revisions, and the rolling update replaces it in its turn)."""
+        if rev == self.update_revision or group.index < self.partition:
+            return rev
+        return self.update_revision
 
     def updated(self, group: Group) -> bool:
         """At the update revision (RoleRollingUpdate: each live Pod at its role's template,
@@ -670,10 +682,18 @@ class _Sync:
         uid = self.ms.metadata.uid or ""
         for raw in self.deleted:
             pod = observe_pod(raw, self.ms.name) if owned_by(raw, uid) else None
-            group = self.groups.get(pod.group_index) if pod is not None else None
-            if pod is None or group is None or pod.name in group.live_names:
-                continue  # not ours, its ServingGroup gone whole, or made again since
+            if pod is None:
+                continue  # not ours
+            group = self.groups.get(pod.group_index)
+            if group is not None and pod.name in group.live_names:
+                continue  # made again since
             why = f"Pod {pod.name} was deleted"
+            if group is None:
+                # It was the last Pod of its ServingGroup: what Kthena deletes with it (the
+                # PodGroup and Services of the ServingGroup, or the role replica's Service)
+                # goes, and the ServingGroup is made again on the next pass.
+                self.recover_emptied(pod, policy, why)
+                continue
             if policy == "ServingGroupRecreate":
                 if group.live and group.index not in self.deleted_groups:
                     self.delete_group(group, f"{why}: recreating ServingGroup {pod.group}")
@@ -684,6 +704,22 @@ class _Sync:
             self.delete_role_replica(
                 group, pod.role_id, f"{why}: recreating role replica {pod.role_id}"
             )
+
+    def recover_emptied(self, pod: ObservedPod, policy: str, why: str) -> None:
+        """``recover_deleted`` for a Pod that was all that was left of its ServingGroup."""
+        name = pod.group
+        if policy == "ServingGroupRecreate":
+            before = len(self.out.delete_services) + len(self.out.delete_pod_groups)
+            for svc in self.group_services.get(name, ()):
+                self.delete_service(svc)
+            self.delete_pod_group(name)
+            if len(self.out.delete_services) + len(self.out.delete_pod_groups) > before:
+                self.out.notes.append(f"{why}: recreating ServingGroup {name}")
+        else:
+            service = pod_name(name, pod.role_id, 0)
+            if service in self.services and service not in self.out.service_causes:
+                self.delete_service(service)
+                self.out.notes.append(f"{why}: recreating role replica {pod.role_id}")
 
     def release_lost(self) -> None:
         """Pods on a deleted Node that recovery left (recovery policy None, or terminating
@@ -853,6 +889,11 @@ class _Sync:
 
     def create_missing(self, plan: GroupPlan, skip: set[str]) -> None:
         """Create what ``plan`` describes and does not exist (skipping names in ``skip``)."""
+        if plan.name in self.out.delete_pod_groups:
+            # its PodGroup is being deleted (the ServingGroup deleted whole): it is made again,
+            # PodGroup first, on the next pass
+            self.out.requeue(BUSY_RETRY_SECONDS)
+            return
         work = GroupWork(plan.name, plan.index, self.missing_pod_group(plan.name))
         busy = False
         for replica in plan.roles:
@@ -972,6 +1013,7 @@ class _Sync:
     def membership(self, group: Group) -> None:
         """Inside a kept ServingGroup: create what is missing, delete what no longer belongs."""
         self.cause = "membership"
+        own = group.revision()
         if self.role_rolling:
             rev = self.update_revision
             current = self.hashes
@@ -984,7 +1026,7 @@ class _Sync:
                 # every Pod at its role's template, so the partition keeps none at an older one
                 return
         else:
-            rev = group.revision()
+            rev = self.repair_revision(group, own)
             stale = set()
             if rev and self.complete(group, rev):
                 return
@@ -993,16 +1035,24 @@ class _Sync:
             plan, kept = self.keep_protected(plan, group)
             stale -= kept
         if plan is None:
-            # Outdated with no history: left alone until the rolling update takes it, but it
-            # gets its PodGroup.
+            # Kept at an old revision by the partition with no history (or its Pods of two):
+            # left alone, but it gets its PodGroup.
             name = group_name(self.ms.name, group.index)
             missing = self.missing_pod_group(name)
             if missing is not None:
                 self.out.creates.append(GroupWork(name, group.index, missing))
             return
         wanted = {d.name for d in plan.pods()}
+        keep: set[str] = set()
+        if not self.role_rolling and rev != own:
+            # Made from another revision than its Pods': Kthena deletes only a current role's
+            # surplus replicas there (scaleDownRoles), not a worker or a role the template no
+            # longer has; the rolling update replaces the ServingGroup whole in its turn.
+            roles = {role.name for role in self.ms.spec.template.roles}
+            replicas = {d.place.role_id for d in plan.pods()}
+            keep = {p.role_id for p in group.live if p.role not in roles or p.role_id in replicas}
         for pod in group.live:
-            if pod.name not in wanted and pod.role_id not in stale:
+            if pod.name not in wanted and pod.role_id not in stale and pod.role_id not in keep:
                 self.delete_pod(pod)
         # A stale role replica is left whole to the rolling update (or, protected by the
         # partition with its revision unknown, alone): nothing of the new template is added.
@@ -1015,7 +1065,7 @@ class _Sync:
                 rid = (self.services[name]["metadata"].get("labels") or {}).get(
                     labels.ROLE_ID_LABEL
                 )
-                if rid not in stale:
+                if rid not in stale and rid not in keep:
                     self.delete_service(name)
 
     def complete(self, group: Group, rev: str) -> bool:

@@ -1053,3 +1053,108 @@ def test_the_pod_group_of_a_deleted_group_waits_for_its_pods_names() -> None:
     assert [(g.name, g.pod_group is not None, len(g.pods)) for g in made.creates] == [
         ("sample-0", True, 4)
     ]
+
+
+def stuck_update(**kwargs: Any) -> tuple[World, str, str]:
+    """Two ServingGroups mid-update: ``sample-1`` made again at the new revision and not
+    ready, so ``maxUnavailable: 1`` keeps ``sample-0`` at the old one. Returns the world, the
+    old revision and the new."""
+    w = world(
+        replicas=2,
+        roles=pd_roles(),
+        rolloutStrategy={"rollingUpdateConfiguration": {"maxUnavailable": 1}},
+        **kwargs,
+    )
+    w.converge()
+    old = w.revisions()["sample-0-prefill-0-0"]
+    w.new_image()
+    w.ready = False
+    w.apply(w.plan())  # sample-1 deleted
+    w.apply(w.plan())  # and made again, not ready
+    new = w.revisions()["sample-1-prefill-0-0"]
+    assert old != new and w.plan().delete_pods == []  # stuck
+    return w, old, new
+
+
+def test_a_pod_lost_in_an_outdated_group_comes_back_at_the_update_revision() -> None:
+    """Kthena's syncRoleReplicas makes a missing Pod of a ServingGroup the partition does not
+    protect from the current template (manageRoleReplicasPerGroup, newRevision), whatever its
+    other Pods' revision: the ServingGroup then counts as outdated and is replaced in its
+    turn."""
+    w, old, new = stuck_update(recoveryPolicy="None")
+    del w.pods["sample-0-prefill-0-1"]
+    plan = w.plan()
+    made = [d for g in plan.creates for d in g.pods]
+    assert [d.name for d in made] == ["sample-0-prefill-0-1"]
+    assert made[0].pod["metadata"]["labels"]["modelserving.volcano.sh/revision"] == new
+    assert plan.delete_pods == []
+    w.apply(plan)
+    assert w.revisions()["sample-0-prefill-0-0"] == old  # the others stay
+    for pod in w.pods.values():  # the new Pods get ready: sample-0 is replaced whole
+        pod["status"]["conditions"][0]["status"] = "True"
+    w.ready = True
+    w.converge(limit=20)
+    assert set(w.revisions().values()) == {new}
+
+
+def test_a_role_replica_recovered_in_an_outdated_group_is_made_at_the_update_revision() -> None:
+    w, old, new = stuck_update()
+    plan = deleted_by_someone(w, "sample-0-prefill-0-1")
+    assert [r.name for r in plan.delete_pods] == ["sample-0-prefill-0-0"]
+    w.apply(plan)
+    w.apply(w.plan())
+    revisions = w.revisions()
+    assert revisions["sample-0-prefill-0-0"] == revisions["sample-0-prefill-0-1"] == new
+    assert revisions["sample-0-decode-0-0"] == revisions["sample-0-decode-1-0"] == old
+    assert w.pods["sample-0-prefill-0-0"]["spec"]["containers"][0]["image"] == "nginx:2"
+
+
+def test_an_outdated_group_keeps_what_only_its_own_revision_has() -> None:
+    """A worker or a role the current template no longer has stays in a ServingGroup not yet
+    replaced (Kthena's syncRoleReplicas only creates from the current roles, and deletes only a
+    current role's surplus replicas); a missing Pod is still made from the current one."""
+    w, _, _ = stuck_update(recoveryPolicy="None")
+    roles = w.ms.spec.template.roles
+    roles[0].worker_replicas = 0  # prefill loses its worker
+    w.ms.spec.template.roles = [roles[0]]  # decode goes
+    w.ms.spec.template.roles[0].replicas = 1
+    del w.pods["sample-0-prefill-0-0"]
+    plan = w.plan()
+    assert [d.name for g in plan.creates for d in g.pods if d.name.startswith("sample-0-")] == [
+        "sample-0-prefill-0-0"
+    ]
+    assert not [r.name for r in plan.delete_pods if r.name.startswith("sample-0-")]
+    assert "sample-0-prefill-0-0" not in plan.delete_services
+
+
+def test_the_last_pod_of_a_serving_group_deleted_remakes_its_pod_group_first() -> None:
+    """A ServingGroup of one Pod under ServingGroupRecreate: Kthena's deleteServingGroup still
+    deletes its PodGroup, and the ServingGroup is made again, PodGroup first, on the next pass."""
+    w = world(replicas=1, recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    assert list(w.pods) == ["sample-0-server-0-0"] and list(w.pod_groups) == ["sample-0"]
+    before = pod_group_uids(w)
+    plan = deleted_by_someone(w, "sample-0-server-0-0")
+    assert plan.delete_pod_groups == ["sample-0"]
+    assert plan.creates == [] and plan.requeue_after is not None
+    assert plan.notes == ["Pod sample-0-server-0-0 was deleted: recreating ServingGroup sample-0"]
+    w.apply(plan)
+    made = w.plan()
+    assert [(g.name, g.pod_group is not None, [d.name for d in g.pods]) for g in made.creates] == [
+        ("sample-0", True, ["sample-0-server-0-0"])
+    ]
+    w.apply(made)
+    assert pod_group_uids(w)["sample-0"] != before["sample-0"]
+
+
+def test_the_last_pod_of_a_serving_group_deleted_under_role_recreate_keeps_its_pod_group() -> None:
+    w = world(replicas=1)
+    w.converge()
+    before = pod_group_uids(w)
+    plan = deleted_by_someone(w, "sample-0-server-0-0")
+    assert plan.delete_pod_groups == [] and plan.notes == []
+    w.apply(plan)
+    made = w.plan()  # (its name has rested)
+    assert [d.name for g in made.creates for d in g.pods] == ["sample-0-server-0-0"]
+    w.apply(made)
+    assert pod_group_uids(w) == before
