@@ -30,9 +30,12 @@ from modelserving.api import labels
 from modelserving.controller.manager import Controller
 from tests.integration.conftest import Cluster, wait_for
 from tests.integration.controller_env import Objects, install_crd, running_controller
+from tests.integration.kthena_e2e import (
+    NGINX_ALPINE,
+    basic_model_serving,
+    kthena_role,
+)
 
-NGINX = "nginx:1.28.2"
-NGINX_ALPINE = "nginx:alpine"
 BAD_IMAGE = "nginx:nonexistent-image-99999"
 NOWHERE = {"modelserving.test/node": "none"}
 """A nodeSelector no Node has: kwok makes every Pod it is given Running and Ready whatever its
@@ -49,53 +52,6 @@ def controller(cluster: Cluster) -> Iterator[Controller]:
 @pytest.fixture
 def objs(cluster: Cluster, namespace: str, controller: Controller) -> Objects:
     return Objects(cluster, namespace)
-
-
-# --- Kthena's helpers: createRole, createBasicModelServing -------------------------------------
-
-
-def container(name: str) -> dict[str, Any]:
-    return {"name": name, "image": NGINX, "ports": [{"name": "http", "containerPort": 80}]}
-
-
-def kthena_role(name: str, replicas: int, workers: int) -> dict[str, Any]:
-    """``createRole``: a worker template is always there, even with no workers."""
-    return {
-        "name": name,
-        "replicas": replicas,
-        "entryTemplate": {"spec": {"containers": [container("test-container")]}},
-        "workerReplicas": workers,
-        "workerTemplate": {"spec": {"containers": [container("worker-container")]}},
-    }
-
-
-def basic_model_serving(
-    name: str, groups: int, role_replicas: int = 0, *roles: dict[str, Any]
-) -> dict[str, Any]:
-    """``createBasicModelServing``: one role ``prefill`` (``role_replicas``, 0 meaning 1) unless
-    roles are given; ``ServingGroupRollingUpdate`` with ``maxUnavailable: 2``."""
-    if not roles:
-        roles = (
-            {
-                "name": "prefill",
-                "replicas": role_replicas or 1,
-                "entryTemplate": {"spec": {"containers": [container("test-container")]}},
-                "workerReplicas": 0,
-            },
-        )
-    return {
-        "apiVersion": labels.API_VERSION,
-        "kind": labels.KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": groups,
-            "rolloutStrategy": {
-                "type": "ServingGroupRollingUpdate",
-                "rollingUpdateConfiguration": {"maxUnavailable": 2},
-            },
-            "template": {"roles": list(roles)},
-        },
-    }
 
 
 # --- Kthena's waits and reads -------------------------------------------------------------------

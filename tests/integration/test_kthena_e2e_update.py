@@ -42,9 +42,12 @@ from tests.integration.controller_env import (
     install_crd,
     running_controller,
 )
+from tests.integration.kthena_e2e import NGINX as OLD
+from tests.integration.kthena_e2e import NGINX_ALPINE as NEW
+from tests.integration.kthena_e2e import basic_model_serving as basic
+from tests.integration.kthena_e2e import container, template
+from tests.integration.kthena_e2e import kthena_role as role
 
-OLD = "nginx:1.28.2"  # Kthena's nginxImage
-NEW = "nginx:alpine"  # Kthena's nginxAlpineImage
 BAD = "nginx:role-rollingupdate-maxunavailable-bad-image"
 NO_NODE = {"kthena-e2e/unpullable-image": "true"}
 """A nodeSelector no Node matches: with it a Pod stays Pending, as one whose image cannot be
@@ -86,53 +89,7 @@ def objs(cluster: Cluster, namespace: str, controller: Restartable) -> Objects:
     return Objects(cluster, namespace)
 
 
-# --- Kthena's builders (createRole, createBasicModelServing, createPartitionedModelServing) ---
-
-
-def container(name: str = "test-container", image: str = OLD) -> dict[str, Any]:
-    return {"name": name, "image": image, "ports": [{"name": "http", "containerPort": 80}]}
-
-
-def template(*containers: dict[str, Any]) -> dict[str, Any]:
-    return {"spec": {"containers": list(containers)}}
-
-
-def role(name: str, replicas: int, workers: int) -> dict[str, Any]:
-    """Kthena's ``createRole``: an entry and a worker template, both nginx."""
-    return {
-        "name": name,
-        "replicas": replicas,
-        "entryTemplate": template(container()),
-        "workerReplicas": workers,
-        "workerTemplate": template(container("worker-container")),
-    }
-
-
-def basic(name: str, replicas: int, role_replicas: int = 0, *roles: dict[str, Any]) -> Any:
-    """Kthena's ``createBasicModelServing``: one ``prefill`` role unless roles are given, and
-    ``ServingGroupRollingUpdate`` with ``maxUnavailable: 2``."""
-    if not roles:
-        roles = (
-            {
-                "name": "prefill",
-                "replicas": role_replicas or 1,
-                "entryTemplate": template(container()),
-                "workerReplicas": 0,
-            },
-        )
-    return {
-        "apiVersion": labels.API_VERSION,
-        "kind": labels.KIND,
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "rolloutStrategy": {
-                "type": "ServingGroupRollingUpdate",
-                "rollingUpdateConfiguration": {"maxUnavailable": 2},
-            },
-            "template": {"roles": list(roles)},
-        },
-    }
+# --- Kthena's builders (the rest in tests/integration/kthena_e2e.py) ---------------------------
 
 
 def partitioned(name: str, replicas: int, partition: int) -> Any:
