@@ -51,7 +51,8 @@ class ObservedPod:
     """The UIDs its controller owner references name, as they are (``owned_by``)."""
 
 
-def _timestamp(text: Any) -> float | None:
+def timestamp(text: Any) -> float | None:
+    """An API time (RFC 3339) in seconds since the epoch; None when it is not one."""
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -73,12 +74,12 @@ def _failure(status: Mapping[str, Any]) -> tuple[bool, float | None]:
     times: list[float] = []
     for c in statuses:
         for state in (c.get("state") or {}, c.get("lastState") or {}):
-            stamp = _timestamp((state.get("terminated") or {}).get("finishedAt"))
+            stamp = timestamp((state.get("terminated") or {}).get("finishedAt"))
             if stamp is not None:
                 times.append(stamp)
     for cond in status.get("conditions") or []:
         if cond.get("type") == "Ready" and cond.get("status") != "True":
-            stamp = _timestamp(cond.get("lastTransitionTime"))
+            stamp = timestamp(cond.get("lastTransitionTime"))
             if stamp is not None:
                 times.append(stamp)
     return True, max(times) if times else None
