@@ -49,10 +49,6 @@ TOMBSTONE_S = 120.0
 """How long the UID of an object the watch saw deleted is remembered (longer than any API call
 and list the controller makes takes)."""
 
-OURS_MAX = 65536
-"""How many Pods the controller deleted and the watch has not reported gone yet it remembers
-(``will_delete``): about 6 MB at most."""
-
 DELETED_BY_OTHERS_MAX = 4096
 """Pods deleted by others a ModelServing keeps for its next pass; past that the oldest go (the
 Pods themselves are then made again alone, as after a restart)."""
@@ -82,7 +78,6 @@ _POD_META = (
     "resourceVersion",
     "labels",
     "annotations",
-    "creationTimestamp",
     "deletionTimestamp",
 )
 _CONTAINER = ("name", "restartCount", "state", "lastState")
@@ -101,8 +96,8 @@ def _interned(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def slim(plural: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     """What a pass reads of ``obj``. An object but a Pod: without ``metadata.managedFields``.
-    A Pod: of its metadata the identity, labels, annotations, controller owner, creation and
-    deletion times; of its spec only ``nodeName`` (the rest is the template the controller made;
+    A Pod: of its metadata the identity, labels, annotations, controller owner and deletion
+    time; of its spec only ``nodeName`` (the rest is the template the controller made;
     OnPodReady hooks, which are given the whole Pod, read it from the API); of its status the
     phase, addresses, conditions (type, status, time) and each container's restarts and
     states. A Pod as kwok reports it is about 15.7 KB in Python objects, 9.7 KB without its
@@ -190,7 +185,7 @@ class ObjectCache:
         bucket (None, or no entry: not known)."""
         self._ours: dict[str, float] = {}
         """The UIDs of the Pods the controller is deleting, and when it began, oldest first
-        (at most ``OURS_MAX``)."""
+        (``TOMBSTONE_S``)."""
         self._by_others: dict[Bucket, dict[str, dict[str, Any]]] = {}
         """The last state of each Pod the watch saw deleted that the controller had not
         deleted, by UID, until a pass handles it."""
@@ -246,17 +241,17 @@ class ObjectCache:
 
     def will_delete(self, uid: str) -> None:
         """The controller is about to delete the Pod ``uid``: its deletion is not someone
-        else's. Marked before the request, since the watch may report it before the answer.
-        A mark stays until the watch reports the deletion, however long the Pod takes to go (a
-        long grace period, a Node that stopped answering); only the oldest marks past
-        ``OURS_MAX`` are forgotten."""
+        else's. Marked before the request, since the watch may report it before the answer."""
         now = self._clock()
         with self._lock:
             ours = self._ours
             ours.pop(uid, None)
             ours[uid] = now
-            while len(ours) > OURS_MAX:
-                del ours[next(iter(ours))]
+            while ours:  # oldest first: a mark whose Pod never went is forgotten
+                oldest = next(iter(ours))
+                if ours[oldest] >= now - TOMBSTONE_S:
+                    break
+                del ours[oldest]
 
     def not_deleting(self, uid: str) -> None:
         """The controller's deletion of ``uid`` failed: a later deletion is someone else's."""

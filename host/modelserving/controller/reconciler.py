@@ -241,9 +241,6 @@ class Reconciler:
         primed = self.cache is not None and all(
             self.cache.primed(res.plural, namespace, name) for res in (PODS, SERVICES)
         )
-        # the deletions first: one the watch reports after the Pods are read is read, and
-        # marked handled, only by the next pass, which no longer sees the Pod
-        by_others = self.cache.deleted_by_others(PODS.plural, namespace, name) if self.cache else []
         pods = self._pods(key, ms, selector)
         services = self._owned(SERVICES, key, ms, selector)
         once = 0.0 if primed else time.thread_time() - reading  # a list: a first pass, a resync
@@ -255,6 +252,7 @@ class Reconciler:
                 pod_groups = self.kube.list(POD_GROUPS, namespace, selector)
         history = self._revisions(ms, pods.revisions)
         self._note_failures(pods)
+        by_others = self.cache.deleted_by_others(PODS.plural, namespace, name) if self.cache else []
         plan = sync(
             ms,
             pods,

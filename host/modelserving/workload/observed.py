@@ -51,8 +51,7 @@ class ObservedPod:
     """The UIDs its controller owner references name, as they are (``owned_by``)."""
 
 
-def timestamp(text: Any) -> float | None:
-    """An API time (RFC 3339) in seconds since the epoch; None when it is not one."""
+def _timestamp(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -74,12 +73,12 @@ def _failure(status: Mapping[str, Any]) -> tuple[bool, float | None]:
     times: list[float] = []
     for c in statuses:
         for state in (c.get("state") or {}, c.get("lastState") or {}):
-            stamp = timestamp((state.get("terminated") or {}).get("finishedAt"))
+            stamp = _timestamp((state.get("terminated") or {}).get("finishedAt"))
             if stamp is not None:
                 times.append(stamp)
     for cond in status.get("conditions") or []:
         if cond.get("type") == "Ready" and cond.get("status") != "True":
-            stamp = timestamp(cond.get("lastTransitionTime"))
+            stamp = _timestamp(cond.get("lastTransitionTime"))
             if stamp is not None:
                 times.append(stamp)
     return True, max(times) if times else None

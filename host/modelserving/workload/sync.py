@@ -50,7 +50,6 @@ from modelserving.workload.observed import (
     ObservedPod,
     observe_pod,
     owned_by,
-    timestamp,
 )
 from modelserving.workload.owned import OwnedSet, owned_set
 from modelserving.workload.plan import (
@@ -688,13 +687,6 @@ class _Sync:
             group = self.groups.get(pod.group_index)
             if group is not None and pod.name in group.live_names:
                 continue  # made again since
-            if group is not None and _made_since(
-                group.live if policy == "ServingGroupRecreate" else group.role_replica(pod.role_id),
-                raw,
-            ):
-                # made again after this Pod began to go: an earlier recovery of the same loss
-                # (two Pods evicted together, the second gone after the first's recovery)
-                continue
             why = f"Pod {pod.name} was deleted"
             if group is None:
                 # It was the last Pod of its ServingGroup: what Kthena deletes with it (the
@@ -1328,23 +1320,6 @@ def _same_spec(uid: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def _copied(raw: Mapping[str, Any]) -> dict[str, Any]:
     return dict(json_copy(raw))
-
-
-def _made_since(pods: Iterable[ObservedPod], gone: Mapping[str, Any]) -> bool:
-    """Whether there are live ``pods`` and every one was created after the Pod ``gone`` (its
-    last state) was given its deletion time. Not when a time is missing or unreadable."""
-    began = timestamp((gone.get("metadata") or {}).get("deletionTimestamp"))
-    if began is None:
-        return False
-    seen = False
-    for pod in pods:
-        if pod.terminating:
-            continue
-        made = timestamp((pod.raw.get("metadata") or {}).get("creationTimestamp"))
-        if made is None or made < began:
-            return False
-        seen = True
-    return seen
 
 
 def sync(

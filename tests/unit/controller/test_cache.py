@@ -218,7 +218,6 @@ def test_a_pod_is_kept_with_what_a_pass_reads() -> None:
         "resourceVersion": "1",
         "labels": {labels.NAME_LABEL: "llm", **layout},
         "annotations": {"k": "v"},
-        "creationTimestamp": "t0",  # a recovery tells a Pod made since a deletion by it
         "ownerReferences": [{"uid": "ms-uid", "controller": True}],
     }
     # what a pass decides on is the same from the kept Pod as from the whole one
@@ -551,22 +550,6 @@ def test_a_pod_deleted_by_someone_else_is_kept_for_the_next_pass() -> None:
     cache.handled("pods", "ns", "llm", ["uid-b"])
     assert [p["metadata"]["name"] for p in cache.deleted_by_others("pods", "ns", "llm")] == ["c"]
     cache.drop("ns", "llm")
-    assert cache.deleted_by_others("pods", "ns", "llm") == []
-
-
-def test_the_controllers_own_deletion_stays_its_own_however_long_the_pod_takes() -> None:
-    """A Pod with a long grace period (or on a Node that stopped answering) goes minutes after
-    the controller deleted it, while the controller deletes others: it is still not recovered
-    as someone else's deletion."""
-    now = [0.0]
-    cache = ObjectCache(clock=lambda: now[0])
-    cache.prime("pods", "ns", "llm", [pod("a", 1), pod("b", 1)], "1")
-    cache.will_delete("uid-a")
-    now[0] = 600.0
-    cache.will_delete("uid-b")
-    now[0] = 1200.0
-    cache.event("pods", "DELETED", pod("a", 2))
-    cache.event("pods", "DELETED", pod("b", 2))
     assert cache.deleted_by_others("pods", "ns", "llm") == []
 
 

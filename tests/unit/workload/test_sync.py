@@ -1158,33 +1158,3 @@ def test_the_last_pod_of_a_serving_group_deleted_under_role_recreate_keeps_its_p
     assert [d.name for g in made.creates for d in g.pods] == ["sample-0-server-0-0"]
     w.apply(made)
     assert pod_group_uids(w) == before
-
-
-def test_a_second_pod_of_one_loss_does_not_recreate_the_group_again() -> None:
-    """Two Pods evicted together, the second gone only after the ServingGroup was made again
-    for the first: that is the loss already recovered (Kthena's ServingGroup is still Deleting
-    then), not a new one. A Pod that began to go after the new Pods were made is recovered."""
-    w = world(replicas=1, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
-    w.converge()
-    first, second = "sample-0-decode-0-0", "sample-0-decode-1-0"
-    for name in (first, second):
-        w.pods[name]["metadata"]["deletionTimestamp"] = "2026-12-07T10:00:00Z"
-    plan = deleted_by_someone(w, first)
-    assert plan.delete_pod_groups == ["sample-0"]
-    w.apply(plan)
-    made = w.plan()
-    w.apply(made)
-    new = [d.name for g in made.creates for d in g.pods]
-    assert new and second not in new  # its name is still held
-    for name in new:
-        w.pods[name]["metadata"]["creationTimestamp"] = "2026-12-07T10:00:05Z"
-    again = deleted_by_someone(w, second)
-    assert again.delete_pods == [] and again.delete_pod_groups == [] and again.notes == []
-    w.apply(again)
-    w.converge()
-    later = "sample-0-prefill-0-1"
-    w.pods[later]["metadata"]["deletionTimestamp"] = "2026-12-07T10:01:00Z"
-    for pod in w.pods.values():
-        pod["metadata"].setdefault("creationTimestamp", "2026-12-07T10:00:30Z")
-    recovered = deleted_by_someone(w, later)
-    assert recovered.delete_pod_groups == ["sample-0"]
