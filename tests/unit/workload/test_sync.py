@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,9 @@ class World:
     gone: set[str] = field(default_factory=set)
     """Names of Pods the watch saw go a moment ago (made again only later)."""
 
-    def plan(self) -> SyncPlan:
+    def plan(self, gone: Sequence[str] = (), deleted: Sequence[dict[str, Any]] = ()) -> SyncPlan:
+        """One pass; ``gone`` and ``deleted``: Pods the watch has just seen go (``deleted``:
+        not by the controller), beside those of ``self.gone``."""
         plan = sync(
             self.ms,
             # copies: the tests change Pods in place, and observe_pod remembers an object's answer
@@ -68,7 +70,8 @@ class World:
             history=self.history,
             gang=True,
             lost_nodes=self.lost_nodes,
-            recently_gone=self.gone,
+            recently_gone=[*self.gone, *gone],
+            deleted=deleted,
         )
         assert plan.status is not None
         status = self.ms.status or ModelServingStatus()
@@ -698,16 +701,7 @@ def test_a_pod_deleted_a_moment_ago_is_made_again_a_little_later() -> None:
 def deleted_by_someone(w: World, name: str) -> SyncPlan:
     """A pass after the watch saw ``name`` deleted just now, not by the controller."""
     gone = w.pods.pop(name)
-    return sync(
-        w.ms,
-        [copy.deepcopy(p) for p in w.pods.values()],
-        list(w.services.values()),
-        list(w.pod_groups.values()),
-        now=w.now,
-        gang=True,
-        recently_gone=[name],
-        deleted=[gone],
-    )
+    return w.plan(gone=[name], deleted=[gone])
 
 
 def test_a_pod_deleted_by_someone_else_recreates_its_serving_group() -> None:
@@ -757,15 +751,7 @@ def test_a_deleted_pod_not_to_recover(case: str) -> None:
     if case == "group going":
         for pod in w.pods.values():
             pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    plan = sync(
-        w.ms,
-        [copy.deepcopy(p) for p in w.pods.values()],
-        list(w.services.values()),
-        list(w.pod_groups.values()),
-        now=w.now,
-        gang=True,
-        deleted=[gone],
-    )
+    plan = w.plan(deleted=[gone])
     assert plan.delete_pods == [] and plan.notes == []
     if case in ("none", "other owner"):
         assert [s.name for g in plan.creates for s in g.pods] == ["sample-0-decode-1-0"]
