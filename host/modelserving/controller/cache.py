@@ -49,6 +49,11 @@ TOMBSTONE_S = 120.0
 """How long the UID of an object the watch saw deleted is remembered (longer than any API call
 and list the controller makes takes)."""
 
+OURS_MAX = 65536
+"""Marks of the Pods the controller is deleting (``will_delete``) kept at most; past that the
+oldest go. Bounded by number, not age: a Pod may take any time to go (a long grace period, a
+finalizer), and its deletion is the controller's all the same."""
+
 DELETED_BY_OTHERS_MAX = 4096
 """Pods deleted by others a ModelServing keeps for its next pass; past that the oldest go (the
 Pods themselves are then made again alone, as after a restart)."""
@@ -183,9 +188,8 @@ class ObjectCache:
         self._changed: dict[Bucket, set[str] | None] = {}
         """The names whose object changed, came or went since the last ``changes`` of the
         bucket (None, or no entry: not known)."""
-        self._ours: dict[str, float] = {}
-        """The UIDs of the Pods the controller is deleting, and when it began, oldest first
-        (``TOMBSTONE_S``)."""
+        self._ours: dict[str, bool] = {}
+        """The UIDs of the Pods the controller is deleting, oldest first (``OURS_MAX``)."""
         self._by_others: dict[Bucket, dict[str, dict[str, Any]]] = {}
         """The last state of each Pod the watch saw deleted that the controller had not
         deleted, by UID, until a pass handles it."""
@@ -223,7 +227,7 @@ class ObjectCache:
                 return left
             if event_type == "DELETED":
                 self._remove(key, where, gone=True)
-                ours = self._ours.pop(uid, None) is not None if uid else True
+                ours = not uid or self._ours.pop(uid, False)
                 if plural == "pods" and first and not ours:
                     self._deleted_by_other(key, str(uid), obj)
             else:
@@ -242,16 +246,12 @@ class ObjectCache:
     def will_delete(self, uid: str) -> None:
         """The controller is about to delete the Pod ``uid``: its deletion is not someone
         else's. Marked before the request, since the watch may report it before the answer."""
-        now = self._clock()
         with self._lock:
             ours = self._ours
             ours.pop(uid, None)
-            ours[uid] = now
-            while ours:  # oldest first: a mark whose Pod never went is forgotten
-                oldest = next(iter(ours))
-                if ours[oldest] >= now - TOMBSTONE_S:
-                    break
-                del ours[oldest]
+            ours[uid] = True
+            if len(ours) > OURS_MAX:  # oldest first: a mark whose Pod never went is forgotten
+                del ours[next(iter(ours))]
 
     def not_deleting(self, uid: str) -> None:
         """The controller's deletion of ``uid`` failed: a later deletion is someone else's."""

@@ -271,10 +271,11 @@ class Reconciler:
         )
         self._delete(work, plan)
         # acted on (else, after an API error or with a broken plugin list, the next pass looks
-        # at them again)
+        # at them again; so does it at a deletion reported after this pass read the Pods)
         if by_others and self.cache is not None and work.chain is not None and not work.api_errors:
+            unseen = set(plan.unseen_deletions)
             uids = [str(p["metadata"].get("uid")) for p in by_others]
-            self.cache.handled(PODS.plural, namespace, name, uids)
+            self.cache.handled(PODS.plural, namespace, name, [u for u in uids if u not in unseen])
         self._update_pod_groups(work, plan)
         per_pod = time.thread_time()
         self._create(work, plan)

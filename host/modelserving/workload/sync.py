@@ -9,6 +9,7 @@ the Services of the groups created last, as Kthena's pass does. It decides, as K
   ``restartGracePeriodSeconds`` by the recovery policy: ServingGroupRecreate deletes its whole
   ServingGroup, RoleRecreate its role replica (Pods and Service), None leaves it; a Pod someone
   else deleted (``deleted``) is handled the same way at once, as Kthena's ``handleDeletedPod``;
+  a ServingGroup or role replica being deleted is made again once every Pod of it is gone;
 - rolling update: outdated ServingGroups (or role replicas, for RoleRollingUpdate) at or above
   the partition are deleted, at most ``maxUnavailable`` unavailable at a time, and recreated at
   the new revision. ServingGroupRollingUpdate's partition protects the first N ServingGroups;
@@ -133,6 +134,9 @@ class SyncPlan:
     requeue_after: float | None = None
     notes: list[str] = field(default_factory=list)
     status: SyncStatus | None = None
+    unseen_deletions: list[str] = field(default_factory=list)
+    """The UIDs of Pods given as ``deleted`` that the pass still read among the live ones (the
+    watch reported them gone after the Pods were read): not acted on, they are for a later pass."""
 
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
@@ -686,7 +690,12 @@ class _Sync:
                 continue  # not ours
             group = self.groups.get(pod.group_index)
             if group is not None and pod.name in group.live_names:
-                continue  # made again since
+                seen = self.podset.observed.get(pod.name)
+                if seen is not None and seen.uid == pod.uid:
+                    # read before the watch reported it gone: the next pass acts on it
+                    self.out.unseen_deletions.append(pod.uid)
+                    self.out.requeue(BUSY_RETRY_SECONDS)
+                continue  # else made again since
             why = f"Pod {pod.name} was deleted"
             if group is None:
                 # It was the last Pod of its ServingGroup: what Kthena deletes with it (the
@@ -897,6 +906,12 @@ class _Sync:
         work = GroupWork(plan.name, plan.index, self.missing_pod_group(plan.name))
         busy = False
         for replica in plan.roles:
+            if self.replica_going(replica, skip):
+                # every Pod of the role replica left is being deleted (recovered, replaced):
+                # it is made again once they are all gone, as Kthena waits for a role it is
+                # deleting; made earlier, the later deletions would count as new losses
+                busy = True
+                continue
             for desired in replica.pods():
                 if desired.name in skip:
                     continue
@@ -921,6 +936,19 @@ class _Sync:
                 work.pod_group = None
         if work.steps or work.pod_group is not None:
             self.out.creates.append(work)
+
+    def replica_going(self, replica: RoleReplicaPlan, skip: set[str]) -> bool:
+        """Whether some Pod of ``replica`` exists and every one that does is being deleted."""
+        raw, deleting, terminating = self.podset.raw, self.deleted_pods, self.terminating_names
+        going = False
+        for desired in replica.pods():
+            name = desired.name
+            if name in skip or name not in raw:
+                continue
+            if name not in deleting and name not in terminating:
+                return False
+            going = True
+        return going
 
     def missing_pod_group(self, name: str) -> dict[str, Any] | None:
         """The PodGroup to create for ServingGroup ``name``, if it needs one and has none.
@@ -990,6 +1018,13 @@ class _Sync:
         names = self.names_for(index, self.fresh_revision(index, current))
         assert names is not None
         raw, gone = self.podset.raw, self.recently_gone
+        deleting, terminating = self.deleted_pods, self.terminating_names
+        if not names.pods.isdisjoint(deleting) or not names.pods.isdisjoint(terminating):
+            # the ServingGroup is being deleted (recovered, replaced, scaled in and out): it
+            # is made again once every Pod of it is gone, as Kthena makes a ServingGroup it
+            # deleted; made earlier, a later deletion would count as a new loss
+            self.out.requeue(BUSY_RETRY_SECONDS)
+            return
         if (
             self.every_group
             or not (names.pods <= raw.keys() or all(n in raw or n in gone for n in names.pods))
@@ -997,12 +1032,7 @@ class _Sync:
         ):
             self.create_missing(self.fresh_plan(index, current), set())
             return
-        deleting, terminating = self.deleted_pods, self.terminating_names
-        if (
-            not names.services.isdisjoint(self.out.service_causes)
-            or not names.pods.isdisjoint(deleting)
-            or not names.pods.isdisjoint(terminating)
-        ):
+        if not names.services.isdisjoint(self.out.service_causes):
             self.out.requeue(BUSY_RETRY_SECONDS)
         elif self.missing_pod_group(names.name or group_name(self.ms.name, index)) is not None:
             self.create_missing(self.fresh_plan(index, current), set())

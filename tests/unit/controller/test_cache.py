@@ -14,6 +14,7 @@ from modelserving.api import labels
 from modelserving.api.group import group_pod
 from modelserving.api.place import PodPlace
 from modelserving.chain import Chain
+from modelserving.controller import cache as cache_
 from modelserving.controller.cache import CHANGES_MAX, GONE_S, TOMBSTONE_S, ObjectCache
 from modelserving.controller.kube import CONFIG_MAPS, MODEL_SERVINGS, POD_GROUPS, PODS
 from modelserving.controller.reconciler import Reconciler
@@ -331,8 +332,12 @@ def test_a_pod_deleted_before_its_create_was_answered_is_made_again(
     kube.create = create  # type: ignore[method-assign]
     assert victim not in names(rec.cache, "sample")
     rec.cache._gone.clear()  # (its name has rested)
+    entry = kube.all(PODS)["sample-0-server-0-0"]
+    rec.reconcile(KEY)  # its role replica is recovered: the entry goes first
+    rec.cache.event("pods", "DELETED", entry)  # the watch reports the entry gone
+    rec.cache._gone.clear()
     rec.reconcile(KEY)
-    assert victim in kube.all(PODS)
+    assert sorted(kube.all(PODS)) == ["sample-0-server-0-0", victim]
 
 
 def test_a_pass_works_only_on_the_pods_that_changed(kube: FakeKube, rec: Reconciler) -> None:
@@ -551,6 +556,62 @@ def test_a_pod_deleted_by_someone_else_is_kept_for_the_next_pass() -> None:
     assert [p["metadata"]["name"] for p in cache.deleted_by_others("pods", "ns", "llm")] == ["c"]
     cache.drop("ns", "llm")
     assert cache.deleted_by_others("pods", "ns", "llm") == []
+
+
+def test_the_controllers_own_deletion_stays_its_own_however_long_the_pod_takes_to_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A mark is kept until its Pod goes, whatever the time (a grace period of minutes, a
+    finalizer); only the number of marks is bounded, the oldest going first."""
+    clock = [0.0]
+    cache = ObjectCache(clock=lambda: clock[0])
+    cache.prime("pods", "ns", "llm", [pod(n, 1) for n in "abcd"], "1")
+    cache.will_delete("uid-a")
+    clock[0] = 10 * TOMBSTONE_S
+    cache.will_delete("uid-b")  # a later deletion does not age the first one out
+    clock[0] = 20 * TOMBSTONE_S
+    cache.event("pods", "DELETED", pod("a", 2))
+    assert cache.deleted_by_others("pods", "ns", "llm") == []
+    monkeypatch.setattr(cache_, "OURS_MAX", 2)
+    cache.will_delete("uid-c")
+    cache.will_delete("uid-d")  # three marks: b's, the oldest, goes
+    for name in "bcd":
+        cache.event("pods", "DELETED", pod(name, 2))
+    assert [p["metadata"]["name"] for p in cache.deleted_by_others("pods", "ns", "llm")] == ["b"]
+
+
+def test_a_deletion_reported_after_the_pass_read_the_pods_is_left_for_the_next_pass(
+    kube: FakeKube, rec: Reconciler
+) -> None:
+    """The watch reports the worker deleted between the pass's read of the Pods (it is still
+    there) and its read of the deletions: that pass does not act on it and does not count it
+    handled; the next pass recovers its role replica."""
+    rec.cache = ObjectCache()
+    kube.put(MODEL_SERVINGS, model_serving(replicas=1, workers=1))
+    rec.reconcile(KEY)
+    cache = rec.cache
+    worker = kube.all(PODS)["sample-0-server-0-1"]
+    kube.remove(PODS, "sample-0-server-0-1")
+    read = cache.deleted_by_others
+
+    def late(plural: str, namespace: str, owner: str) -> list[dict[str, Any]]:
+        if cache.by_name("pods", NS, "sample").get("sample-0-server-0-1") is not None:
+            cache.event("pods", "DELETED", worker)
+        return read(plural, namespace, owner)
+
+    rec.cache.deleted_by_others = late  # type: ignore[method-assign]
+    writes = len(kube.writes)
+    after = rec.reconcile(KEY)
+    assert [w for w in kube.writes[writes:] if w[0] == "delete"] == []
+    assert after is not None and after <= 1.0
+    assert [p["metadata"]["name"] for p in read("pods", NS, "sample")] == ["sample-0-server-0-1"]
+    rec.cache._gone.clear()  # (its name has rested)
+    rec.reconcile(KEY)
+    assert [w[:3] for w in kube.writes[writes:] if w[0] == "delete"] == [
+        ("delete", "pods", "sample-0-server-0-0"),
+        ("delete", "services", "sample-0-server-0-0"),
+    ]
+    assert read("pods", NS, "sample") == []
 
 
 def test_a_pod_deleted_by_someone_else_recreates_its_role_replica(

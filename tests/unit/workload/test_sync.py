@@ -757,6 +757,103 @@ def test_a_deleted_pod_not_to_recover(case: str) -> None:
         assert [s.name for g in plan.creates for s in g.pods] == ["sample-0-decode-1-0"]
 
 
+def evict(w: World, *names: str) -> None:
+    """``names`` begin to go together (an eviction, a drain): terminating, not gone yet."""
+    for name in names:
+        w.pods[name]["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:30Z"
+
+
+def settle(w: World, limit: int = 10) -> list[SyncPlan]:
+    """Passes until nothing is to be done, the controller's deletions ending at once; the
+    Pods being deleted by someone else stay until the test lets them go."""
+    plans = []
+    for _ in range(limit):
+        plan = w.plan()
+        plans.append(plan)
+        if not (plan.creates or plan.delete_pods or plan.delete_services):
+            return plans
+        w.apply(plan)
+    raise AssertionError("did not settle")
+
+
+@pytest.mark.parametrize("first", ["sample-0-decode-0-0", "sample-0-prefill-0-1"])
+def test_pods_evicted_together_recreate_their_serving_group_once(first: str) -> None:
+    """Two Pods of one ServingGroup are evicted together and go one after the other. The
+    ServingGroup, deleted for the first, is made again only once the second is gone too (as
+    Kthena waits for a ServingGroup it deletes), so the second's deletion is no new loss."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    second = "sample-0-decode-1-0"
+    evict(w, first, second)
+    plan = deleted_by_someone(w, first)
+    assert plan.notes == [f"Pod {first} was deleted: recreating ServingGroup sample-0"]
+    assert plan.delete_pod_groups == ["sample-0"]
+    w.apply(plan)
+    for plan in settle(w):  # the second is still going: nothing of the ServingGroup is made
+        assert plan.creates == [] and plan.requeue_after == BUSY_RETRY_SECONDS
+    assert list(w.pods) == [second] and w.pod_groups == {}
+    plan = deleted_by_someone(w, second)
+    assert plan.delete_pods == [] and plan.creates == []
+    w.apply(plan)
+    made = [s.name for p in settle(w) for g in p.creates for s in g.pods]
+    assert sorted(made) == sorted(POD_NAMES)
+    uids = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
+    assert settle(w)[0].delete_pods == []
+    assert {n: p["metadata"]["uid"] for n, p in w.pods.items()} == uids
+
+
+POD_NAMES = [
+    "sample-0-decode-0-0",
+    "sample-0-decode-1-0",
+    "sample-0-prefill-0-0",
+    "sample-0-prefill-0-1",
+]
+
+
+def test_pods_evicted_together_recreate_their_role_replica_once() -> None:
+    """RoleRecreate, a role replica of an entry and two workers: both workers are evicted
+    together. The replica is deleted for the first and made again once the second is gone;
+    the other role's Pods are untouched throughout."""
+    roles = [role("prefill", replicas=1, workers=2), role("decode", replicas=1)]
+    w = world(replicas=1, roles=roles, recoveryPolicy="RoleRecreate")
+    w.converge()
+    decode = w.pods["sample-0-decode-0-0"]["metadata"]["uid"]
+    evict(w, "sample-0-prefill-0-1", "sample-0-prefill-0-2")
+    plan = deleted_by_someone(w, "sample-0-prefill-0-1")
+    assert [r.name for r in plan.delete_pods] == ["sample-0-prefill-0-0"]
+    w.apply(plan)
+    for plan in settle(w):
+        assert plan.creates == [] and plan.delete_pods == []
+    plan = deleted_by_someone(w, "sample-0-prefill-0-2")
+    assert plan.delete_pods == []
+    w.apply(plan)
+    settle(w)
+    assert sorted(w.pods) == [
+        "sample-0-decode-0-0",
+        "sample-0-prefill-0-0",
+        "sample-0-prefill-0-1",
+        "sample-0-prefill-0-2",
+    ]
+    assert w.pods["sample-0-decode-0-0"]["metadata"]["uid"] == decode
+    assert "sample-0-prefill-0-0" in w.services
+
+
+def test_a_deletion_the_pass_still_reads_among_the_live_pods_waits_for_the_next_pass() -> None:
+    """The watch reported a Pod gone after the pass read the Pods: it is still among them, with
+    the UID of the one deleted. Nothing is done for it, and its UID is given back so the
+    deletion stays for the next pass, which recovers it."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    gone = copy.deepcopy(w.pods["sample-0-decode-1-0"])
+    plan = w.plan(deleted=[gone])
+    assert plan.delete_pods == [] and plan.notes == [] and plan.creates == []
+    assert plan.unseen_deletions == [gone["metadata"]["uid"]]
+    assert plan.requeue_after == BUSY_RETRY_SECONDS
+    plan = deleted_by_someone(w, "sample-0-decode-1-0")
+    assert plan.unseen_deletions == []
+    assert plan.notes == ["Pod sample-0-decode-1-0 was deleted: recreating ServingGroup sample-0"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_a_complete_group_is_decided_as_if_it_were_planned(data: st.DataObject) -> None:
@@ -944,8 +1041,9 @@ def test_a_new_serving_group_below_the_partition_waits_for_its_names_at_the_curr
     None
 ):
     """ServingGroup 0, below the partition, is made again at the current revision, whose role
-    has two replicas where the new one has one. One of those two names is free: its plan is
-    built and that Pod made, though the one name the new revision has is still held."""
+    has two replicas where the new one has one. One of those two names is free, the other held
+    by a Pod of the ServingGroup being deleted: nothing is made until that Pod is gone (as
+    Kthena waits for a ServingGroup it deletes), then both, at the current revision."""
     strategy = {
         "type": "ServingGroupRollingUpdate",
         "rollingUpdateConfiguration": {"maxUnavailable": 1, "partition": 2},
@@ -971,8 +1069,15 @@ def test_a_new_serving_group_below_the_partition_waits_for_its_names_at_the_curr
     inputs: dict[str, Any] = {"now": 1000.0, "history": history}
     plan = sync(new, pods, **inputs)
     assert summary(plan) == summary(sync(new, pods, every_group=True, **inputs))
-    made = [s.name for c in plan.creates for s in c.steps if isinstance(s, DesiredPod)]
-    assert made == ["sample-0-server-1-0"]
+    assert plan.creates == [] and plan.requeue_after == 1.0
+    pods.remove(held)
+    plan = sync(new, pods, **inputs)
+    assert summary(plan) == summary(sync(new, pods, every_group=True, **inputs))
+    made = [s for c in plan.creates for s in c.steps if isinstance(s, DesiredPod)]
+    assert [s.name for s in made] == ["sample-0-server-0-0", "sample-0-server-1-0"]
+    assert {s.pod["metadata"]["labels"]["modelserving.volcano.sh/revision"] for s in made} == {
+        current
+    }
 
 
 def pod_group_uids(w: World) -> dict[str, int]:
