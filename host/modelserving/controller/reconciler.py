@@ -201,6 +201,10 @@ class Reconciler:
         self.known_revisions: dict[Key, _Revisions] = {}
         """Each ModelServing's ControllerRevisions as its last pass left them: a pass lists them
         only when the current revision is not among them or ``REVISIONS_RELIST_S`` has passed."""
+        self.deleting: dict[Key, tuple[str, frozenset[str]]] = {}
+        """Each ModelServing's (by UID) ServingGroups and role replicas its passes deleted whole
+        that still have Pods (``SyncPlan.deleting``): made again once those are gone. Kept in
+        memory only, as Kthena's store keeps them: after a restart, missing Pods are made again."""
         self.decide_seconds: dict[Key, float] = {}
         """The CPU each ModelServing's last pass spent on what every pass repeats, however
         little changed: reading the ModelServing and its revisions, bringing its Pods up to
@@ -267,8 +271,13 @@ class Reconciler:
                 self.cache.recently_gone(PODS.plural, namespace, name) if self.cache else ()
             ),
             deleted=by_others,
+            deleting=self._deleting(key, ms.metadata.uid),
             ready_hooks=work.chain is not None and work.chain.serves(Hook.ON_POD_READY),
         )
+        if plan.deleting:
+            self.deleting[key] = (ms.metadata.uid or "", plan.deleting)
+        else:
+            self.deleting.pop(key, None)
         self._delete(work, plan)
         # acted on (else, after an API error or with a broken plugin list, the next pass looks
         # at them again; so does it at a deletion reported after this pass read the Pods)
@@ -308,8 +317,13 @@ class Reconciler:
                 latest.offer(raw)
         return raw
 
+    def _deleting(self, key: Key, uid: str | None) -> frozenset[str]:
+        kept = self.deleting.get(key)
+        return kept[1] if kept is not None and kept[0] == (uid or "") else frozenset()
+
     def forget(self, key: Key) -> None:
         self.decide_seconds.pop(key, None)
+        self.deleting.pop(key, None)
         self.known_revisions.pop(key, None)
         self.pod_sets.pop(key, None)
         for res in (SERVICES, POD_GROUPS):

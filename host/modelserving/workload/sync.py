@@ -137,6 +137,11 @@ class SyncPlan:
     unseen_deletions: list[str] = field(default_factory=list)
     """The UIDs of Pods given as ``deleted`` that the pass still read among the live ones (the
     watch reported them gone after the Pods were read): not acted on, they are for a later pass."""
+    deleting: frozenset[str] = frozenset()
+    """The ServingGroups (by name) and role replicas (``group/role-id``) the controller deleted
+    whole, this pass or before, that still have Pods: give them to the next pass as
+    ``deleting``. Each is made again only once every Pod of it is gone, as Kthena waits for a
+    ServingGroup or role it is deleting."""
 
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
@@ -172,9 +177,13 @@ class _Sync:
         recently_gone: set[str],
         every_group: bool = False,
         deleted: Sequence[Mapping[str, Any]] = (),
+        deleting: AbstractSet[str] = frozenset(),
     ) -> None:
         self.ms = ms
         self.deleted = deleted
+        self.deleting = set(deleting)
+        """The ServingGroups and role replicas being deleted whole (``SyncPlan.deleting``),
+        those this pass deletes added."""
         self.every_group = every_group
         """Visit every ServingGroup in every step, not only those the index says may need it
         (slower: the reference the index's shortcuts are tested against)."""
@@ -620,6 +629,7 @@ class _Sync:
     def delete_group(self, group: Group, why: str | None) -> None:
         self.deleted_groups.add(group.index)
         self.touched.add(group.index)
+        self.deleting.add(group_name(self.ms.name, group.index))
         for pod in group.pods:
             self.delete_pod(pod)
         for svc in self.group_services.get(group_name(self.ms.name, group.index), ()):
@@ -635,6 +645,7 @@ class _Sync:
 
     def delete_role_replica(self, group: Group, rid: str, why: str | None) -> None:
         self.touched.add(group.index)
+        self.deleting.add(f"{group_name(self.ms.name, group.index)}/{rid}")
         for pod in group.role_replica(rid):
             self.delete_pod(pod)
         self.delete_service(pod_name(group_name(self.ms.name, group.index), rid, 0))
@@ -676,9 +687,10 @@ class _Sync:
         (``deleted``: the watch saw it go, and the controller had not deleted it) is recovered
         by the policy at once: ServingGroupRecreate deletes the rest of its ServingGroup,
         RoleRecreate the rest of its role replica (Pods and Service); both are then made
-        again. A ServingGroup or role replica whose other Pods are all terminating already is
-        left to that deletion, as Kthena leaves one it is deleting; under None the Pod is
-        made again alone (membership)."""
+        again. A Pod of a ServingGroup or role replica being deleted whole (``deleting``) is
+        part of that deletion, as Kthena's ``handleDeletionInProgress`` takes it; one whose
+        other Pods are all terminating already is left to their deletion, and waits for them
+        as one being deleted. Under None the Pod is made again alone (membership)."""
         policy = self.ms.spec.recovery_policy
         if policy == "None" or not self.deleted:
             return
@@ -696,6 +708,10 @@ class _Sync:
                     self.out.unseen_deletions.append(pod.uid)
                     self.out.requeue(BUSY_RETRY_SECONDS)
                 continue  # else made again since
+            name = group_name(self.ms.name, pod.group_index)
+            unit = f"{name}/{pod.role_id}"
+            if name in self.deleting or unit in self.deleting:
+                continue  # part of a deletion under way
             why = f"Pod {pod.name} was deleted"
             if group is None:
                 # It was the last Pod of its ServingGroup: what Kthena deletes with it (the
@@ -704,11 +720,14 @@ class _Sync:
                 self.recover_emptied(pod, policy, why)
                 continue
             if policy == "ServingGroupRecreate":
-                if group.live and group.index not in self.deleted_groups:
+                if group.live:
                     self.delete_group(group, f"{why}: recreating ServingGroup {pod.group}")
+                else:  # the rest is going already: made again once it is gone
+                    self.deleting.add(name)
                 continue
             rest = group.role_replica(pod.role_id)
             if rest and all(p.terminating or p.name in self.deleted_pods for p in rest):
+                self.deleting.add(unit)
                 continue
             self.delete_role_replica(
                 group, pod.role_id, f"{why}: recreating role replica {pod.role_id}"
@@ -903,13 +922,21 @@ class _Sync:
             # PodGroup first, on the next pass
             self.out.requeue(BUSY_RETRY_SECONDS)
             return
+        group = self.groups.get(plan.index)
+        name = group_name(self.ms.name, plan.index)
+        if group is not None and self.going(group, name):
+            # deleted whole (recovered, replaced, scaled in): it is made again once every Pod
+            # of it is gone, as Kthena makes a ServingGroup it deleted; made earlier, a later
+            # deletion (a Pod evicted with the first) would count as a new loss
+            self.out.requeue(BUSY_RETRY_SECONDS)
+            return
         work = GroupWork(plan.name, plan.index, self.missing_pod_group(plan.name))
         busy = False
         for replica in plan.roles:
-            if self.replica_going(replica, skip):
-                # every Pod of the role replica left is being deleted (recovered, replaced):
-                # it is made again once they are all gone, as Kthena waits for a role it is
-                # deleting; made earlier, the later deletions would count as new losses
+            if group is not None and self.going(group, name, role_id(replica.role, replica.index)):
+                # deleted whole (recovered, replaced) and some Pod of it still going: it is
+                # made again once they are all gone, as Kthena waits for a role it is
+                # deleting; made earlier, a later deletion would count as a new loss
                 busy = True
                 continue
             for desired in replica.pods():
@@ -937,18 +964,27 @@ class _Sync:
         if work.steps or work.pod_group is not None:
             self.out.creates.append(work)
 
-    def replica_going(self, replica: RoleReplicaPlan, skip: set[str]) -> bool:
-        """Whether some Pod of ``replica`` exists and every one that does is being deleted."""
-        raw, deleting, terminating = self.podset.raw, self.deleted_pods, self.terminating_names
-        going = False
-        for desired in replica.pods():
-            name = desired.name
-            if name in skip or name not in raw:
-                continue
-            if name not in deleting and name not in terminating:
-                return False
-            going = True
-        return going
+    def going(self, group: Group, name: str, rid: str | None = None) -> bool:
+        """Whether the ServingGroup ``name`` (``group``'s Pods), or its role replica ``rid``,
+        is being deleted whole (``deleting``) and some Pod of it is still there: every Pod of
+        it by its labels counts, those of a layout the current revision no longer has too."""
+        if (name if rid is None else f"{name}/{rid}") not in self.deleting:
+            return False
+        pods = group.pods if rid is None else group.role_replica(rid)
+        deleting = self.deleted_pods
+        return bool(pods) and all(p.terminating or p.name in deleting for p in pods)
+
+    def still_deleting(self) -> frozenset[str]:
+        """``deleting`` without what is gone, or was not deleted after all (a Pod of it is
+        live and kept: the delete failed, or it was made again)."""
+        kept = set()
+        for unit in self.deleting:
+            name, _, rid = unit.partition("/")
+            index = _group_index(self.ms.name, name)
+            group = None if index is None else self.groups.get(index)
+            if group is not None and self.going(group, name, rid or None):
+                kept.add(unit)
+        return frozenset(kept)
 
     def missing_pod_group(self, name: str) -> dict[str, Any] | None:
         """The PodGroup to create for ServingGroup ``name``, if it needs one and has none.
@@ -1018,13 +1054,6 @@ class _Sync:
         names = self.names_for(index, self.fresh_revision(index, current))
         assert names is not None
         raw, gone = self.podset.raw, self.recently_gone
-        deleting, terminating = self.deleted_pods, self.terminating_names
-        if not names.pods.isdisjoint(deleting) or not names.pods.isdisjoint(terminating):
-            # the ServingGroup is being deleted (recovered, replaced, scaled in and out): it
-            # is made again once every Pod of it is gone, as Kthena makes a ServingGroup it
-            # deleted; made earlier, a later deletion would count as a new loss
-            self.out.requeue(BUSY_RETRY_SECONDS)
-            return
         if (
             self.every_group
             or not (names.pods <= raw.keys() or all(n in raw or n in gone for n in names.pods))
@@ -1032,7 +1061,12 @@ class _Sync:
         ):
             self.create_missing(self.fresh_plan(index, current), set())
             return
-        if not names.services.isdisjoint(self.out.service_causes):
+        deleting, terminating = self.deleted_pods, self.terminating_names
+        if (
+            not names.services.isdisjoint(self.out.service_causes)
+            or not names.pods.isdisjoint(deleting)
+            or not names.pods.isdisjoint(terminating)
+        ):
             self.out.requeue(BUSY_RETRY_SECONDS)
         elif self.missing_pod_group(names.name or group_name(self.ms.name, index)) is not None:
             self.create_missing(self.fresh_plan(index, current), set())
@@ -1365,6 +1399,7 @@ def sync(
     lost_nodes: Mapping[str, str] | None = None,
     recently_gone: Iterable[str] = (),
     deleted: Sequence[Mapping[str, Any]] = (),
+    deleting: AbstractSet[str] = frozenset(),
     ready_hooks: bool = True,
     every_group: bool = False,
 ) -> SyncPlan:
@@ -1383,7 +1418,9 @@ def sync(
     ``recently_gone`` names Pods deleted a moment ago: they are made again a little later, as if
     still terminating. ``deleted`` holds the last state of Pods someone else deleted (the
     controller did not), each to be recovered once by the recovery policy, as Kthena recovers
-    a deleted Pod (``recover_deleted``). ``ready_hooks=False`` (no plugin has an OnPodReady
+    a deleted Pod (``recover_deleted``). ``deleting`` is the last pass's ``SyncPlan.deleting``:
+    the ServingGroups and role replicas deleted whole that are made again only once every Pod of
+    them is gone. ``ready_hooks=False`` (no plugin has an OnPodReady
     hook) leaves ``SyncPlan.ready_hooks`` empty without looking at every Ready Pod.
     ``every_group=True`` visits every ServingGroup in every step instead of only those the
     ``GroupIndex`` names (the same plan, slower: what the index is tested against).
@@ -1403,6 +1440,7 @@ def sync(
         gone,
         every_group,
         deleted,
+        deleting,
     )
     previous = ms.status.current_revision if ms.status else None
     s.out.status = s.status(previous)
@@ -1436,6 +1474,7 @@ def sync(
     s.orphans(named, dead)
     s.out.groups = names
     s.pod_group_updates(named)
+    s.out.deleting = s.still_deleting()
     if ready_hooks:
         s.ready_hooks()
     return s.out

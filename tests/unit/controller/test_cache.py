@@ -334,10 +334,14 @@ def test_a_pod_deleted_before_its_create_was_answered_is_made_again(
     rec.cache._gone.clear()  # (its name has rested)
     entry = kube.all(PODS)["sample-0-server-0-0"]
     rec.reconcile(KEY)  # its role replica is recovered: the entry goes first
+    rec.reconcile(KEY)  # the entry still going: the role replica waits for it, kept in memory
+    assert kube.all(PODS) == {}
+    assert rec.deleting[KEY][1] == {"sample-0/server-0"}
     rec.cache.event("pods", "DELETED", entry)  # the watch reports the entry gone
     rec.cache._gone.clear()
     rec.reconcile(KEY)
     assert sorted(kube.all(PODS)) == ["sample-0-server-0-0", victim]
+    assert KEY not in rec.deleting
 
 
 def test_a_pass_works_only_on_the_pods_that_changed(kube: FakeKube, rec: Reconciler) -> None:

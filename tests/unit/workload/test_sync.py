@@ -56,6 +56,8 @@ class World:
     lost_nodes: dict[str, str] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
     """Names of Pods the watch saw go a moment ago (made again only later)."""
+    deleting: frozenset[str] = frozenset()
+    """What the last pass said is being deleted whole (``SyncPlan.deleting``)."""
 
     def plan(self, gone: Sequence[str] = (), deleted: Sequence[dict[str, Any]] = ()) -> SyncPlan:
         """One pass; ``gone`` and ``deleted``: Pods the watch has just seen go (``deleted``:
@@ -72,7 +74,9 @@ class World:
             lost_nodes=self.lost_nodes,
             recently_gone=[*self.gone, *gone],
             deleted=deleted,
+            deleting=self.deleting,
         )
+        self.deleting = plan.deleting
         assert plan.status is not None
         status = self.ms.status or ModelServingStatus()
         status.current_revision = plan.status.current_revision
@@ -792,10 +796,10 @@ def test_pods_evicted_together_recreate_their_serving_group_once(first: str) -> 
     for plan in settle(w):  # the second is still going: nothing of the ServingGroup is made
         assert plan.creates == [] and plan.requeue_after == BUSY_RETRY_SECONDS
     assert list(w.pods) == [second] and w.pod_groups == {}
-    plan = deleted_by_someone(w, second)
-    assert plan.delete_pods == [] and plan.creates == []
+    plan = deleted_by_someone(w, second)  # the ServingGroup is gone: it is made again
+    assert plan.delete_pods == [] and plan.deleting == frozenset()
     w.apply(plan)
-    made = [s.name for p in settle(w) for g in p.creates for s in g.pods]
+    made = [s.name for p in [plan, *settle(w)] for g in p.creates for s in g.pods]
     assert sorted(made) == sorted(POD_NAMES)
     uids = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
     assert settle(w)[0].delete_pods == []
@@ -836,6 +840,66 @@ def test_pods_evicted_together_recreate_their_role_replica_once() -> None:
     ]
     assert w.pods["sample-0-decode-0-0"]["metadata"]["uid"] == decode
     assert "sample-0-prefill-0-0" in w.services
+
+
+@pytest.mark.parametrize("rollout", ["ServingGroupRollingUpdate", "RoleRollingUpdate"])
+def test_a_pod_the_new_revision_no_longer_has_is_waited_for_too(rollout: str) -> None:
+    """A worker is evicted (slow to go) as a new revision drops it (two workers to one). The
+    update deletes the ServingGroup (or the role replica), which is made again only once that
+    worker is gone too, though the new layout has no such name; its deletion then recovers
+    nothing again."""
+    policy = "ServingGroupRecreate" if rollout == "ServingGroupRollingUpdate" else "RoleRecreate"
+    roles = [role("prefill", replicas=1, workers=2), role("decode", replicas=1)]
+    w = world(replicas=1, roles=roles, recoveryPolicy=policy, rolloutStrategy={"type": rollout})
+    w.converge()
+    evict(w, "sample-0-prefill-0-2")
+    w.ms.spec.template.roles[0].worker_replicas = 1
+    plans = settle(w)
+    assert {r.name for p in plans for r in p.delete_pods} >= {"sample-0-prefill-0-0"}
+    assert [g for p in plans for g in p.creates if g.pods] == []
+    plan = deleted_by_someone(w, "sample-0-prefill-0-2")
+    assert plan.notes == [] and plan.delete_pods == []
+    w.apply(plan)
+    settle(w)
+    assert sorted(w.pods) == ["sample-0-decode-0-0", "sample-0-prefill-0-0", "sample-0-prefill-0-1"]
+
+
+@pytest.mark.parametrize("policy", ["None", "RoleRecreate"])
+def test_a_pod_stuck_terminating_holds_only_what_is_being_deleted_with_it(policy: str) -> None:
+    """A Pod evicted and stuck terminating (its Node not Ready, a finalizer) that the
+    controller is not deleting whole with others: the rest of its ServingGroup, gone
+    meanwhile, is made again around it, as Kthena makes every role replica short of Pods."""
+    w = world(replicas=1, roles=[role("server", replicas=2)], recoveryPolicy=policy)
+    w.converge()
+    evict(w, "sample-0-server-0-0")
+    w.apply(deleted_by_someone(w, "sample-0-server-1-0"))
+    made = [s.name for p in settle(w) for g in p.creates for s in g.pods]
+    assert made == ["sample-0-server-1-0"]
+    assert w.pods["sample-0-server-0-0"]["metadata"].get("deletionTimestamp")
+
+
+def test_serving_group_recreate_waits_for_pods_going_already() -> None:
+    """ServingGroupRecreate: a Pod is deleted by someone else while every other Pod of its
+    ServingGroup is terminating already (evicted with it). Nothing more is deleted, and the
+    ServingGroup is made again once they are gone, as Kthena's deleteServingGroup waits; a
+    controller that restarted meanwhile (no memory of it) makes the missing Pods at once."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy="ServingGroupRecreate")
+    w.converge()
+    evict(w, *POD_NAMES)
+    plan = deleted_by_someone(w, "sample-0-prefill-0-0")
+    assert plan.delete_pods == [] and plan.deleting == {"sample-0"}
+    w.apply(plan)
+    assert [g for p in settle(w) for g in p.creates] == []
+    restarted = World(w.ms, pods=w.pods, services=w.services, pod_groups=w.pod_groups)
+    assert [s.name for g in restarted.plan().creates for s in g.pods] == ["sample-0-prefill-0-0"]
+    for name in POD_NAMES[:2]:
+        plan = deleted_by_someone(w, name)
+        assert plan.notes == [] and plan.creates == []
+    plan = deleted_by_someone(w, "sample-0-prefill-0-1")
+    assert plan.notes == [] and plan.deleting == frozenset()
+    w.apply(plan)
+    settle(w)
+    assert sorted(w.pods) == POD_NAMES
 
 
 def test_a_deletion_the_pass_still_reads_among_the_live_pods_waits_for_the_next_pass() -> None:
@@ -1041,9 +1105,8 @@ def test_a_new_serving_group_below_the_partition_waits_for_its_names_at_the_curr
     None
 ):
     """ServingGroup 0, below the partition, is made again at the current revision, whose role
-    has two replicas where the new one has one. One of those two names is free, the other held
-    by a Pod of the ServingGroup being deleted: nothing is made until that Pod is gone (as
-    Kthena waits for a ServingGroup it deletes), then both, at the current revision."""
+    has two replicas where the new one has one. One of those two names is free: its plan is
+    built and that Pod made, though the one name the new revision has is still held."""
     strategy = {
         "type": "ServingGroupRollingUpdate",
         "rollingUpdateConfiguration": {"maxUnavailable": 1, "partition": 2},
@@ -1069,15 +1132,8 @@ def test_a_new_serving_group_below_the_partition_waits_for_its_names_at_the_curr
     inputs: dict[str, Any] = {"now": 1000.0, "history": history}
     plan = sync(new, pods, **inputs)
     assert summary(plan) == summary(sync(new, pods, every_group=True, **inputs))
-    assert plan.creates == [] and plan.requeue_after == 1.0
-    pods.remove(held)
-    plan = sync(new, pods, **inputs)
-    assert summary(plan) == summary(sync(new, pods, every_group=True, **inputs))
-    made = [s for c in plan.creates for s in c.steps if isinstance(s, DesiredPod)]
-    assert [s.name for s in made] == ["sample-0-server-0-0", "sample-0-server-1-0"]
-    assert {s.pod["metadata"]["labels"]["modelserving.volcano.sh/revision"] for s in made} == {
-        current
-    }
+    made = [s.name for c in plan.creates for s in c.steps if isinstance(s, DesiredPod)]
+    assert made == ["sample-0-server-1-0"]
 
 
 def pod_group_uids(w: World) -> dict[str, int]:
