@@ -710,7 +710,7 @@ class _Sync:
                 continue  # else made again since
             name = group_name(self.ms.name, pod.group_index)
             unit = f"{name}/{pod.role_id}"
-            if name in self.deleting or unit in self.deleting:
+            if self.under_way(group, name) or self.under_way(group, name, pod.role_id):
                 continue  # part of a deletion under way
             why = f"Pod {pod.name} was deleted"
             if group is None:
@@ -973,6 +973,19 @@ class _Sync:
         pods = group.pods if rid is None else group.role_replica(rid)
         deleting = self.deleted_pods
         return bool(pods) and all(p.terminating or p.name in deleting for p in pods)
+
+    def under_way(self, group: Group | None, name: str, rid: str | None = None) -> bool:
+        """Whether the deletion of the ServingGroup ``name``, or of its role replica ``rid``,
+        is under way or done: listed in ``deleting`` with no Pod of it live and kept. One
+        decided and not carried out (the pass failed, or had no working plugin list) is not:
+        a Pod deleted from it is recovered again."""
+        if (name if rid is None else f"{name}/{rid}") not in self.deleting:
+            return False
+        return (
+            group is None
+            or self.going(group, name, rid)
+            or not (group.pods if rid is None else group.role_replica(rid))
+        )
 
     def still_deleting(self) -> frozenset[str]:
         """``deleting`` without what is gone, or was not deleted after all (a Pod of it is

@@ -902,6 +902,25 @@ def test_serving_group_recreate_waits_for_pods_going_already() -> None:
     assert sorted(w.pods) == POD_NAMES
 
 
+@pytest.mark.parametrize("policy", ["ServingGroupRecreate", "RoleRecreate"])
+def test_a_recovery_decided_and_not_carried_out_is_decided_again(policy: str) -> None:
+    """The pass that decided a recovery did not delete anything (its API calls failed, or the
+    plugin list was broken), so the deletion stays unhandled: the next pass recovers it again
+    though the ServingGroup or role replica is listed as being deleted, since every Pod of it
+    is still live."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy=policy)
+    w.converge()
+    victim = "sample-0-prefill-0-0"
+    gone = w.pods.pop(victim)
+    first = w.plan(gone=[victim], deleted=[gone])
+    assert first.delete_pods and w.deleting  # decided, not carried out
+    again = w.plan(deleted=[gone])
+    assert summary(again) == summary(first) and again.notes == first.notes
+    w.apply(again)
+    made = [s.name for p in settle(w) for g in p.creates for s in g.pods]
+    assert sorted(made) == (POD_NAMES if policy == "ServingGroupRecreate" else POD_NAMES[2:])
+
+
 def test_a_deletion_the_pass_still_reads_among_the_live_pods_waits_for_the_next_pass() -> None:
     """The watch reported a Pod gone after the pass read the Pods: it is still among them, with
     the UID of the one deleted. Nothing is done for it, and its UID is given back so the
