@@ -762,22 +762,10 @@ def test_a_deleted_pod_not_to_recover(case: str) -> None:
 
 
 def evict(w: World, *names: str) -> None:
-    """``names`` begin to go together (an eviction, a drain): terminating, not gone yet."""
+    """``names`` begin to go together (an eviction, a drain): terminating, not gone yet.
+    Passes (``converge``) leave them so until the test lets them go (``deleted_by_someone``)."""
     for name in names:
         w.pods[name]["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:30Z"
-
-
-def settle(w: World, limit: int = 10) -> list[SyncPlan]:
-    """Passes until nothing is to be done, the controller's deletions ending at once; the
-    Pods being deleted by someone else stay until the test lets them go."""
-    plans = []
-    for _ in range(limit):
-        plan = w.plan()
-        plans.append(plan)
-        if not (plan.creates or plan.delete_pods or plan.delete_services):
-            return plans
-        w.apply(plan)
-    raise AssertionError("did not settle")
 
 
 @pytest.mark.parametrize("first", ["sample-0-decode-0-0", "sample-0-prefill-0-1"])
@@ -793,16 +781,16 @@ def test_pods_evicted_together_recreate_their_serving_group_once(first: str) -> 
     assert plan.notes == [f"Pod {first} was deleted: recreating ServingGroup sample-0"]
     assert plan.delete_pod_groups == ["sample-0"]
     w.apply(plan)
-    for plan in settle(w):  # the second is still going: nothing of the ServingGroup is made
+    for plan in w.converge():  # the second is still going: nothing of the ServingGroup is made
         assert plan.creates == [] and plan.requeue_after == BUSY_RETRY_SECONDS
     assert list(w.pods) == [second] and w.pod_groups == {}
     plan = deleted_by_someone(w, second)  # the ServingGroup is gone: it is made again
     assert plan.delete_pods == [] and plan.deleting == frozenset()
     w.apply(plan)
-    made = [s.name for p in [plan, *settle(w)] for g in p.creates for s in g.pods]
+    made = [s.name for p in [plan, *w.converge()] for g in p.creates for s in g.pods]
     assert sorted(made) == sorted(POD_NAMES)
     uids = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
-    assert settle(w)[0].delete_pods == []
+    assert w.converge()[0].delete_pods == []
     assert {n: p["metadata"]["uid"] for n, p in w.pods.items()} == uids
 
 
@@ -826,12 +814,12 @@ def test_pods_evicted_together_recreate_their_role_replica_once() -> None:
     plan = deleted_by_someone(w, "sample-0-prefill-0-1")
     assert [r.name for r in plan.delete_pods] == ["sample-0-prefill-0-0"]
     w.apply(plan)
-    for plan in settle(w):
+    for plan in w.converge():
         assert plan.creates == [] and plan.delete_pods == []
     plan = deleted_by_someone(w, "sample-0-prefill-0-2")
     assert plan.delete_pods == []
     w.apply(plan)
-    settle(w)
+    w.converge()
     assert sorted(w.pods) == [
         "sample-0-decode-0-0",
         "sample-0-prefill-0-0",
@@ -854,13 +842,13 @@ def test_a_pod_the_new_revision_no_longer_has_is_waited_for_too(rollout: str) ->
     w.converge()
     evict(w, "sample-0-prefill-0-2")
     w.ms.spec.template.roles[0].worker_replicas = 1
-    plans = settle(w)
+    plans = w.converge()
     assert {r.name for p in plans for r in p.delete_pods} >= {"sample-0-prefill-0-0"}
     assert [g for p in plans for g in p.creates if g.pods] == []
     plan = deleted_by_someone(w, "sample-0-prefill-0-2")
     assert plan.notes == [] and plan.delete_pods == []
     w.apply(plan)
-    settle(w)
+    w.converge()
     assert sorted(w.pods) == ["sample-0-decode-0-0", "sample-0-prefill-0-0", "sample-0-prefill-0-1"]
 
 
@@ -873,7 +861,7 @@ def test_a_pod_stuck_terminating_holds_only_what_is_being_deleted_with_it(policy
     w.converge()
     evict(w, "sample-0-server-0-0")
     w.apply(deleted_by_someone(w, "sample-0-server-1-0"))
-    made = [s.name for p in settle(w) for g in p.creates for s in g.pods]
+    made = [s.name for p in w.converge() for g in p.creates for s in g.pods]
     assert made == ["sample-0-server-1-0"]
     assert w.pods["sample-0-server-0-0"]["metadata"].get("deletionTimestamp")
 
@@ -889,7 +877,7 @@ def test_serving_group_recreate_waits_for_pods_going_already() -> None:
     plan = deleted_by_someone(w, "sample-0-prefill-0-0")
     assert plan.delete_pods == [] and plan.deleting == {"sample-0"}
     w.apply(plan)
-    assert [g for p in settle(w) for g in p.creates] == []
+    assert [g for p in w.converge() for g in p.creates] == []
     restarted = World(w.ms, pods=w.pods, services=w.services, pod_groups=w.pod_groups)
     assert [s.name for g in restarted.plan().creates for s in g.pods] == ["sample-0-prefill-0-0"]
     for name in POD_NAMES[:2]:
@@ -898,7 +886,7 @@ def test_serving_group_recreate_waits_for_pods_going_already() -> None:
     plan = deleted_by_someone(w, "sample-0-prefill-0-1")
     assert plan.notes == [] and plan.deleting == frozenset()
     w.apply(plan)
-    settle(w)
+    w.converge()
     assert sorted(w.pods) == POD_NAMES
 
 
@@ -917,7 +905,7 @@ def test_a_recovery_decided_and_not_carried_out_is_decided_again(policy: str) ->
     again = w.plan(deleted=[gone])
     assert summary(again) == summary(first) and again.notes == first.notes
     w.apply(again)
-    made = [s.name for p in settle(w) for g in p.creates for s in g.pods]
+    made = [s.name for p in w.converge() for g in p.creates for s in g.pods]
     assert sorted(made) == (POD_NAMES if policy == "ServingGroupRecreate" else POD_NAMES[2:])
 
 
