@@ -60,13 +60,18 @@ def _timestamp(text: Any) -> float | None:
         return None
 
 
-def _failure(status: Mapping[str, Any]) -> tuple[bool, float | None]:
-    """Kthena's rule: the Pod Failed, or any container restarted. Also when it happened."""
+def _failure(status: Mapping[str, Any], ready: bool) -> tuple[bool, float | None]:
+    """Kthena's rule (``updatePod``): the Pod Failed, or, Running or Pending and not Running
+    and Ready, one of its containers restarted (a Pod Running and Ready again after a restart
+    is a ready Pod, and Kthena looks at that first). Also when it happened."""
     statuses = list(status.get("containerStatuses") or []) + list(
         status.get("initContainerStatuses") or []
     )
-    failed = status.get("phase") == "Failed" or any(
-        int(c.get("restartCount") or 0) > 0 for c in statuses
+    phase = status.get("phase")
+    failed = phase == "Failed" or (
+        phase in ("Running", "Pending")
+        and not ready
+        and any(int(c.get("restartCount") or 0) > 0 for c in statuses)
     )
     if not failed:
         return False, None
@@ -140,13 +145,14 @@ def _observe(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
         return None
     status = pod.get("status") or {}
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    failed, failed_at = _failure(status)
+    running = status.get("phase") == "Running"
+    ready = running and conditions.get("Ready") == "True"
+    failed, failed_at = _failure(status, ready)
     annotations = meta.get("annotations") or {}
     try:
         cost = int(annotations.get(DELETION_COST_ANNOTATION, 0))
     except (TypeError, ValueError):
         cost = 0
-    running = status.get("phase") == "Running"
     return ObservedPod(
         name=name,
         uid=str(meta.get("uid", "")),
@@ -162,7 +168,7 @@ def _observe(pod: Mapping[str, Any], ms_name: str) -> ObservedPod | None:
         template_hash=str(lab.get(labels.ROLE_TEMPLATE_HASH_LABEL, "")),
         terminating=bool(meta.get("deletionTimestamp")),
         running=running,
-        ready=running and conditions.get("Ready") == "True",
+        ready=ready,
         failed=failed,
         failed_at=failed_at,
         deletion_cost=cost,

@@ -655,9 +655,10 @@ class _Sync:
     # --- the steps -------------------------------------------------------------------------
 
     def recover(self) -> None:
+        """A failed Pod, once ``restartGracePeriodSeconds`` passed and it still is (Kthena's
+        ``handlePodAfterGraceTime``, whatever the policy): ServingGroupRecreate deletes its
+        ServingGroup, RoleRecreate its role replica, None the Pod alone (made again alone)."""
         policy = self.ms.spec.recovery_policy
-        if policy == "None":
-            return
         grace = self.ms.spec.template.restart_grace_period_seconds
         self.cause = "recovery"
         for index in sorted(self.groups if self.every_group else self.index.failed):
@@ -675,6 +676,12 @@ class _Sync:
                         self.out.requeue(wait)
                         continue
                     why = f"Pod {pod.name} failed"
+                if policy == "None":
+                    if self.lost.get(pod.name) == NODE_DELETED:
+                        continue  # deleted at once, with no grace period (release_lost)
+                    self.delete_pod(pod)
+                    self.out.notes.append(f"{why}: recreating it")
+                    continue
                 if policy == "ServingGroupRecreate":
                     self.delete_group(group, f"{why}: recreating ServingGroup {pod.group}")
                     break

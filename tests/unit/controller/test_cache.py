@@ -179,10 +179,10 @@ def test_a_pod_is_kept_with_what_a_pass_reads() -> None:
         "qosClass": "BestEffort",
         "startTime": "t0",
         "conditions": [
-            {"type": "Ready", "status": "True", "lastTransitionTime": "t1", "lastProbeTime": None}
+            {"type": "Ready", "status": "False", "lastTransitionTime": "t1", "lastProbeTime": None}
         ],
         "containerStatuses": [
-            {"name": "c", "restartCount": 1, "state": running, "image": "x", "ready": True}
+            {"name": "c", "restartCount": 1, "state": running, "image": "x", "ready": False}
         ],
         "initContainerStatuses": [{"name": "i", "restartCount": 0, "imageID": "y"}],
     }
@@ -208,7 +208,7 @@ def test_a_pod_is_kept_with_what_a_pass_reads() -> None:
         "phase": "Running",
         "hostIP": "10.0.0.1",
         "podIP": "10.0.0.2",
-        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "t1"}],
+        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": "t1"}],
         "containerStatuses": [{"name": "c", "restartCount": 1, "state": running}],
         "initContainerStatuses": [{"name": "i", "restartCount": 0}],
     }

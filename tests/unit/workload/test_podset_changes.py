@@ -96,6 +96,7 @@ def test_a_refresh_that_raises_is_not_taken_half() -> None:
     a, bad = "sample-0-decode-0-0", "sample-2-decode-0-0"
     pods[a] = changed(pods[a], "not ready", 0) or {}
     broken = copy.deepcopy(pods[bad])
+    broken["status"]["phase"] = "Pending"  # not ready: its restarts are read
     broken["status"]["containerStatuses"][0]["restartCount"] = "n/a"  # int() raises
     # a's change is seen first (dict order), then bad raises
     with pytest.raises(ValueError, match="n/a"):

@@ -276,8 +276,10 @@ def test_partition_percent_rounds_up() -> None:
 
 
 def fail(pod: dict[str, Any], at: str = "1970-01-01T00:16:40Z") -> None:
+    """A container of ``pod`` restarted at ``at``, and the Pod is not Ready since."""
     pod["status"]["containerStatuses"][0]["restartCount"] = 1
     pod["status"]["containerStatuses"][0]["lastState"] = {"terminated": {"finishedAt": at}}
+    pod["status"]["conditions"][0]["status"] = "False"
 
 
 def test_role_recreate_waits_for_the_grace_period() -> None:
@@ -309,10 +311,49 @@ def test_serving_group_recreate_deletes_the_whole_group() -> None:
     assert w.groups() == ["sample-0", "sample-1"]
 
 
-def test_recovery_none_leaves_failed_pods() -> None:
-    w = world(replicas=1, recoveryPolicy="None")
+def test_recovery_none_deletes_a_failed_pod_alone_and_makes_it_again() -> None:
+    """Kthena's handlePodAfterGraceTime deletes a Pod still failed after the grace period
+    whatever the recovery policy; under None nothing else goes, and the Pod is made again
+    alone."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy="None")
+    w.ms.spec.template.restart_grace_period_seconds = 30
     w.converge()
-    fail(w.pods["sample-0-server-0-0"])
+    before = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
+    fail(w.pods["sample-0-prefill-0-1"])  # at t=1000
+    assert w.plan().delete_pods == []
+    w.now = 1031
+    plan = w.plan()
+    assert [(r.name, r.cause) for r in plan.delete_pods] == [("sample-0-prefill-0-1", "recovery")]
+    assert plan.delete_services == [] and plan.notes == [
+        "Pod sample-0-prefill-0-1 failed: recreating it"
+    ]
+    w.apply(plan)
+    w.converge()
+    after = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
+    assert {n for n in after if after[n] != before[n]} == {"sample-0-prefill-0-1"}
+
+
+@pytest.mark.parametrize("policy", ["None", "RoleRecreate", "ServingGroupRecreate"])
+@pytest.mark.parametrize("grace", [0, 30])
+def test_a_pod_running_and_ready_again_after_a_restart_is_not_failed(
+    policy: str, grace: int
+) -> None:
+    """Kthena's updatePod takes a Pod Running and Ready as ready before it looks at restarts,
+    and handlePodAfterGraceTime keeps a Pod that is Running and Ready again: a container that
+    restarted and came back costs nothing; one still not Ready once the grace period is over
+    is recovered."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy=policy)
+    w.ms.spec.template.restart_grace_period_seconds = grace
+    w.converge()
+    pod = w.pods["sample-0-prefill-0-1"]
+    fail(pod)  # at t=1000
+    pod["status"]["conditions"][0]["status"] = "True"  # Ready again at once
+    w.now = 1000 + grace + 1
+    plan = w.plan()
+    assert plan.delete_pods == [] and plan.notes == []
+    pod["status"]["phase"] = "Pending"  # (restarting, not Running: not ready)
+    assert {r.cause for r in w.plan().delete_pods} == {"recovery"}
+    pod["status"]["phase"] = "Succeeded"  # ended: no restart counts, as in Kthena
     assert w.plan().delete_pods == []
 
 
@@ -380,9 +421,9 @@ def test_a_terminating_pod_on_a_deleted_node_is_deleted_at_once() -> None:
 
 @pytest.mark.parametrize("rollout", ["ServingGroupRollingUpdate", "RoleRollingUpdate"])
 def test_a_pod_released_from_a_deleted_node_is_made_again_once_it_is_gone(rollout: str) -> None:
-    """Recovery policy None leaves a failed Pod, but one whose Node was deleted is deleted all
-    the same; its name is busy until it is gone, so the pass looks again soon (its
-    ServingGroup, complete before the pass, is visited for it)."""
+    """Under recovery policy None a Pod whose Node was deleted is deleted at once, alone and
+    with no grace period (``release_lost``); its name is busy until it is gone, so the pass
+    looks again soon (its ServingGroup, complete before the pass, is visited for it)."""
     w = world(
         replicas=1, roles=pd_roles(), recoveryPolicy="None", rolloutStrategy={"type": rollout}
     )
