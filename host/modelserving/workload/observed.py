@@ -75,15 +75,19 @@ def _failure(status: Mapping[str, Any], ready: bool) -> tuple[bool, float | None
     )
     if not failed:
         return False, None
+    # since when: the Pod stopped being Ready, which a crash loop does not move on (each crash
+    # writes a later finishedAt: counted from that, a grace period longer than the kubelet's
+    # back-off would never end; Kthena counts from the failure it saw first); else the last
+    # time a container ended
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != "True":
+            stamp = _timestamp(cond.get("lastTransitionTime"))
+            if stamp is not None:
+                return True, stamp
     times: list[float] = []
     for c in statuses:
         for state in (c.get("state") or {}, c.get("lastState") or {}):
             stamp = _timestamp((state.get("terminated") or {}).get("finishedAt"))
-            if stamp is not None:
-                times.append(stamp)
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Ready" and cond.get("status") != "True":
-            stamp = _timestamp(cond.get("lastTransitionTime"))
             if stamp is not None:
                 times.append(stamp)
     return True, max(times) if times else None

@@ -5,9 +5,10 @@ and carries out the ``SyncPlan``: first the deletions, then the PodGroup updates
 creations group by group (PodGroup, then per role replica the entry Pod and the workers), and
 the Services of the groups created last, as Kthena's pass does. It decides, as Kthena does:
 
-- recovery: a failed Pod (phase Failed, or a container restarted) is handled after
-  ``restartGracePeriodSeconds`` by the recovery policy: ServingGroupRecreate deletes its whole
-  ServingGroup, RoleRecreate its role replica (Pods and Service), None leaves it; a Pod someone
+- recovery: a failed Pod (phase Failed, or a container restarted and the Pod not Running and
+  Ready) still failed after ``restartGracePeriodSeconds`` is handled by the recovery policy:
+  ServingGroupRecreate deletes its whole ServingGroup, RoleRecreate its role replica (Pods and
+  Service), None the Pod alone (as Kthena deletes it whatever the policy); a Pod someone
   else deleted (``deleted``) is handled the same way at once, as Kthena's ``handleDeletedPod``;
   a ServingGroup or role replica being deleted is made again once every Pod of it is gone;
 - rolling update: outdated ServingGroups (or role replicas, for RoleRollingUpdate) at or above

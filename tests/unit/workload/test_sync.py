@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -331,6 +332,34 @@ def test_recovery_none_deletes_a_failed_pod_alone_and_makes_it_again() -> None:
     w.converge()
     after = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
     assert {n for n in after if after[n] != before[n]} == {"sample-0-prefill-0-1"}
+
+
+@pytest.mark.parametrize("policy", ["None", "RoleRecreate", "ServingGroupRecreate"])
+def test_a_crash_loop_is_recovered_once_the_grace_period_from_its_first_failure_ends(
+    policy: str,
+) -> None:
+    """A container crashes again and again (each crash a later finishedAt, the kubelet's
+    back-off at most 300 s) while the Pod stays not Ready: the grace period (600 s) counts
+    from when it stopped being Ready, as Kthena's timer starts at the first failure it sees,
+    and does not start again with each crash."""
+    w = world(replicas=1, roles=pd_roles(), recoveryPolicy=policy)
+    w.ms.spec.template.restart_grace_period_seconds = 600
+    w.converge()
+    pod = w.pods["sample-0-prefill-0-1"]
+    fail(pod)  # at t=1000
+    pod["status"]["conditions"][0]["lastTransitionTime"] = "1970-01-01T00:16:40Z"
+    for crash in range(1, 4):  # crashes at t=1300, 1600 (the grace period ends) and 1900
+        w.now = 1000 + 300 * crash
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(w.now))
+        pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["finishedAt"] = stamp
+        pod["status"]["containerStatuses"][0]["restartCount"] = 1 + crash
+        plan = w.plan()
+        if w.now < 1600:
+            assert plan.delete_pods == [] and plan.requeue_after == 1600 - w.now
+        else:
+            assert "sample-0-prefill-0-1" in {r.name for r in plan.delete_pods}
+            return
+    raise AssertionError("not recovered")
 
 
 @pytest.mark.parametrize("policy", ["None", "RoleRecreate", "ServingGroupRecreate"])
