@@ -646,7 +646,7 @@ class _Sync:
 
     def delete_role_replica(self, group: Group, rid: str, why: str | None) -> None:
         self.touched.add(group.index)
-        self.deleting.add(f"{group_name(self.ms.name, group.index)}/{rid}")
+        self.deleting.add(_unit(group_name(self.ms.name, group.index), rid))
         for pod in group.role_replica(rid):
             self.delete_pod(pod)
         self.delete_service(pod_name(group_name(self.ms.name, group.index), rid, 0))
@@ -667,6 +667,8 @@ class _Sync:
             for pod in group.failed:
                 if pod.name in self.deleted_pods:
                     continue
+                if policy == "None" and self.lost.get(pod.name) == NODE_DELETED:
+                    continue  # deleted at once, alone, with no grace period (release_lost)
                 if self.lost.get(pod.name) == NODE_DELETED:
                     # gone for good: no restart to wait for
                     why = f"Pod {pod.name}'s Node {pod.node} was deleted"
@@ -678,8 +680,6 @@ class _Sync:
                         continue
                     why = f"Pod {pod.name} failed"
                 if policy == "None":
-                    if self.lost.get(pod.name) == NODE_DELETED:
-                        continue  # deleted at once, with no grace period (release_lost)
                     self.delete_pod(pod)
                     self.out.notes.append(f"{why}: recreating it")
                     continue
@@ -717,7 +717,6 @@ class _Sync:
                     self.out.requeue(BUSY_RETRY_SECONDS)
                 continue  # else made again since
             name = group_name(self.ms.name, pod.group_index)
-            unit = f"{name}/{pod.role_id}"
             if self.under_way(group, name) or self.under_way(group, name, pod.role_id):
                 continue  # part of a deletion under way
             why = f"Pod {pod.name} was deleted"
@@ -735,7 +734,7 @@ class _Sync:
                 continue
             rest = group.role_replica(pod.role_id)
             if rest and all(p.terminating or p.name in self.deleted_pods for p in rest):
-                self.deleting.add(unit)
+                self.deleting.add(_unit(name, pod.role_id))
                 continue
             self.delete_role_replica(
                 group, pod.role_id, f"{why}: recreating role replica {pod.role_id}"
@@ -932,7 +931,7 @@ class _Sync:
             return
         group = self.groups.get(plan.index)
         name = group_name(self.ms.name, plan.index)
-        if group is not None and self.going(group, name):
+        if self.going(group, name):
             # deleted whole (recovered, replaced, scaled in): it is made again once every Pod
             # of it is gone, as Kthena makes a ServingGroup it deleted; made earlier, a later
             # deletion (a Pod evicted with the first) would count as a new loss
@@ -941,7 +940,7 @@ class _Sync:
         work = GroupWork(plan.name, plan.index, self.missing_pod_group(plan.name))
         busy = False
         for replica in plan.roles:
-            if group is not None and self.going(group, name, role_id(replica.role, replica.index)):
+            if self.going(group, name, role_id(replica.role, replica.index)):
                 # deleted whole (recovered, replaced) and some Pod of it still going: it is
                 # made again once they are all gone, as Kthena waits for a role it is
                 # deleting; made earlier, a later deletion would count as a new loss
@@ -972,28 +971,31 @@ class _Sync:
         if work.steps or work.pod_group is not None:
             self.out.creates.append(work)
 
-    def going(self, group: Group, name: str, rid: str | None = None) -> bool:
-        """Whether the ServingGroup ``name`` (``group``'s Pods), or its role replica ``rid``,
-        is being deleted whole (``deleting``) and some Pod of it is still there: every Pod of
-        it by its labels counts, those of a layout the current revision no longer has too."""
-        if (name if rid is None else f"{name}/{rid}") not in self.deleting:
-            return False
-        pods = group.pods if rid is None else group.role_replica(rid)
+    def _left(self, group: Group | None, rid: str | None) -> bool | None:
+        """What is left of ``group``, or of its role replica ``rid``: None, no Pod; True, only
+        Pods being deleted; False, a Pod live and kept. Every Pod of it by its place counts,
+        those of a layout the current revision no longer has too."""
+        pods = () if group is None else group.pods if rid is None else group.role_replica(rid)
+        if not pods:
+            return None
         deleting = self.deleted_pods
-        return bool(pods) and all(p.terminating or p.name in deleting for p in pods)
+        return all(p.terminating or p.name in deleting for p in pods)
+
+    def going(self, group: Group | None, name: str, rid: str | None = None) -> bool:
+        """Whether the ServingGroup ``name`` (``group``'s Pods), or its role replica ``rid``,
+        is being deleted whole (``deleting``) and some Pod of it is still there."""
+        return (
+            bool(self.deleting)
+            and _unit(name, rid) in self.deleting
+            and bool(self._left(group, rid))
+        )
 
     def under_way(self, group: Group | None, name: str, rid: str | None = None) -> bool:
         """Whether the deletion of the ServingGroup ``name``, or of its role replica ``rid``,
         is under way or done: listed in ``deleting`` with no Pod of it live and kept. One
         decided and not carried out (the pass failed, or had no working plugin list) is not:
         a Pod deleted from it is recovered again."""
-        if (name if rid is None else f"{name}/{rid}") not in self.deleting:
-            return False
-        return (
-            group is None
-            or self.going(group, name, rid)
-            or not (group.pods if rid is None else group.role_replica(rid))
-        )
+        return _unit(name, rid) in self.deleting and self._left(group, rid) is not False
 
     def still_deleting(self) -> frozenset[str]:
         """``deleting`` without what is gone, or was not deleted after all (a Pod of it is
@@ -1002,8 +1004,7 @@ class _Sync:
         for unit in self.deleting:
             name, _, rid = unit.partition("/")
             index = _group_index(self.ms.name, name)
-            group = None if index is None else self.groups.get(index)
-            if group is not None and self.going(group, name, rid or None):
+            if index is not None and self._left(self.groups.get(index), rid or None):
                 kept.add(unit)
         return frozenset(kept)
 
@@ -1371,6 +1372,11 @@ def _roles_shape(ms: ModelServing) -> tuple[tuple[str, int, int, bool], ...]:
         (r.name, r.replicas, r.worker_replicas, r.worker_template is not None)
         for r in ms.spec.template.roles
     )
+
+
+def _unit(name: str, rid: str | None = None) -> str:
+    """How ``SyncPlan.deleting`` names the ServingGroup ``name``, or its role replica ``rid``."""
+    return name if rid is None else f"{name}/{rid}"
 
 
 def _group_index(ms_name: str, key: str) -> int | None:

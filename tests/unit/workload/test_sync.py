@@ -831,6 +831,14 @@ def test_a_deleted_pod_not_to_recover(case: str) -> None:
         assert [s.name for g in plan.creates for s in g.pods] == ["sample-0-decode-1-0"]
 
 
+POD_NAMES = [  # the Pods of world(replicas=1, roles=pd_roles())
+    "sample-0-decode-0-0",
+    "sample-0-decode-1-0",
+    "sample-0-prefill-0-0",
+    "sample-0-prefill-0-1",
+]
+
+
 def evict(w: World, *names: str) -> None:
     """``names`` begin to go together (an eviction, a drain): terminating, not gone yet.
     Passes (``converge``) leave them so until the test lets them go (``deleted_by_someone``)."""
@@ -862,14 +870,6 @@ def test_pods_evicted_together_recreate_their_serving_group_once(first: str) -> 
     uids = {n: p["metadata"]["uid"] for n, p in w.pods.items()}
     assert w.converge()[0].delete_pods == []
     assert {n: p["metadata"]["uid"] for n, p in w.pods.items()} == uids
-
-
-POD_NAMES = [
-    "sample-0-decode-0-0",
-    "sample-0-decode-1-0",
-    "sample-0-prefill-0-0",
-    "sample-0-prefill-0-1",
-]
 
 
 def test_pods_evicted_together_recreate_their_role_replica_once() -> None:
