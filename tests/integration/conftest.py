@@ -8,6 +8,9 @@
   developer's ``make cluster-up`` is untouched), with kubeconfig, admin ``ApiClient`` and
   kubectl. Its processes die with pytest. After a session with failures the component logs are
   kept and their folder is printed in the summary.
+- Under pytest-xdist (``make test`` runs this folder with ``-n 2 --dist loadfile``) each worker
+  is a session of its own, with its own control plane; a worker's kept logs are handed to the
+  controlling process, which prints them all.
 - ``namespace`` (per test): a fresh namespace whose ``default`` ServiceAccount exists.
 """
 
@@ -32,6 +35,9 @@ _BINARIES = pytest.StashKey[dict[str, Path]]()
 _BUILD_ERROR = pytest.StashKey[str]()
 _BUILD = pytest.StashKey["_Build"]()
 _KEPT_LOGS = pytest.StashKey[Path]()
+_WORKERS_KEPT_LOGS = pytest.StashKey[list[Path]]()
+_WORKER_KEPT_LOGS = "devcluster_kept_logs"
+"""The key of ``workeroutput`` under which an xdist worker names the logs it kept."""
 
 
 def _is_integration(item: pytest.Item) -> bool:
@@ -106,10 +112,26 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     yield
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    kept = config.stash.get(_KEPT_LOGS, None)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker: hand the folder of the logs it kept to the controlling process."""
+    output = getattr(session.config, "workeroutput", None)
+    kept = session.config.stash.get(_KEPT_LOGS, None)
+    if output is not None and kept is not None:
+        output[_WORKER_KEPT_LOGS] = str(kept)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """In the controlling process of xdist: collect the logs a worker kept."""
+    kept = getattr(node, "workeroutput", {}).get(_WORKER_KEPT_LOGS)
     if kept is not None:
-        terminalreporter.write_line(f"devcluster: control plane logs kept in {kept}")
+        node.config.stash.setdefault(_WORKERS_KEPT_LOGS, []).append(Path(kept))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    kept = [config.stash[_KEPT_LOGS]] if _KEPT_LOGS in config.stash else []
+    for folder in kept + config.stash.get(_WORKERS_KEPT_LOGS, []):
+        terminalreporter.write_line(f"devcluster: control plane logs kept in {folder}")
 
 
 @dataclass(frozen=True)
