@@ -24,11 +24,15 @@ def _config() -> Any:
     return SimpleNamespace(stash=pytest.Stash())
 
 
+def _session(config: Any) -> Any:
+    return SimpleNamespace(config=config)
+
+
 def test_a_workers_kept_logs_are_printed_by_the_controlling_process() -> None:
     worker = _config()
     worker.workeroutput = {}
     worker.stash[conftest._KEPT_LOGS] = Path("/tmp/gw0/devcluster/logs")
-    conftest.pytest_sessionfinish(SimpleNamespace(config=worker))
+    conftest.pytest_sessionfinish(_session(worker))
 
     controller = _config()
     conftest.pytest_testnodedown(
@@ -43,7 +47,7 @@ def test_a_workers_kept_logs_are_printed_by_the_controlling_process() -> None:
 def test_without_workers_the_sessions_own_kept_logs_are_printed() -> None:
     session = _config()  # no workeroutput: not an xdist worker
     session.stash[conftest._KEPT_LOGS] = Path("/tmp/devcluster/logs")
-    conftest.pytest_sessionfinish(SimpleNamespace(config=session))
+    conftest.pytest_sessionfinish(_session(session))
     reporter = _Reporter()
     conftest.pytest_terminal_summary(reporter, session)
     assert reporter.lines == ["devcluster: control plane logs kept in /tmp/devcluster/logs"]
@@ -52,7 +56,7 @@ def test_without_workers_the_sessions_own_kept_logs_are_printed() -> None:
 def test_nothing_is_printed_when_no_logs_were_kept() -> None:
     worker = _config()
     worker.workeroutput = {}
-    conftest.pytest_sessionfinish(SimpleNamespace(config=worker))
+    conftest.pytest_sessionfinish(_session(worker))
     assert worker.workeroutput == {}
     reporter = _Reporter()
     conftest.pytest_terminal_summary(reporter, _config())
