@@ -809,7 +809,7 @@ def _mounts(op: PatchOperation) -> bool:
 
 def _has_host_volumes(pod: Mapping[str, Any]) -> bool:
     spec = pod.get("spec")
-    volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
+    volumes = spec.get("volumes") if type(spec) is dict or isinstance(spec, Mapping) else None
     return isinstance(volumes, list) and any(
         (type(v) is not dict and not isinstance(v, Mapping)) or "hostPath" in v for v in volumes
     )
@@ -872,7 +872,7 @@ def _inert_host_volumes(pod: Mapping[str, Any]) -> frozenset[str]:
     container over for: of a typed directory or file (never a socket, a device or an unchecked
     path), neither in nor above a host directory of ``LIVE_HOST_DIRECTORIES``."""
     spec = pod.get("spec")
-    volumes = spec.get("volumes") if isinstance(spec, Mapping) else None
+    volumes = spec.get("volumes") if type(spec) is dict or isinstance(spec, Mapping) else None
     found: set[str] = set()
     for volume in volumes if isinstance(volumes, list) else ():
         if not isinstance(volume, Mapping) or not isinstance(volume.get("name"), str):
@@ -1055,9 +1055,11 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _owned(values: Any, prefixes: tuple[str, ...]) -> dict[str, Any]:
-    if values is None or (type(values) is not dict and not isinstance(values, Mapping)):
+    if not values or (type(values) is not dict and not isinstance(values, Mapping)):
         return {}
-    return {k: v for k, v in values.items() if str(k).startswith(prefixes)}
+    return {
+        k: v for k, v in values.items() if (k if type(k) is str else str(k)).startswith(prefixes)
+    }
 
 
 def _differs(old: Mapping[str, Any], new: Mapping[str, Any], key: str) -> bool:

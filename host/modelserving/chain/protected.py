@@ -128,7 +128,7 @@ def _control_plane(tolerations: Any) -> list[str]:
     the control-plane taints, and those of every taint (no key, operator Exists)."""
     found = []
     for toleration in tolerations if isinstance(tolerations, list) else ():
-        if not isinstance(toleration, Mapping):
+        if type(toleration) is not dict and not isinstance(toleration, Mapping):
             continue
         key = toleration.get("key")
         if key in CONTROL_PLANE_TAINTS or (not key and toleration.get("operator") == "Exists"):

@@ -29,7 +29,7 @@ from modelserving.plugins.base import Observation
 from modelserving.workload.plan import DesiredPod
 
 
-@dataclass
+@dataclass(slots=True)
 class CreateResult:
     """The Pod after the chain, and each in-scope plugin's outcome in order."""
 
@@ -148,7 +148,7 @@ class Chain:
         pod, outcomes = self.run(Hook.ON_POD_CREATE, desired, made, ms)
         if pod is made:
             pod = json_copy(pod)
-        applied = tuple(o.index for o in outcomes if o.failure is None and not o.monitored)
+        applied = tuple([o.index for o in outcomes if o.failure is None and not o.monitored])
         if applied:
             text = self._applied_texts.get(applied)
             if text is None:  # the same few sets of plugins apply to every Pod of the chain

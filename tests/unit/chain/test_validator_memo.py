@@ -541,6 +541,34 @@ def test_unchanged_says_what_taking_the_parts_one_by_one_finds(
         assert pss._unchanged(pod, base.parts) is taken
 
 
+@pytest.mark.parametrize("where", ["pod", "container", "initContainer"])
+def test_unchanged_compares_every_field_the_facts_are_read_from(where: str) -> None:
+    """``_unchanged`` compares each field one by one: a sibling whose field is another object
+    (an equal one: only the objects tell) is not unchanged, whichever field it is of those the
+    facts read (``_POD_KEYS`` of the Pod, ``_REACH_KEYS`` and the securityContext of each
+    container)."""
+    template = {
+        "metadata": {"name": "p"},
+        "spec": {
+            **{key: {"probe": key} for key in pss._POD_KEYS},
+            "containers": [{key: {"probe": key} for key in (*pss._REACH_KEYS, "securityContext")}],
+            "initContainers": [
+                {key: {"probe": key} for key in (*pss._REACH_KEYS, "securityContext")}
+            ],
+        },
+    }
+    base = pss.pod_facts(_made_from(template))
+    assert pss._unchanged(_made_from(template), base.parts)
+    keys = pss._POD_KEYS if where == "pod" else (*pss._REACH_KEYS, "securityContext")
+    for key in keys:
+        pod = _made_from(template)
+        spec = pod["spec"]
+        target = spec if where == "pod" else spec[f"{where}s"][0]
+        target[key] = copy.deepcopy(target[key])
+        assert not pss._unchanged(pod, base.parts), key
+        assert pss.pod_facts(pod, reuse=base, sibling=False) is not base, key
+
+
 def test_a_pod_made_from_the_same_template_takes_its_siblings_facts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
