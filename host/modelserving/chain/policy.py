@@ -359,15 +359,20 @@ class PatchValidator:
         if effects & _VOLUME_NAMES:
             _check_unique_volume_names(before, after)
         template = self._entry(before)
-        patched = self._entry(after) if keep else _Known(after)
-        if patched.parent is None and patched is not template:
+        patched = None  # what is known of ``after``: made when a check needs it
+        if keep:
+            patched = self._entry(after)
+            if patched.parent is None and patched is not template:
+                patched.parent = template
+        elif effects & (_GRANTS | _ACCESS):
+            patched = _Known(after)
             patched.parent = template
         if effects & _GRANTS:
             self.check_privileges(before, after, template, patched)
         if effects & _ACCESS:
             self.check_access(before, after, template, patched)
         if effects & _TAKEOVER:
-            self.check_takeover(before, after, template, patched)
+            self.check_takeover(before, after, template, patched, keep)
 
     @staticmethod
     def _check_identity(
@@ -543,9 +548,19 @@ class PatchValidator:
         if known.parent is not None or known.pss is not None or known.access is not None:
             return
         # a detached copy of what is known of the sibling: no chain of Pods, each holding the
-        # one made before it, can form
-        parent = _Known(sibling, other.pss, other.access, other.granted)
-        parent.sibling = True  # before it is linked: another thread may link this Pod meanwhile
+        # one made before it, can form. The sibling's own link is such a copy, and when its
+        # facts are the very objects the sibling has (it took them all from its own sibling, as
+        # Pods made from one template do), it serves as it is: nothing is made per Pod.
+        parent = other.parent
+        if (
+            parent is None
+            or not parent.sibling
+            or parent.pss is not other.pss
+            or parent.access is not other.access
+            or parent.granted is not other.granted
+        ):
+            parent = _Known(sibling, other.pss, other.access, other.granted)
+            parent.sibling = True  # before it is linked: another thread may link this Pod
         known.parent = parent
 
     def _pss(self, known: _Known, template: _Known | None = None) -> pss.PodFacts:
@@ -609,13 +624,15 @@ class PatchValidator:
         after: Mapping[str, Any],
         old: _Known | None = None,
         new: _Known | None = None,
+        keep: bool = True,
     ) -> None:
         """Refuse a change to what runs in a container that the template grants a privilege the
         policy would refuse a plugin to add (``modelserving.chain.takeover``): a plugin could
         otherwise run its own code with that privilege. Not when the patched container has no
         such privilege left. The same for the containers that write a volume such a container
         mounts (it may run or read what they write), and for a container the patch adds or
-        changes to write one."""
+        changes to write one. (``keep=False``: what is found of ``after`` is not kept, as in
+        ``apply_patch``.)"""
         if self.policy.allow_privileged_container_changes:
             return
         old = old or self._entry(before)
@@ -633,7 +650,9 @@ class PatchValidator:
 
         def still(subject: str) -> bool:
             if not after_granted:
-                known = new or self._entry(after)
+                known = new
+                if known is None:
+                    known = self._entry(after) if keep else _Known(after)
                 after_granted.append(self._granted(self._pss(known, old), after))
             return subject in after_granted[0]
 

@@ -521,6 +521,14 @@ def test_facts_found_from_a_sibling_judge_as_the_full_walk_does(
     fast.related(pod, sibling)
     assert verdict(fast, pod, second) == verdict(reference, pod, second)
     assert verdict(fast, pod, first) == verdict(reference, pod, first)
+    # the next Pod of the template, linked to that one: its link taken as it is when that one's
+    # facts are the sibling's, a copy of that one's otherwise
+    third = _made_from(template)
+    known = fast._entry(pod)
+    fast._pss(known), fast._access(known)
+    fast.related(third, pod)
+    assert verdict(fast, third, second) == verdict(reference, third, second)
+    assert verdict(fast, third, first) == verdict(reference, third, first)
 
 
 @SETTINGS
@@ -574,7 +582,7 @@ def test_a_pod_made_from_the_same_template_takes_its_siblings_facts(
 ) -> None:
     """Every part of a sibling made from the same template is the same object: none is read
     again, and the facts are those of the Pod read whole. Linking never makes a chain: each
-    Pod holds only what was known of the one before it."""
+    Pod holds only a detached copy of what was known of a sibling with the same facts."""
     template = TEMPLATES[1]
     validator = PatchValidator()
     env = [_op("add", "/spec/containers/0/env/-", {"name": "B", "value": "1"})]
@@ -602,8 +610,11 @@ def test_a_pod_made_from_the_same_template_takes_its_siblings_facts(
     # every part the same objects: the sibling's facts themselves, and what its template grants
     first, last = validator._entry(pods[0]), validator._entry(pods[2])
     assert last.pss is first.pss and last.granted is first.granted and first.granted
+    # a detached copy of what was known of a sibling with these very facts: made once, for the
+    # second Pod, and taken as it is by the third (nothing is made per Pod)
     linked = last.parent
-    assert linked is not None and linked.pod is pods[1]
+    assert linked is not None and linked.parent is None and linked.pss is first.pss
+    assert linked is validator._entry(pods[1]).parent and linked.pod is pods[0]
 
 
 def test_a_sibling_that_differs_gets_facts_and_grants_of_its_own() -> None:
