@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from modelserving.api import labels
+from modelserving.controller.manager import Controller
 from tests.integration.conftest import Cluster, wait_for
 from tests.integration.controller_env import (
     Objects,
@@ -64,13 +65,15 @@ class Restartable:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._running = ExitStack()
+        self.ctl: Controller | None = None
 
     def start(self) -> None:
-        self._running.enter_context(running_controller(self.cluster))
+        self.ctl = self._running.enter_context(running_controller(self.cluster))
 
     def stop(self) -> None:
         self._running.close()
         self._running = ExitStack()
+        self.ctl = None
 
 
 @pytest.fixture(scope="module")
@@ -315,14 +318,35 @@ def role_images(pods: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {role_ordinal(p): p for p in pods if running(p)}
 
 
-def patch_deletion_cost(objs: Objects, pod: str, cost: int) -> None:
-    """Kthena's ``patchPodDeletionCost``: a merge patch of the annotation."""
+def patch_deletion_cost(objs: Objects, pod: str, cost: int, costs: dict[str, str]) -> None:
+    """Kthena's ``patchPodDeletionCost``: a merge patch of the annotation (noted in ``costs``)."""
     objs.core.patch_namespaced_pod(
         pod,
         objs.namespace,
         {"metadata": {"annotations": {DELETION_COST: str(cost)}}},
         _content_type="application/merge-patch+json",
     )
+    costs[pod] = str(cost)
+
+
+def costs_seen(controller: Restartable, objs: Objects, ms: str, costs: dict[str, str]) -> None:
+    """Wait until the controller's own view of the Pods (its watch's cache) has every deletion
+    cost of ``costs``. The scale-down that follows is decided from that view, as Kthena's is
+    from its informer's, and the watch may hand over the Pods' changes after the
+    ModelServing's: without this wait the test would race the watch (it lost, once in three
+    runs, with the integration tests in two workers beside the heavy ones)."""
+    ctl = controller.ctl
+    assert ctl is not None and costs
+
+    def seen() -> bool:
+        cached = ctl.cache.by_name("pods", objs.namespace, ms)
+        for name, cost in costs.items():
+            metadata = (cached.get(name) or {}).get("metadata") or {}
+            if (metadata.get("annotations") or {}).get(DELETION_COST) != cost:
+                return False
+        return True
+
+    wait_for(f"the controller to see the deletion costs of {ms}'s Pods", seen, 30)
 
 
 # --- ServingGroup partition ---
@@ -654,7 +678,9 @@ def test_deleted_protected_role_replica_comes_back_at_its_historical_revision(
     wait(objs, "rolescaleup", "prefill-0 made again at its revision", recreated)
 
 
-def test_role_scale_down_under_a_partition_removes_the_updated_replicas(objs: Objects) -> None:
+def test_role_scale_down_under_a_partition_removes_the_updated_replicas(
+    objs: Objects, controller: Restartable
+) -> None:
     """Ports TestModelServingRolePartitionScaleDown: the protected replicas get the lower
     deletion cost, so only the partition can make the controller keep them."""
     initial_replicas, scaled, partition = 5, 3, 3
@@ -676,11 +702,13 @@ def test_role_scale_down_under_a_partition_removes_the_updated_replicas(objs: Ob
         return all(image(by_ordinal[o]) == (OLD if o < partition else NEW) for o in by_ordinal)
 
     wait(objs, "rolescaledown", "the role partition state", partly_rolled)
+    costs: dict[str, str] = {}
     for pod in all_pods(objs, "rolescaledown", **selector):
         if running(pod):
             ordinal = role_ordinal(pod)
             cost = 0 if ordinal < partition else 10000 + ordinal
-            patch_deletion_cost(objs, pod["metadata"]["name"], cost)
+            patch_deletion_cost(objs, pod["metadata"]["name"], cost, costs)
+    costs_seen(controller, objs, "rolescaledown", costs)
 
     def scale(spec: dict[str, Any]) -> None:
         spec["template"]["roles"][0].update(replicas=scaled, maxUnavailable=scaled)
@@ -708,17 +736,21 @@ def test_role_scale_down_under_a_partition_removes_the_updated_replicas(objs: Ob
 # --- scale-down by pod-deletion-cost ---
 
 
-def test_scale_down_keeps_the_group_with_the_highest_deletion_cost(objs: Objects) -> None:
+def test_scale_down_keeps_the_group_with_the_highest_deletion_cost(
+    objs: Objects, controller: Restartable
+) -> None:
     """Ports TestModelServingBinPackScaleDownServingGroup."""
     create_ready(objs, basic("binpackgroup", 4))
     wait_running(objs, "binpackgroup", 4)
     assert objs.get("binpackgroup")["spec"]["replicas"] == 4
     highest = -1
+    costs: dict[str, str] = {}
     for pod in all_pods(objs, "binpackgroup"):
         parent, ordinal = parent_and_ordinal(label(pod, labels.GROUP_NAME_LABEL))
         assert parent == "binpackgroup" and ordinal >= 0
         highest = max(highest, ordinal)
-        patch_deletion_cost(objs, pod["metadata"]["name"], ordinal * 100)
+        patch_deletion_cost(objs, pod["metadata"]["name"], ordinal * 100, costs)
+    costs_seen(controller, objs, "binpackgroup", costs)
 
     objs.patch("binpackgroup", {"spec": {"replicas": 1}})
     wait_ready(objs, "binpackgroup")
@@ -729,16 +761,20 @@ def test_scale_down_keeps_the_group_with_the_highest_deletion_cost(objs: Objects
         assert parent_and_ordinal(label(pod, labels.GROUP_NAME_LABEL))[1] == highest
 
 
-def test_role_scale_down_keeps_the_replica_with_the_highest_deletion_cost(objs: Objects) -> None:
+def test_role_scale_down_keeps_the_replica_with_the_highest_deletion_cost(
+    objs: Objects, controller: Restartable
+) -> None:
     """Ports TestModelServingBinPackScaleDownRole."""
     create_ready(objs, basic("binpackrole", 1, 4))
     wait_running(objs, "binpackrole", 4)
     highest = -1
+    costs: dict[str, str] = {}
     for pod in all_pods(objs, "binpackrole"):
         ordinal = role_ordinal(pod)
         assert ordinal >= 0
         highest = max(highest, ordinal)
-        patch_deletion_cost(objs, pod["metadata"]["name"], ordinal * 100)
+        patch_deletion_cost(objs, pod["metadata"]["name"], ordinal * 100, costs)
+    costs_seen(controller, objs, "binpackrole", costs)
 
     update(objs, "binpackrole", lambda s: s["template"]["roles"][0].update(replicas=1))
     wait_ready(objs, "binpackrole")
@@ -749,17 +785,21 @@ def test_role_scale_down_keeps_the_replica_with_the_highest_deletion_cost(objs: 
         assert role_ordinal(pod) == highest
 
 
-def test_group_and_role_scale_down_keep_the_highest_deletion_cost(objs: Objects) -> None:
+def test_group_and_role_scale_down_keep_the_highest_deletion_cost(
+    objs: Objects, controller: Restartable
+) -> None:
     """Ports TestModelServingBinPackScaleDownCombined."""
     create_ready(objs, basic("binpackboth", 2, 0, role("prefill", 2, 0), role("decode", 1, 0)))
     wait_running(objs, "binpackboth", 6)
     highest = -1
+    costs: dict[str, str] = {}
     for pod in all_pods(objs, "binpackboth"):
         parent, ordinal = parent_and_ordinal(label(pod, labels.GROUP_NAME_LABEL))
         assert parent == "binpackboth" and ordinal >= 0
         highest = max(highest, ordinal)
         cost = ordinal * 100 + max(role_ordinal(pod), 0) * 10
-        patch_deletion_cost(objs, pod["metadata"]["name"], cost)
+        patch_deletion_cost(objs, pod["metadata"]["name"], cost, costs)
+    costs_seen(controller, objs, "binpackboth", costs)
 
     def scale(spec: dict[str, Any]) -> None:
         spec["replicas"] = 1
