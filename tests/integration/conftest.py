@@ -36,7 +36,7 @@ _BUILD_ERROR = pytest.StashKey[str]()
 _BUILD = pytest.StashKey["_Build"]()
 _KEPT_LOGS = pytest.StashKey[Path]()
 _WORKERS_KEPT_LOGS = pytest.StashKey[list[Path]]()
-_WORKER_KEPT_LOGS = "devcluster_kept_logs"
+_WORKER_OUTPUT_KEY = "devcluster_kept_logs"
 """The key of ``workeroutput`` under which an xdist worker names the logs it kept."""
 
 
@@ -117,13 +117,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)
     kept = session.config.stash.get(_KEPT_LOGS, None)
     if output is not None and kept is not None:
-        output[_WORKER_KEPT_LOGS] = str(kept)
+        output[_WORKER_OUTPUT_KEY] = str(kept)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     """In the controlling process of xdist: collect the logs a worker kept."""
-    kept = getattr(node, "workeroutput", {}).get(_WORKER_KEPT_LOGS)
+    kept = getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT_KEY)
     if kept is not None:
         node.config.stash.setdefault(_WORKERS_KEPT_LOGS, []).append(Path(kept))
 

@@ -64,16 +64,13 @@ def _failure(status: Mapping[str, Any], ready: bool) -> tuple[bool, float | None
     """Kthena's rule (``updatePod``): the Pod Failed, or, Running or Pending and not Running
     and Ready, one of its containers restarted (a Pod Running and Ready again after a restart
     is a ready Pod, and Kthena looks at that first). Also when it happened."""
+    phase = status.get("phase")
+    if phase != "Failed" and (ready or phase not in ("Running", "Pending")):
+        return False, None  # most Pods: nothing to read of their containers
     statuses = list(status.get("containerStatuses") or []) + list(
         status.get("initContainerStatuses") or []
     )
-    phase = status.get("phase")
-    failed = phase == "Failed" or (
-        phase in ("Running", "Pending")
-        and not ready
-        and any(int(c.get("restartCount") or 0) > 0 for c in statuses)
-    )
-    if not failed:
+    if phase != "Failed" and not any(int(c.get("restartCount") or 0) > 0 for c in statuses):
         return False, None
     # since when: the Pod stopped being Ready, which a crash loop does not move on (each crash
     # writes a later finishedAt: counted from that, a grace period longer than the kubelet's

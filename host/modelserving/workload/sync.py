@@ -667,9 +667,9 @@ class _Sync:
             for pod in group.failed:
                 if pod.name in self.deleted_pods:
                     continue
-                if policy == "None" and self.lost.get(pod.name) == NODE_DELETED:
-                    continue  # deleted at once, alone, with no grace period (release_lost)
                 if self.lost.get(pod.name) == NODE_DELETED:
+                    if policy == "None":
+                        continue  # deleted at once, alone, with no grace period (release_lost)
                     # gone for good: no restart to wait for
                     why = f"Pod {pod.name}'s Node {pod.node} was deleted"
                 else:
